@@ -1,0 +1,3 @@
+from dagplan.cli import main
+
+main()

@@ -1,0 +1,57 @@
+"""The ``dagplan`` command: a thin layer over the library API.
+
+Each subcommand lives in its own module and is imported only when invoked, so
+``dagplan check`` never pays for the interpreter (or litellm). Exit codes:
+0 success, 1 invalid plan / failed run, 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> (module, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "check": ("dagplan.cli.check", "check", "Validate plan files (dry run, no execution)."),
+    "fmt": ("dagplan.cli.check", "fmt", "Rewrite a plan (any dialect) as canonical YAML."),
+    "graph": ("dagplan.cli.check", "graph", "Print a plan's graph as Mermaid or DOT."),
+    "schema": ("dagplan.cli.check", "schema", "Print the plan JSON Schema."),
+    "preview": ("dagplan.cli.run", "preview", "Show what a plan would run, running nothing."),
+    "run": ("dagplan.cli.run", "run", "Run a plan."),
+    "runs": ("dagplan.cli.runs", "runs", "List runs, or show one."),
+    "resume": ("dagplan.cli.runs", "resume", "Resume an interrupted run."),
+    "discard": ("dagplan.cli.runs", "discard", "Cancel a run and remove its state."),
+    "events": ("dagplan.cli.runs", "events", "Print a run's event log."),
+    "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),
+    "score": ("dagplan.cli.plan", "score", "Complexity score of a task (plan-first gate)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None  # not built yet
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, help_) for name, (_, _, help_) in COMMANDS.items() if self.get_command(ctx, name)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dagplan")
+def cli() -> None:
+    """dagplan: validate, preview and run declarative plans for LLM agents."""
+
+
+def main() -> None:
+    cli(prog_name="dagplan")

@@ -1,0 +1,162 @@
+"""One error family for everything a user can get wrong.
+
+Every user-facing problem is a :class:`Diagnostic` (a value) and every raised
+error is a :class:`DagplanError` carrying one or more of them. Stages produce
+spans that name a *document path* (``("steps", 2, "args", "x")``) and an
+offset inside a string; line and column are filled in later, only when a
+diagnostic is shown, by :meth:`dagplan.dsl.load.SourceMap.locate`. The happy
+path therefore never pays for a position map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Literal
+
+Severity = Literal["error", "warning"]
+DocPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where something is: a file, a document path, and (once located) line:col.
+
+    ``line``/``col`` are 1-based; 0 means "not located yet". ``offset`` is a
+    character offset inside the string scalar at ``path`` (for expression
+    syntax errors that point inside a string).
+    """
+
+    file: str = "<string>"
+    path: DocPath = ()
+    offset: int = 0
+    line: int = 0
+    col: int = 0
+
+    def at(self, *more: str | int, offset: int = 0) -> "Span":
+        """The span of a child of this node."""
+        return replace(self, path=self.path + more, offset=offset, line=0, col=0)
+
+    @property
+    def located(self) -> bool:
+        return self.line > 0
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.col}"
+        return self.file
+
+
+NOSPAN = Span()
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    severity: Severity
+    code: str
+    message: str
+    span: Span = NOSPAN
+    hint: str | None = None
+
+    def format(self) -> str:
+        """``PATH:LINE:COL: error CODE: message`` plus a ``hint:`` line."""
+        head = f"{self.span}: {self.severity} {self.code}: {self.message}"
+        return head if not self.hint else f"{head}\n    hint: {self.hint}"
+
+    def to_json(self) -> dict:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "file": self.span.file,
+            "line": self.span.line,
+            "col": self.span.col,
+            "path": list(self.span.path),
+            "hint": self.hint,
+        }
+
+    def sort_key(self) -> tuple:
+        return (self.span.file, self.span.line, self.span.col, self.severity != "error", self.code)
+
+
+def error(code: str, message: str, span: Span = NOSPAN, hint: str | None = None) -> Diagnostic:
+    return Diagnostic("error", code, message, span, hint)
+
+
+def warning(code: str, message: str, span: Span = NOSPAN, hint: str | None = None) -> Diagnostic:
+    return Diagnostic("warning", code, message, span, hint)
+
+
+class DagplanError(Exception):
+    """Base of every error dagplan raises on purpose.
+
+    Carries its diagnostics; ``str()`` is the formatted headline. Pickles (it
+    crosses threads and processes and is stored in run records).
+    """
+
+    def __init__(self, diagnostics: Diagnostic | Iterable[Diagnostic]):
+        if isinstance(diagnostics, Diagnostic):
+            diagnostics = (diagnostics,)
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        super().__init__(self.headline.format() if self.diagnostics else "")
+
+    @classmethod
+    def make(cls, code: str, message: str, span: Span = NOSPAN, hint: str | None = None):
+        return cls(error(code, message, span, hint))
+
+    @property
+    def headline(self) -> Diagnostic:
+        """The first error by position (else the first diagnostic): it leads a repair prompt."""
+        errors = [d for d in self.diagnostics if d.severity == "error"] or list(self.diagnostics)
+        return min(errors, key=Diagnostic.sort_key)
+
+    @property
+    def code(self) -> str:
+        return self.headline.code
+
+    @property
+    def span(self) -> Span:
+        return self.headline.span
+
+    @property
+    def hint(self) -> str | None:
+        return self.headline.hint
+
+    def __reduce__(self):
+        return (type(self), (self.diagnostics,))
+
+
+class LoadError(DagplanError):
+    """The text could not be read as a document (I/O, encoding, YAML/JSON syntax, limits)."""
+
+
+class PlanInvalid(DagplanError):
+    """The document is not a valid plan; ``diagnostics`` holds every problem found."""
+
+
+class RunError(DagplanError):
+    """A run could not start or continue (bad inputs, unknown run, refused approval...)."""
+
+
+def located(diags: Iterable[Diagnostic], locate) -> list[Diagnostic]:
+    """Fill in line/col of every diagnostic with ``locate(span) -> span``, sorted."""
+    out = [replace(d, span=locate(d.span)) if not d.span.located else d for d in diags]
+    return sorted(out, key=Diagnostic.sort_key)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds that keep hostile input from costing unbounded time or memory.
+
+    Documented in the README; all can be raised by the caller.
+    """
+
+    max_bytes: int = 16 * 1024 * 1024
+    max_depth: int = 64
+    max_nodes: int = 2_000_000
+    max_steps: int = 100_000
+    max_id_length: int = 64
+    max_string: int = 4 * 1024 * 1024
+    extra: dict = field(default_factory=dict)
+
+
+DEFAULT_LIMITS = Limits()

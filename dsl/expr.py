@@ -1,0 +1,266 @@
+"""Strings of a plan -> references, placeholders, templates and expressions (grammar: ``expr.lark``).
+
+``classify(text)`` decides what a string in an argument is:
+
+* no special character at all -> the string itself (the fast path: most strings);
+* exactly an expression (``†a``, ``†a || †b``, ``†a && †b``) -> a :class:`Ref`,
+  :class:`AnyOf` or :class:`AllOf` that takes the referenced value with its JSON type;
+* otherwise -> a :class:`Template` (references and placeholders interpolated as text),
+  or the plain string again when it only held escapes.
+
+Parsing never judges meaning (unknown step ids, mixed operators): ``validate`` does.
+Parsed strings are cached without positions; spans are attached per use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer, UnexpectedInput
+
+from .errors import PlanInvalid, Span, error
+from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Template
+
+SPECIAL = re.compile(r"[\u2020$#\\]")
+# "The whole string is an expression": it starts with a sigil and either is one
+# reference or uses an operator. The grammar has the last word.
+_STARTS_WITH_REF = re.compile(r"\s*(?:\u2020|\$(?:input|state)\b)")
+_ONE_TOKEN = re.compile(r"\s*\S+\s*")
+
+
+@lru_cache(maxsize=None)
+def _parser(start: str) -> Lark:
+    grammar = resources.files(__package__).joinpath("expr.lark").read_text(encoding="utf-8")
+    return Lark(grammar, start=start, parser="lalr", maybe_placeholders=False)
+
+
+class _Build(Transformer):
+    """Tree -> IR nodes. Spans carry only the offset inside the string; never raises."""
+
+    def template(self, parts):
+        merged: list = []
+        for part in parts:
+            if isinstance(part, str) and merged and isinstance(merged[-1], str):
+                merged[-1] += part
+            else:
+                merged.append(part)
+        return Template(tuple(merged))
+
+    def text(self, items):
+        (tok,) = items
+        return tok[1:] if tok.type == "ESCAPE" else str(tok)
+
+    def ref(self, items):
+        sigil, root, *path = items
+        return Ref(str(root), tuple(path), Span(offset=sigil.start_pos))
+
+    def key(self, items):
+        return str(items[1])
+
+    def index(self, items):
+        return int(items[1])
+
+    def quoted_key(self, items):
+        return json.loads(items[1])
+
+    def placeholder(self, items):
+        tok: Token = items[0]
+        view, n = "full", None
+        if len(items) > 1:
+            suffix = str(items[1])[1:]
+            view, _, count = suffix.partition("=")
+            n = int(count) if count else None
+        return Placeholder(tok[1:], view, n, Span(offset=tok.start_pos))
+
+    def alt(self, refs):
+        return tuple(refs)
+
+    def expr(self, alts):
+        ops = {"||"} if len(alts) > 1 else set()
+        return alts, ops | ({"&&"} if any(len(a) > 1 for a in alts) else set())
+
+
+_BUILD = _Build()
+
+
+def _syntax_error(text: str, exc: UnexpectedInput, span: Span, what: str) -> PlanInvalid:
+    offset = getattr(exc, "pos_in_stream", None) or 0
+    got = text[offset : offset + 12] or "end of text"
+    hint = _hint_for(text, offset)
+    return PlanInvalid(
+        error("syntax", f"invalid {what} at {got!r} in {text!r}", _with_offset(span, offset), hint)
+    )
+
+
+def _with_offset(span: Span, offset: int) -> Span:
+    return Span(span.file, span.path, span.offset + offset)
+
+
+def _hint_for(text: str, offset: int) -> str:
+    before = text[:offset]
+    if before.endswith(("\u2020", "$")) or re.search(r"[\u2020]$", before):
+        return "a reference starts with \u2020input or \u2020state (ASCII: $input, $state); write \\\u2020 for a literal \u2020"
+    if "||" in text and "&&" in text:
+        return "write `||` and `&&` between references only, e.g. \u2020state.a || \u2020state.b"
+    return "references look like \u2020state.a.b[0].c; escape a literal \u2020, $ or # with a backslash"
+
+
+@lru_cache(maxsize=65536)
+def _template(text: str) -> Template:
+    return _scan_template(text) or _BUILD.transform(_parser("template").parse(text))
+
+
+@lru_cache(maxsize=65536)
+def _expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]]:
+    return _scan_expr(text) or _BUILD.transform(_parser("expr").parse(text))
+
+
+# --- fast paths -------------------------------------------------------------------------
+# A lark parse costs 30-60 us per string; plans have many. These regular expressions
+# mirror the grammar's terminals for the common forms and give up (return None) on
+# anything else -- quoted keys, errors -- which then goes through lark. A property test
+# checks that both paths agree.
+
+_REF = r"(?:\u2020|\$(?=(?:input|state)\b))(input|state)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)"
+_REF_RE = re.compile(_REF)
+_SELECTOR_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+_TOKEN_RE = re.compile(
+    rf"(?P<ref>{_REF})"
+    r"|(?P<ph>#[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*)(?P<view>\.summary\b|\.(?:head|last)=\d+)?"
+    r"|\\(?P<esc>[\u2020$#\\])"
+    r"|(?P<text>[^\u2020$#\\]+|\$|#|\\)"
+)
+_OPERATOR_RE = re.compile(r"[ \t]*(\|\||&&)[ \t]*")
+
+
+def _scan_template(text: str) -> Template | None:
+    parts: list = []
+    pos, end = 0, len(text)
+    while pos < end:
+        m = _TOKEN_RE.match(text, pos)
+        if m is None:
+            return None
+        kind = m.lastgroup if m.lastgroup != "view" else "ph"
+        if kind == "ref":
+            if text.startswith("[", m.end()):
+                return None
+            ref_end = m.end()
+            parts.append(_ref_from(text, pos, ref_end))
+        elif kind == "ph":
+            parts.append(_placeholder_from(m.group("ph"), m.group("view"), pos))
+        else:
+            chunk = m.group("esc") or m.group("text")
+            if chunk == "\u2020":
+                return None
+            if parts and isinstance(parts[-1], str):
+                parts[-1] += chunk
+            else:
+                parts.append(chunk)
+        pos = m.end()
+    return Template(tuple(parts))
+
+
+def _ref_from(text: str, start: int, end: int) -> Ref:
+    sigil_len = 1
+    root = text[start + sigil_len : start + sigil_len + 5]
+    selectors = text[start + sigil_len + 5 : end]
+    path = tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(selectors))
+    return Ref(root, path, Span(offset=start))
+
+
+def _placeholder_from(step: str, view: str | None, start: int) -> Placeholder:
+    if not view:
+        return Placeholder(step[1:], "full", None, Span(offset=start))
+    name, _, count = view[1:].partition("=")
+    return Placeholder(step[1:], name, int(count) if count else None, Span(offset=start))
+
+
+def _scan_expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]] | None:
+    alts: list[list[Ref]] = [[]]
+    ops: set[str] = set()
+    pos = 0
+    while True:
+        m = _REF_RE.match(text, pos)
+        if m is None:
+            return None
+        alts[-1].append(_ref_from(text, pos, m.end()))
+        pos = m.end()
+        if pos == len(text):
+            return [tuple(a) for a in alts], ops
+        op = _OPERATOR_RE.match(text, pos)
+        if op is None:
+            return None
+        ops.add(op.group(1))
+        if op.group(1) == "||":
+            alts.append([])
+        pos = op.end()
+
+
+def parse_template(text: str, span: Span = Span()) -> Template:
+    """Parse text with interpolations. Raises :class:`PlanInvalid` on a syntax error."""
+    try:
+        return _rebase(_template(text), span)
+    except UnexpectedInput as exc:
+        raise _syntax_error(text, exc, span, "reference") from None
+
+
+def parse_expr(text: str, span: Span = Span()) -> tuple[tuple[tuple[Ref, ...], ...], set[str]]:
+    """Parse ``†a && †b || †c``; returns the alternatives and the set of operators used."""
+    stripped = text.lstrip()
+    lead = len(text) - len(stripped)
+    try:
+        alts, ops = _expr(stripped.rstrip())
+    except UnexpectedInput as exc:
+        exc.pos_in_stream = (getattr(exc, "pos_in_stream", 0) or 0) + lead
+        raise _syntax_error(text, exc, span, "expression") from None
+    span = _with_offset(span, lead) if lead else span
+    return tuple(tuple(_rebase(r, span) for r in alt) for alt in alts), ops
+
+
+def parse_output(text: str, span: Span = Span()) -> Output:
+    alts, _ = parse_expr(text, span)
+    return Output(alts, span)
+
+
+def classify(text: str, span: Span = Span()) -> Any:
+    """An argument string -> str | Ref | AnyOf | AllOf | Template (see module doc)."""
+    if not SPECIAL.search(text):
+        return text
+    if _STARTS_WITH_REF.match(text) and ("||" in text or "&&" in text or _ONE_TOKEN.fullmatch(text)):
+        alts, ops = parse_expr(text, span)
+        if ops == {"&&"}:
+            return AllOf(alts[0], span)
+        if len(alts) == 1:
+            return alts[0][0]
+        if all(len(a) == 1 for a in alts):
+            return AnyOf(tuple(a[0] for a in alts), span)
+        raise PlanInvalid(
+            error(
+                "mixed-operators",
+                f"an argument may use `||` or `&&`, not both: {text!r}",
+                span,
+                "`&&` inside `||` alternatives is only meaningful in an output path",
+            )
+        )
+    template = parse_template(text, span)
+    if all(isinstance(p, str) for p in template.parts):
+        return "".join(template.parts)  # only escapes
+    if len(template.parts) == 1 and isinstance(template.parts[0], Ref):
+        return template.parts[0]  # e.g. †state["a b"], which the pre-test does not see
+    return template
+
+
+def _rebase(node: Any, span: Span) -> Any:
+    """Give a cached, position-free node the span of this use (offset inside the string)."""
+    if isinstance(node, Template):
+        parts = tuple(p if isinstance(p, str) else _rebase(p, span) for p in node.parts)
+        return Template(parts, span)
+    if isinstance(node, Ref):
+        return Ref(node.root, node.path, _with_offset(span, node.span.offset))
+    if isinstance(node, Placeholder):
+        return Placeholder(node.step, node.view, node.n, _with_offset(span, node.span.offset))
+    return node

@@ -1,0 +1,216 @@
+"""The Plan IR: small immutable values, produced by ``parse`` and read by everything after it.
+
+Spans are excluded from equality so that tests compare structure, not positions.
+Argument trees are JSON-like: read-only mappings, tuples, scalars, and the
+expression nodes below in any leaf.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Mapping, Union
+
+from .errors import NOSPAN, Span
+
+Root = Literal["input", "state"]
+Key = Union[str, int]
+SIGIL = "\u2020"  # the dagger, canonical spelling of a reference
+ASCII_SIGIL = "$"
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Any:
+    return field(default_factory=lambda: EMPTY)
+
+
+def _span() -> Any:
+    return field(default=NOSPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """``†state.a.b[0]``: a path into the run inputs or the shared state."""
+
+    root: Root
+    path: tuple[Key, ...]
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return SIGIL + self.root + format_path(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """``†a || †b`` in an argument: the first alternative that gets written."""
+
+    options: tuple[Ref, ...]
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return " || ".join(map(str, self.options))
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    """``†a && †b`` in an argument: waits for all, takes the last."""
+
+    refs: tuple[Ref, ...]
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return " && ".join(map(str, self.refs))
+
+
+Expr = Union[Ref, AnyOf, AllOf]
+View = Literal["full", "summary", "head", "last"]
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """``#E1``, ``#E1.summary``, ``#E1.head=200``, ``#E1.last=200``: a step's output as text."""
+
+    step: str
+    view: View = "full"
+    n: int | None = None
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        suffix = {"full": "", "summary": ".summary"}.get(self.view, f".{self.view}={self.n}")
+        return f"#{self.step}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """Text with references and placeholders interpolated as text."""
+
+    parts: tuple[Union[str, Ref, Placeholder], ...]
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return "".join(escape_text(p) if isinstance(p, str) else str(p) for p in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """An output path: alternatives separated by ``||``, each a set of targets joined by ``&&``.
+
+    ``†state.a && †state.b || †state.err`` is ``((a, b), (err,))``: a plain
+    value goes to every target of the first alternative.
+    """
+
+    alternatives: tuple[tuple[Ref, ...], ...]
+    span: Span = _span()
+
+    @property
+    def branching(self) -> bool:
+        return len(self.alternatives) > 1
+
+    @property
+    def targets(self) -> tuple[Ref, ...]:
+        return tuple(r for alt in self.alternatives for r in alt)
+
+    def __str__(self) -> str:
+        return " || ".join(" && ".join(map(str, alt)) for alt in self.alternatives)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    limit: int = 3
+    backoff: float = 0.5  # seconds before the first retry; doubles each time, with jitter
+    max_backoff: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCall:
+    """What an ``llm:`` step asks of a model."""
+
+    prompt: Template
+    system: Template | None = None
+    model: str | None = None
+    params: Mapping[str, Any] = _empty()  # temperature, max_tokens, ... passed to litellm
+    tools: tuple[str, ...] = ()  # tools the model may call inside the step
+    output_schema: Mapping[str, Any] | None = None
+    max_iterations: int | None = None
+
+
+Purity = Literal["pure", "idempotent", "side_effect"]
+NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    id: str
+    tool: str | None = None
+    llm: LLMCall | None = None
+    description: str = ""
+    args: Mapping[str, Any] = _empty()
+    deps: tuple[str, ...] = ()  # explicit ones; data-flow deps are derived by ``validate``
+    output: Output | None = None
+    retry: Retry = Retry()
+    timeout: float | None = None
+    purity: Purity | None = None
+    precomputed: Any = NOT_GIVEN  # a latent ``_output`` given by the model (calls dialect)
+    span: Span = _span()
+
+    @property
+    def kind(self) -> str:
+        return "llm" if self.llm is not None else "tool"
+
+    @property
+    def label(self) -> str:
+        """What a person reads in progress lines: the description, else the call."""
+        return self.description or (self.tool or "llm")
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    summary: str = ""
+    mode: Literal["eager", "lazy"] = "eager"
+    inputs: Mapping[str, Any] | None = None  # JSON Schema properties of †input
+    required_inputs: tuple[str, ...] = ()
+    state: Mapping[str, Any] | None = None  # JSON Schema of †state
+    initial_state: Mapping[str, Any] = _empty()
+    result: Any = None  # an Expr, a Template, or None (last step in order)
+    on_failure: Literal["continue", "skip_dependents", "abort"] = "continue"
+    dialect: str = "canonical"
+    declared_groups: tuple[tuple[str, ...], ...] | None = None  # steps dialect's parallel_groups
+    source: str = "<string>"
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
+    by_id: Mapping[str, Step] = field(default_factory=lambda: EMPTY, compare=False, repr=False, init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_id", MappingProxyType({s.id: s for s in self.steps}))
+
+    def step(self, step_id: str) -> Step:
+        return self.by_id[step_id]
+
+
+# --- canonical spelling ----------------------------------------------------------------
+
+# What would otherwise start a reference, a placeholder or an escape.
+_NEEDS_ESCAPE = re.compile(r"\\(?=[\u2020$#\\])|\u2020|\$(?=(?:input|state)\b)|#(?=[A-Za-z_])")
+
+
+def escape_text(text: str) -> str:
+    """Literal text as it must be written inside a template (escapes only where needed)."""
+    return _NEEDS_ESCAPE.sub(lambda m: "\\" + m.group(0), text)
+
+
+def format_path(path: tuple[Key, ...]) -> str:
+    out = []
+    for key in path:
+        if isinstance(key, int):
+            out.append(f"[{key}]")
+        elif key.isidentifier():
+            out.append("." + key)
+        else:
+            out.append("[" + _quote(key) + "]")
+    return "".join(out)
+
+
+def _quote(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
