@@ -214,3 +214,17 @@ def format_path(path: tuple[Key, ...]) -> str:
 
 def _quote(key: str) -> str:
     return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the validator knows of a tool: enough to check a call before anything runs.
+
+    The interpreter's registry builds these from decorated functions; ``dsl``
+    never imports the interpreter.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"type": "object"}))
+    purity: Purity | None = None
