@@ -1,0 +1,258 @@
+"""Canonical document data -> Plan IR.
+
+The data has already been loaded (and normally schema-checked); this stage turns
+strings into references, templates and output paths, durations into seconds,
+and lists into tuples. It collects *every* syntax diagnostic (one per bad
+string) and never raises: a document that is not a mapping of the expected
+shape gets ``schema`` diagnostics instead of a traceback, because parse may be
+called on data that never went through the schema.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import Diagnostic, PlanInvalid, Span, error
+from .expr import classify, parse_output, parse_template
+from .ir import LLMCall, Plan, Retry, Step, Template
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_LLM_KEYS = ("system", "model", "params", "tools", "output_schema", "max_iterations")
+
+
+def parse_document(
+    data: Any, name: str = "<string>", dialect: str = "canonical"
+) -> tuple[Plan | None, list[Diagnostic]]:
+    """Build the Plan IR from canonical data; ``(None, diagnostics)`` when any string is bad."""
+    ctx = _Context(name)
+    if not isinstance(data, Mapping):
+        ctx.fail("schema", "a plan document must be a mapping (object) with a `steps` list", ())
+        return None, ctx.diagnostics
+    dialect = str(data.get("x-dialect") or dialect)
+    steps = _steps(ctx, data.get("steps"))
+    plan_kwargs = _plan_fields(ctx, data)
+    if ctx.diagnostics:
+        return None, ctx.diagnostics
+    plan = Plan(steps=steps, dialect=dialect, source=name, span=Span(name), **plan_kwargs)
+    return plan, []
+
+
+@dataclass
+class _Context:
+    """Where diagnostics accumulate while building one plan."""
+
+    name: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def span(self, path: tuple) -> Span:
+        return Span(self.name, path)
+
+    def fail(self, code: str, message: str, path: tuple, hint: str | None = None) -> None:
+        self.diagnostics.append(error(code, message, self.span(path), hint))
+
+    def guard(self, build, *args, default=None):
+        """Run an expression parser; a syntax error becomes a diagnostic and ``default``."""
+        try:
+            return build(*args)
+        except PlanInvalid as exc:
+            self.diagnostics.extend(exc.diagnostics)
+            return default
+
+
+# --- plan level -------------------------------------------------------------------------
+
+
+def _plan_fields(ctx: _Context, data: Mapping) -> dict:
+    inputs = data.get("inputs")
+    out: dict[str, Any] = {
+        "summary": str(data.get("summary") or ""),
+        "mode": data.get("mode") or "eager",
+        "on_failure": data.get("on_failure") or "continue",
+        "inputs": frozen(inputs) if isinstance(inputs, Mapping) else None,
+        "required_inputs": _required_inputs(inputs),
+        "state": frozen(data["state"]) if isinstance(data.get("state"), Mapping) else None,
+        "initial_state": frozen(data.get("initial_state") or {}),
+        "declared_groups": _groups(ctx, data.get("parallel_groups")),
+    }
+    if data.get("result") is not None:
+        out["result"] = _value(ctx, data["result"], ("result",))
+    return out
+
+
+def _required_inputs(inputs: Any) -> tuple[str, ...]:
+    if not isinstance(inputs, Mapping):
+        return ()
+    return tuple(k for k, v in inputs.items() if not (isinstance(v, Mapping) and "default" in v))
+
+
+def _groups(ctx: _Context, groups: Any) -> tuple[tuple[str, ...], ...] | None:
+    if groups is None:
+        return None
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        ctx.fail("schema", "`parallel_groups` must be a list of lists of step ids", ("parallel_groups",))
+        return None
+    return tuple(tuple(str(s) for s in g) for g in groups)
+
+
+# --- steps ------------------------------------------------------------------------------
+
+
+def _steps(ctx: _Context, raw: Any) -> tuple[Step, ...]:
+    if not isinstance(raw, list):
+        ctx.fail("schema", "`steps` must be a list of steps", ("steps",))
+        return ()
+    steps = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            ctx.fail("schema", f"step {i + 1} must be a mapping", ("steps", i))
+            continue
+        steps.append(_step(ctx, item, ("steps", i)))
+    return tuple(steps)
+
+
+def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
+    step_id = raw.get("id")
+    if not isinstance(step_id, str):
+        ctx.fail("schema", "every step needs a string `id`", path + ("id",) if "id" in raw else path)
+        step_id = str(step_id)
+    output = None
+    if raw.get("output") is not None:
+        output = _output(ctx, raw["output"], path + ("output",))
+    return Step(
+        id=step_id,
+        tool=raw.get("tool") if isinstance(raw.get("tool"), str) else None,
+        llm=_llm(ctx, raw, path) if raw.get("llm") is not None else None,
+        description=str(raw.get("description") or ""),
+        args=_args(ctx, raw.get("args"), path + ("args",)),
+        deps=_deps(ctx, raw.get("deps"), path + ("deps",)),
+        output=output,
+        retry=_retry(ctx, raw.get("retry"), path + ("retry",)),
+        timeout=_seconds(ctx, raw.get("timeout"), path + ("timeout",)),
+        purity=raw.get("purity"),
+        precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else Step.precomputed,
+        span=ctx.span(path),
+    )
+
+
+def _args(ctx: _Context, raw: Any, path: tuple) -> Mapping[str, Any]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, Mapping):
+        ctx.fail("schema", "`args` must be a mapping of argument names to values", path)
+        return MappingProxyType({})
+    return _value(ctx, raw, path)
+
+
+def _value(ctx: _Context, value: Any, path: tuple) -> Any:
+    """A JSON value with every string classified (reference, expression, template or text)."""
+    if isinstance(value, str):
+        return ctx.guard(classify, value, ctx.span(path), default=value)
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _value(ctx, v, path + (k,)) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_value(ctx, v, path + (i,)) for i, v in enumerate(value))
+    return value
+
+
+def _output(ctx: _Context, raw: Any, path: tuple):
+    if not isinstance(raw, str):
+        ctx.fail("schema", "`output` must be a string such as †state.result", path)
+        return None
+    return ctx.guard(parse_output, raw, ctx.span(path))
+
+
+def _deps(ctx: _Context, raw: Any, path: tuple) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if not isinstance(raw, list):
+        ctx.fail("schema", "`deps` must be a list of step ids", path)
+        return ()
+    return tuple(str(d) for d in raw)
+
+
+def _llm(ctx: _Context, raw: Mapping, path: tuple) -> LLMCall | None:
+    prompt = _template(ctx, raw["llm"], path + ("llm",))
+    system = _template(ctx, raw["system"], path + ("system",)) if raw.get("system") is not None else None
+    tools = raw.get("tools") or ()
+    params = raw.get("params") or {}
+    schema = raw.get("output_schema")
+    return LLMCall(
+        prompt=prompt or Template(()),
+        system=system,
+        model=raw.get("model"),
+        params=frozen(params) if isinstance(params, Mapping) else MappingProxyType({}),
+        tools=tuple(str(t) for t in tools) if isinstance(tools, list) else (),
+        output_schema=frozen(schema) if isinstance(schema, Mapping) else None,
+        max_iterations=raw.get("max_iterations"),
+    )
+
+
+def _template(ctx: _Context, raw: Any, path: tuple) -> Template | None:
+    if not isinstance(raw, str):
+        ctx.fail("schema", "a prompt must be a string", path)
+        return None
+    return ctx.guard(parse_template, raw, ctx.span(path))
+
+
+# --- numbers ----------------------------------------------------------------------------
+
+
+def _retry(ctx: _Context, raw: Any, path: tuple) -> Retry:
+    if raw is None:
+        return Retry()
+    if isinstance(raw, bool) or isinstance(raw, int):
+        return Retry(limit=int(raw))
+    if not isinstance(raw, Mapping):
+        ctx.fail("schema", "`retry` must be a mapping such as {limit: 3, backoff: 0.5}", path)
+        return Retry()
+    default = Retry()
+    backoff = _seconds(ctx, raw.get("backoff"), path + ("backoff",))
+    max_backoff = _seconds(ctx, raw.get("max_backoff"), path + ("max_backoff",))
+    limit = raw.get("limit", default.limit)
+    return Retry(
+        limit=int(limit) if isinstance(limit, (int, float)) else default.limit,
+        backoff=default.backoff if backoff is None else backoff,
+        max_backoff=default.max_backoff if max_backoff is None else max_backoff,
+    )
+
+
+def parse_duration(raw: Any) -> float | None:
+    """``30``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"`` -> seconds; None if not a duration."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, float)):
+        return float(raw) if raw >= 0 else None
+    if isinstance(raw, str):
+        m = _DURATION.match(raw)
+        if m:
+            return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    return None
+
+
+def _seconds(ctx: _Context, raw: Any, path: tuple) -> float | None:
+    if raw is None:
+        return None
+    seconds = parse_duration(raw)
+    if seconds is None:
+        ctx.fail(
+            "bad-duration",
+            f"{raw!r} is not a duration",
+            path,
+            'write a number of seconds or a string such as "500ms", "30s", "2m", "1h"',
+        )
+    return seconds
+
+
+def frozen(value: Any) -> Any:
+    """A read-only deep copy of JSON data: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(v) for v in value)
+    return value

@@ -1,0 +1,206 @@
+"""The plan's graph: dependencies, a stable topological order and parallel groups.
+
+Pure functions of a :class:`Plan`, shared by ``check``, ``preview`` and the
+interpreter. A step depends on
+
+* its explicit ``deps``,
+* every step that may write a ``†state`` path it reads (prefix overlap either
+  way: reading ``†state.a`` waits for a writer of ``†state.a.b`` and the other
+  way round),
+* every step its placeholders (``#E1``) name.
+
+Writers are indexed by path and by every proper prefix of their path, so
+finding the writers of a reference costs O(depth), not O(steps).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+from .ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, Template
+
+Writer = tuple[str, int]  # (step id, index of the output alternative)
+PathKey = tuple  # (root,) + path
+
+
+@dataclass(frozen=True)
+class Analysis:
+    deps: Mapping[str, tuple[str, ...]]
+    order: tuple[str, ...]
+    groups: tuple[tuple[str, ...], ...]
+    writers: Mapping[PathKey, tuple[Writer, ...]]
+    dependents: Mapping[str, tuple[str, ...]]
+    # writers strictly below each path prefix: prefix -> ((step, alt), ...)
+    below: Mapping[PathKey, tuple[Writer, ...]] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+
+    def position(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.order)}
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(step_id: str) -> tuple:
+    """Sort key that puts E2 before E10 (text and numbers alternate, so types always line up)."""
+    parts = _DIGITS.split(step_id)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+# --- what a step reads ------------------------------------------------------------------
+
+
+def iter_reads(value: Any) -> Iterator[Ref | AnyOf | AllOf | Placeholder]:
+    """Every expression and placeholder inside an argument tree or template, in document order."""
+    if isinstance(value, (Ref, AnyOf, AllOf, Placeholder)):
+        yield value
+    elif isinstance(value, Template):
+        for part in value.parts:
+            if not isinstance(part, str):
+                yield part
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from iter_reads(v)
+    elif isinstance(value, tuple):
+        for v in value:
+            yield from iter_reads(v)
+
+
+def step_reads(step: Step) -> Iterator[Ref | AnyOf | AllOf | Placeholder]:
+    yield from iter_reads(step.args)
+    if step.llm is not None:
+        yield from iter_reads(step.llm.prompt)
+        if step.llm.system is not None:
+            yield from iter_reads(step.llm.system)
+
+
+def refs_of(node: Ref | AnyOf | AllOf) -> tuple[Ref, ...]:
+    if isinstance(node, Ref):
+        return (node,)
+    return node.options if isinstance(node, AnyOf) else node.refs
+
+
+def state_refs(step: Step) -> Iterator[Ref]:
+    for node in step_reads(step):
+        if not isinstance(node, Placeholder):
+            for ref in refs_of(node):
+                if ref.root == "state":
+                    yield ref
+
+
+# --- writers ----------------------------------------------------------------------------
+
+
+def index_writers(plan: Plan) -> tuple[dict[PathKey, list[Writer]], dict[PathKey, list[Writer]]]:
+    """(exact path -> writers, proper prefix -> writers below it) for every †state target."""
+    exact: dict[PathKey, list[Writer]] = {}
+    below: dict[PathKey, list[Writer]] = {}
+    for step in plan.steps:
+        if step.output is None:
+            continue
+        for alt, targets in enumerate(step.output.alternatives):
+            for ref in targets:
+                if ref.root != "state":
+                    continue
+                key = ("state",) + ref.path
+                exact.setdefault(key, []).append((step.id, alt))
+                for n in range(1, len(key)):
+                    below.setdefault(key[:n], []).append((step.id, alt))
+    return exact, below
+
+
+def _overlapping(exact: Mapping, below: Mapping, ref: Ref) -> list[Writer]:
+    key = (ref.root,) + ref.path
+    found: list[Writer] = []
+    for n in range(1, len(key) + 1):
+        found.extend(exact.get(key[:n], ()))
+    found.extend(below.get(key, ()))
+    return found
+
+
+def writers_of(analysis: Analysis, ref: Ref) -> tuple[Writer, ...]:
+    """Every (step, alternative) whose output target overlaps ``ref``'s path."""
+    return tuple(dict.fromkeys(_overlapping(analysis.writers, analysis.below, ref)))
+
+
+# --- dependencies -----------------------------------------------------------------------
+
+
+def dependencies(plan: Plan, exact: Mapping, below: Mapping) -> dict[str, tuple[str, ...]]:
+    """Each step's dependencies (explicit + data flow + placeholders), natural order.
+
+    Unknown ids are left out (``validate`` reports them); a step reading what it
+    writes itself depends on itself, which ``validate`` reports as a cycle.
+    """
+    known = plan.by_id
+    deps: dict[str, tuple[str, ...]] = {}
+    for step in plan.steps:
+        found = {d for d in step.deps if d in known}
+        for node in step_reads(step):
+            if isinstance(node, Placeholder):
+                if node.step in known:
+                    found.add(node.step)
+                continue
+            for ref in refs_of(node):
+                if ref.root == "state":
+                    found.update(w for w, _ in _overlapping(exact, below, ref))
+        deps[step.id] = tuple(sorted(found, key=natural_key))
+    return deps
+
+
+def analyze(plan: Plan) -> Analysis:
+    """Graph facts of an (acyclic) plan; see the module docstring."""
+    exact, below = index_writers(plan)
+    deps = dependencies(plan, exact, below)
+    dependents = _reverse(deps)
+    order, groups = _toposort(deps, dependents)
+    return Analysis(
+        deps=MappingProxyType(deps),
+        order=order,
+        groups=groups,
+        writers=MappingProxyType({k: tuple(v) for k, v in exact.items()}),
+        dependents=MappingProxyType(dependents),
+        below=MappingProxyType({k: tuple(v) for k, v in below.items()}),
+    )
+
+
+def _reverse(deps: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {s: [] for s in deps}
+    for step_id, ds in deps.items():
+        for d in ds:
+            if d != step_id:
+                out[d].append(step_id)
+    return {s: tuple(sorted(v, key=natural_key)) for s, v in out.items()}
+
+
+def _toposort(deps: Mapping[str, tuple[str, ...]], dependents: Mapping[str, tuple[str, ...]]):
+    """Kahn's algorithm with a heap on natural ids: the same plan always gives the same order.
+
+    Also assigns each step the group one after its deepest dependency. Steps on a
+    cycle (which ``validate`` reports) are appended at the end rather than lost.
+    """
+    waiting = {s: len(set(d for d in ds if d != s)) for s, ds in deps.items()}
+    level = {s: 0 for s in deps}
+    ready = [(natural_key(s), s) for s, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, step_id = heapq.heappop(ready)
+        order.append(step_id)
+        for child in dependents[step_id]:
+            level[child] = max(level[child], level[step_id] + 1)
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(ready, (natural_key(child), child))
+    if len(order) < len(deps):
+        placed = set(order)
+        order.extend(sorted((s for s in deps if s not in placed), key=natural_key))
+    groups: list[list[str]] = []
+    for step_id in order:
+        while len(groups) <= level[step_id]:
+            groups.append([])
+        groups[level[step_id]].append(step_id)
+    return tuple(order), tuple(tuple(sorted(g, key=natural_key)) for g in groups if g)

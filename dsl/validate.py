@@ -1,0 +1,628 @@
+"""Meaning checks on a parsed plan: a table of small rules, each yielding diagnostics.
+
+Every rule sees the same :class:`Facts` (the plan, the tool catalog and the
+graph, computed once) and yields :class:`Diagnostic` values; ``validate`` runs
+them all and returns everything found, unsorted (the facade locates and sorts).
+Rules that need an acyclic graph are skipped when there is a cycle, so one
+mistake does not produce a cascade of confusing follow-ups.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from .errors import Diagnostic, Span, error, warning
+from .ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
+from .schedule import (
+    Analysis,
+    _overlapping,
+    _toposort,
+    _reverse,
+    dependencies,
+    index_writers,
+    iter_reads,
+    natural_key,
+    refs_of,
+    step_reads,
+)
+
+ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$")
+MAX_ID_LENGTH = 64
+
+
+@dataclass
+class Facts:
+    """What the rules share; everything derived is computed once, on first use."""
+
+    plan: Plan
+    tools: Mapping[str, ToolSpec] | None
+
+    @cached_property
+    def index(self):
+        return index_writers(self.plan)
+
+    @cached_property
+    def deps(self) -> dict[str, tuple[str, ...]]:
+        exact, below = self.index
+        return dependencies(self.plan, exact, below)
+
+    @cached_property
+    def cycles(self) -> list[list[str]]:
+        return find_cycles(self.deps, self.plan)
+
+    @cached_property
+    def order(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        return _toposort(self.deps, _reverse(self.deps))
+
+    def writers(self, ref: Ref) -> list[tuple[str, int]]:
+        exact, below = self.index
+        return _overlapping(exact, below, ref)
+
+    @cached_property
+    def result_reads(self) -> list:
+        return list(iter_reads(self.plan.result))
+
+
+Rule = Callable[[Facts], Iterable[Diagnostic]]
+
+
+def validate(plan: Plan, tools: Mapping[str, ToolSpec] | None = None) -> list[Diagnostic]:
+    """Every problem of ``plan`` (errors and warnings), from every rule in :data:`RULES`."""
+    facts = Facts(plan, tools)
+    found: list[Diagnostic] = []
+    for rule in RULES:
+        if rule in NEEDS_ACYCLIC and facts.cycles:
+            continue
+        found.extend(rule(facts))
+    return found
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def _at(step: Step, *more: str | int) -> Span:
+    return step.span.at(*more)
+
+
+def _all_reads(plan: Plan) -> Iterator[tuple[Step | None, Any]]:
+    """(step, node) for every expression/placeholder; step None for the plan's result."""
+    for step in plan.steps:
+        for node in step_reads(step):
+            yield step, node
+    for node in iter_reads(plan.result):
+        yield None, node
+
+
+# --- ids and names ----------------------------------------------------------------------
+
+
+def duplicate_ids(facts: Facts) -> Iterator[Diagnostic]:
+    first: dict[str, int] = {}
+    for i, step in enumerate(facts.plan.steps):
+        if step.id in first:
+            yield error(
+                "duplicate-id",
+                f"step id '{step.id}' is already used by step {first[step.id] + 1}",
+                _at(step, "id"),
+                "give every step its own id",
+            )
+        else:
+            first[step.id] = i
+
+
+def unsafe_ids(facts: Facts) -> Iterator[Diagnostic]:
+    for step in facts.plan.steps:
+        if len(step.id) > MAX_ID_LENGTH:
+            yield error("unsafe-id", f"step id is longer than {MAX_ID_LENGTH} characters", _at(step, "id"))
+        elif not ID_PATTERN.match(step.id):
+            yield error(
+                "unsafe-id",
+                f"step id {step.id!r} is not safe as a file name",
+                _at(step, "id"),
+                "ids are letters, digits and `_`, in parts joined by single `-` (no `/`, `\\`, `..` or spaces)",
+            )
+
+
+def unknown_steps(facts: Facts) -> Iterator[Diagnostic]:
+    known = facts.plan.by_id
+    for step in facts.plan.steps:
+        for j, dep in enumerate(step.deps):
+            if dep not in known:
+                yield _unknown(dep, known, _at(step, "deps", j), "depends on")
+    for step, node in _all_reads(facts.plan):
+        if isinstance(node, Placeholder) and node.step not in known:
+            yield _unknown(node.step, known, node.span, "placeholder names")
+
+
+def _unknown(name: str, known: Iterable[str], span: Span, what: str) -> Diagnostic:
+    return error("unknown-step", f"{what} unknown step '{name}'", span, did_you_mean(name, known))
+
+
+def forward_deps(facts: Facts) -> Iterator[Diagnostic]:
+    """Steps dialect: a dependency must be declared earlier (the planner's contract)."""
+    if facts.plan.dialect != "steps":
+        return
+    seen: set[str] = set()
+    for step in facts.plan.steps:
+        for j, dep in enumerate(step.deps):
+            if dep in facts.plan.by_id and dep not in seen:
+                yield error(
+                    "forward-dep",
+                    f"step '{step.id}' depends on '{dep}', which comes later",
+                    _at(step, "deps", j),
+                    "in the steps form, deps must point to earlier steps",
+                )
+        seen.add(step.id)
+
+
+# --- references ---------------------------------------------------------------------------
+
+
+def bad_outputs(facts: Facts) -> Iterator[Diagnostic]:
+    for step in facts.plan.steps:
+        for ref in step.output.targets if step.output else ():
+            if ref.root != "state" or not ref.path:
+                yield error(
+                    "bad-output",
+                    f"output {ref} must be a path under †state, not {'†input' if ref.root == 'input' else 'the whole state'}",
+                    ref.span,
+                    "write for example †state.result",
+                )
+
+
+def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
+    initial = facts.plan.initial_state
+    for step, node in _all_reads(facts.plan):
+        if isinstance(node, Placeholder):
+            continue
+        for ref in refs_of(node):
+            if ref.root == "state" and not facts.writers(ref) and not _provided(initial, ref.path):
+                yield error(
+                    "unwritten-state",
+                    f"{ref} is read but no step writes it and it is not in initial_state",
+                    ref.span,
+                    _writable_hint(facts, ref),
+                )
+
+
+def _provided(initial: Any, path: tuple) -> bool:
+    """Whether ``initial_state`` holds ``path`` (or a non-container value on the way there)."""
+    if not path:
+        return bool(initial)
+    node = initial
+    for key in path:
+        if isinstance(node, Mapping) and isinstance(key, str):
+            if key not in node:
+                return False
+            node = node[key]
+        elif isinstance(node, tuple) and isinstance(key, int):
+            if key >= len(node):
+                return False
+            node = node[key]
+        else:
+            return True
+    return True
+
+
+def _writable_hint(facts: Facts, ref: Ref) -> str:
+    exact, _ = facts.index
+    names = [format_path(k[1:])[1:] for k in exact if len(k) > 1]
+    suggestion = did_you_mean(format_path(ref.path)[1:], names) if names else None
+    return suggestion or "write it with some step's `output:`, or give it a value in `initial_state`"
+
+
+def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
+    inputs = facts.plan.inputs
+    if inputs is None:
+        return
+    for step, node in _all_reads(facts.plan):
+        if isinstance(node, Placeholder):
+            continue
+        for ref in refs_of(node):
+            if ref.root == "input" and _input_schema(inputs, ref.path) is _MISSING:
+                yield error(
+                    "unknown-input",
+                    f"{ref} is not declared in `inputs`",
+                    ref.span,
+                    did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
+                )
+
+
+_MISSING = object()
+
+
+def _input_schema(inputs: Mapping, path: tuple) -> Any:
+    """The JSON Schema of ``path`` under the inputs' properties; None when unknown; _MISSING when absent."""
+    if not path:
+        return {"type": "object"}
+    if path[0] not in inputs:
+        return _MISSING
+    return _descend(inputs[path[0]], path[1:])
+
+
+def _descend(schema: Any, path: tuple) -> Any:
+    for key in path:
+        if not isinstance(schema, Mapping):
+            return None
+        if isinstance(key, int):
+            schema = schema.get("items")
+            continue
+        props = schema.get("properties")
+        if not isinstance(props, Mapping):
+            return None
+        if key not in props:
+            return None if schema.get("additionalProperties", True) is not False else _MISSING
+        schema = props[key]
+    return schema
+
+
+# --- graph ----------------------------------------------------------------------------------
+
+
+def cycles(facts: Facts) -> Iterator[Diagnostic]:
+    for cycle in facts.cycles:
+        first = facts.plan.by_id[cycle[0]]
+        text = " -> ".join(cycle + [cycle[0]])
+        yield error(
+            "cycle",
+            f"dependency cycle: {text}" if len(cycle) > 1 else f"step '{cycle[0]}' depends on itself",
+            _at(first, "id"),
+            "each arrow means the next step needs the previous one (deps, a †state path it reads, or a placeholder)",
+        )
+
+
+def find_cycles(deps: Mapping[str, tuple[str, ...]], plan: Plan) -> list[list[str]]:
+    """One cycle per strongly connected component (iterative Tarjan), in flow order."""
+    position = {s.id: i for i, s in enumerate(plan.steps)}
+    found = []
+    for component in _strong_components(deps):
+        start = min(component, key=position.__getitem__)
+        if len(component) == 1 and start not in deps[start]:
+            continue
+        found.append(_cycle_through(start, set(component), deps))
+    return sorted(found, key=lambda c: position[c[0]])
+
+
+def _strong_components(deps: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for root in deps:
+        if root in index:
+            continue
+        work = [(root, iter(deps[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(deps[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(component)
+    return out
+
+
+def _cycle_through(start: str, members: set[str], deps: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The shortest cycle through ``start`` inside its component, written writer-first."""
+    parent: dict[str, str] = {start: start}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for dep in deps[node]:
+                if dep == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    # path is node, ..., start along "depends on": node feeds ... feeds start, and start feeds node
+                    return [start] + path[:-1]
+                if dep in members and dep not in parent:
+                    parent[dep] = node
+                    nxt.append(dep)
+        frontier = nxt
+    return [start]
+
+
+# --- writers ---------------------------------------------------------------------------------
+
+
+def conflicting_writers(facts: Facts) -> Iterator[Diagnostic]:
+    exact, _ = facts.index
+    conditions = branch_conditions(facts)
+    reported: set[tuple[str, str]] = set()
+    for key, writers in exact.items():
+        candidates = [w for n in range(1, len(key) + 1) for w in exact.get(key[:n], ())]
+        for later, _ in writers:
+            for other, _ in candidates:
+                pair = tuple(sorted((later, other), key=natural_key))
+                if other == later or pair in reported or _exclusive(conditions, later, other):
+                    continue
+                reported.add(pair)
+                yield _conflict(facts.plan, key, pair)
+
+
+def _conflict(plan: Plan, key: tuple, pair: tuple[str, str]) -> Diagnostic:
+    first, second = sorted(pair, key=lambda s: plan.steps.index(plan.by_id[s]))
+    return error(
+        "conflicting-writers",
+        f"†state{format_path(key[1:])} is written by both '{first}' and '{second}'",
+        _at(plan.by_id[second], "output"),
+        "give each step its own output path, or make the two exclusive "
+        "(downstream of different alternatives of one `||` output)",
+    )
+
+
+Condition = frozenset  # of (branching step id, alternative index)
+
+
+def branch_conditions(facts: Facts) -> dict[str, Condition]:
+    """For each step, the branch alternatives it runs only under.
+
+    A step reading a path that only alternative *i* of a branching step writes
+    runs only if that alternative was taken; conditions flow to dependents. A
+    path written under several conditions (a join) is conditioned only on what
+    all of its writers share.
+    """
+    plan = facts.plan
+    cond: dict[str, Condition] = {}
+    for step_id in facts.order[0]:
+        step = plan.by_id[step_id]
+        acc: set = set()
+        for dep in step.deps:
+            acc |= cond.get(dep, frozenset())
+        for node in step_reads(step):
+            if isinstance(node, Placeholder):
+                acc |= cond.get(node.step, frozenset())
+            elif isinstance(node, AnyOf):
+                acc |= _shared(_ref_condition(facts, cond, r, step_id) for r in node.options)
+            else:
+                for ref in refs_of(node):
+                    acc |= _ref_condition(facts, cond, ref, step_id)
+        cond[step_id] = frozenset(acc)
+    return cond
+
+
+def _ref_condition(facts: Facts, cond: Mapping, ref: Ref, reader: str) -> Condition:
+    if ref.root != "state":
+        return frozenset()
+    options = []
+    for writer, alt in facts.writers(ref):
+        if writer == reader:
+            continue
+        own = cond.get(writer, frozenset())
+        step = facts.plan.by_id[writer]
+        options.append(own | {(writer, alt)} if step.output.branching else own)
+    return _shared(options)
+
+
+def _shared(conditions: Iterable[Condition]) -> Condition:
+    conditions = list(conditions)
+    return frozenset.intersection(*conditions) if conditions else frozenset()
+
+
+def _exclusive(cond: Mapping[str, Condition], a: str, b: str) -> bool:
+    taken = dict(cond.get(a, ()))
+    return any(s in taken and taken[s] != alt for s, alt in cond.get(b, ()))
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+def tool_names(facts: Facts) -> Iterator[Diagnostic]:
+    tools = facts.tools
+    if tools is None:
+        return
+    for step in facts.plan.steps:
+        if step.tool is not None and step.tool not in tools:
+            yield error("unknown-tool", f"unknown tool '{step.tool}'", _at(step, "tool"), did_you_mean(step.tool, tools))
+        for j, name in enumerate(step.llm.tools if step.llm else ()):
+            if name not in tools:
+                yield error("unknown-tool", f"unknown tool '{name}'", _at(step, "tools", j), did_you_mean(name, tools))
+
+
+def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
+    if facts.tools is None:
+        return
+    for step in facts.plan.steps:
+        spec = facts.tools.get(step.tool) if step.tool else None
+        if spec is not None:
+            yield from _check_call(facts.plan, step, spec)
+
+
+def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
+    params = spec.parameters
+    props = params.get("properties") or {}
+    for name in params.get("required") or ():
+        if name not in step.args:
+            yield error("bad-argument", f"tool '{spec.name}' needs argument '{name}'", _at(step, "args"))
+    extra = params.get("additionalProperties", False)
+    closed = bool(props) and not (extra is True or isinstance(extra, Mapping))
+    for name, value in step.args.items():
+        if name not in props:
+            if closed:
+                yield error(
+                    "bad-argument",
+                    f"tool '{spec.name}' has no argument '{name}'",
+                    _at(step, "args", name),
+                    did_you_mean(name, props) or f"its arguments: {', '.join(props)}",
+                )
+            continue
+        wanted = _types(props[name])
+        got = _value_types(plan, value)
+        if wanted and got and not _compatible(got, wanted):
+            yield error(
+                "bad-argument",
+                f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, not {' or '.join(sorted(got))}",
+                _at(step, "args", name),
+            )
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, Mapping):
+        return set()
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    return set(kind) if isinstance(kind, (list, tuple)) else set()
+
+
+def _value_types(plan: Plan, value: Any) -> set[str]:
+    """JSON types a value may have when the call is made; empty when it cannot be known."""
+    if isinstance(value, (Template, str)):
+        return {"string"}
+    if isinstance(value, Ref):
+        if value.root == "input" and plan.inputs is not None:
+            schema = _input_schema(plan.inputs, value.path)
+        else:
+            schema = _descend(plan.state, value.path) if plan.state else None
+        return _types(schema) if schema is not _MISSING else set()
+    if isinstance(value, (AnyOf, AllOf)):
+        per_ref = [_value_types(plan, r) for r in refs_of(value)]
+        return set().union(*per_ref) if all(per_ref) else set()
+    return {_json_type(value)}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    return "object" if isinstance(value, Mapping) else "array"
+
+
+def _compatible(got: set[str], wanted: set[str]) -> bool:
+    widened = wanted | ({"integer"} if "number" in wanted else set())
+    return got <= widened
+
+
+# --- declared groups, usefulness ----------------------------------------------------------------
+
+
+def parallel_groups(facts: Facts) -> Iterator[Diagnostic]:
+    declared = facts.plan.declared_groups
+    computed = facts.order[1]
+    if declared is None:
+        return
+    if tuple(tuple(sorted(g, key=natural_key)) for g in declared) != computed:
+        yield warning(
+            "parallel-groups-mismatch",
+            f"parallel_groups {_show(declared)} differ from the computed groups {_show(computed)}",
+            facts.plan.span.at("parallel_groups"),
+            "the computed groups are used; each step runs in the first group after all of its dependencies",
+        )
+
+
+def _show(groups: Iterable[Iterable[str]]) -> str:
+    return "[" + ", ".join("[" + ", ".join(g) + "]" for g in groups) + "]"
+
+
+def unused_outputs(facts: Facts) -> Iterator[Diagnostic]:
+    plan = facts.plan
+    read_exact, read_below, by_placeholder = _read_index(plan)
+    default_result = facts.order[0][-1] if plan.result is None and plan.steps else None
+    for step in plan.steps:
+        if step.output is None or step.id == default_result or step.id in by_placeholder:
+            continue
+        if not any(_is_read(("state",) + r.path, read_exact, read_below) for r in step.output.targets):
+            yield warning(
+                "unused-output",
+                f"nothing reads the output of step '{step.id}' ({step.output})",
+                _at(step, "output"),
+                "read it in a later step or in `result`, or drop the `output:`",
+            )
+
+
+def _read_index(plan: Plan) -> tuple[set, set, set]:
+    exact: set = set()
+    below: set = set()
+    placeholders: set = set()
+    for _, node in _all_reads(plan):
+        if isinstance(node, Placeholder):
+            placeholders.add(node.step)
+            continue
+        for ref in refs_of(node):
+            key = (ref.root,) + ref.path
+            exact.add(key)
+            below.update(key[:n] for n in range(1, len(key)))
+    return exact, below, placeholders
+
+
+def _is_read(key: tuple, exact: set, below: set) -> bool:
+    return key in below or any(key[:n] in exact for n in range(1, len(key) + 1))
+
+
+def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
+    plan = facts.plan
+    if plan.result is None:
+        return
+    live: set[str] = set()
+    todo = []
+    for node in facts.result_reads:
+        if isinstance(node, Placeholder):
+            todo.append(node.step)
+        else:
+            todo.extend(w for r in refs_of(node) for w, _ in facts.writers(r))
+    while todo:
+        step_id = todo.pop()
+        if step_id in live or step_id not in facts.deps:
+            continue
+        live.add(step_id)
+        todo.extend(facts.deps[step_id])
+    for step in plan.steps:
+        if step.id not in live and step.purity != "side_effect":
+            yield warning(
+                "dead-step",
+                f"step '{step.id}' cannot affect the result",
+                _at(step, "id"),
+                "mark it `purity: side_effect` if it runs for its effect, or remove it",
+            )
+
+
+RULES: tuple[Rule, ...] = (
+    duplicate_ids,
+    unsafe_ids,
+    unknown_steps,
+    forward_deps,
+    bad_outputs,
+    unwritten_state,
+    unknown_inputs,
+    cycles,
+    conflicting_writers,
+    tool_names,
+    tool_arguments,
+    parallel_groups,
+    unused_outputs,
+    dead_steps,
+)
+NEEDS_ACYCLIC = {conflicting_writers, parallel_groups, unused_outputs, dead_steps}
