@@ -1,0 +1,260 @@
+"""The run log on disk: checksummed JSON lines, atomic writes, folding events, run locks.
+
+A log line is one JSON object whose *last* member is ``"crc":"xxxxxxxx"``, the
+crc32 of the same line with that member removed. Putting the checksum last,
+with a fixed width, lets a reader verify a line by slicing instead of
+re-serialising it, and keeps every line valid JSON for ``jq`` and friends.
+
+Lines are ASCII (``ensure_ascii``): a string holding lone surrogates (text
+decoded with ``surrogateescape``) survives the round trip, and a byte offset
+is a character offset.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+PENDING, COMPLETED, FAILED, INTERRUPTED, SKIPPED = (
+    "pending", "completed_with_result", "failed", "interrupted", "skipped",
+)
+SETTLED = (COMPLETED, FAILED, SKIPPED)
+
+_CRC_KEY = ',"crc":"'
+_CRC_TAIL = len(_CRC_KEY) + 8 + 3  # ,"crc":"xxxxxxxx"} and the newline
+
+
+def dumps(value: Any) -> str:
+    """The one JSON spelling used for log lines, spills and artifacts."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
+def encode_line(event: dict) -> bytes:
+    """``event`` as one checksummed log line (ending in a newline)."""
+    body = dumps(event)
+    crc = zlib.crc32(body.encode("ascii"))
+    return f'{body[:-1]}{_CRC_KEY}{crc:08x}"}}\n'.encode("ascii")
+
+
+def decode_line(line: bytes) -> dict | None:
+    """The event in one log line (with its newline), or None if torn or corrupt."""
+    if len(line) < _CRC_TAIL + 2 or not line.endswith(b'"}\n'):
+        return None
+    cut = len(line) - _CRC_TAIL
+    if line[cut : cut + len(_CRC_KEY)] != _CRC_KEY.encode():
+        return None
+    body = line[:cut] + b"}"
+    try:
+        if int(line[cut + len(_CRC_KEY) : cut + len(_CRC_KEY) + 8], 16) != zlib.crc32(body):
+            return None
+        event = json.loads(body)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a log read found: the events, where the good part ends, and damage."""
+
+    events: list[dict]
+    end: int  # byte offset just after the last good line
+    lines: int  # good lines read
+    torn: bool  # the last line was incomplete or failed its checksum (dropped)
+    corrupt_line: int | None  # 1-based number of a bad line followed by good ones
+
+
+def scan(path: Path, offset: int = 0, first_line: int = 1) -> Scan:
+    """Read the log from ``offset``; a bad last line is torn, a bad middle line is corruption."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return Scan([], offset, 0, False, None)
+    events: list[dict] = []
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        line = data[pos:] if nl < 0 else data[pos : nl + 1]
+        event = decode_line(line)
+        if event is None:
+            rest_has_lines = nl >= 0 and data.find(b"\n", nl + 1) >= 0
+            bad = first_line + len(events) if rest_has_lines else None
+            return Scan(events, offset + pos, len(events), True, bad)
+        events.append(event)
+        pos += len(line)
+    return Scan(events, offset + pos, len(events), False, None)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a crash leaves the old file or the new one, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def checksummed(doc: dict) -> bytes:
+    """A whole-file JSON document carrying the crc32 of its other members."""
+    return encode_line(doc)
+
+
+def read_checksummed(path: Path) -> dict | None:
+    """The document written by :func:`checksummed`; None if damaged.
+
+    Raises FileNotFoundError when the file is missing, so callers can tell
+    "missing" from "corrupt".
+    """
+    data = path.read_bytes()
+    return decode_line(data if data.endswith(b"\n") else data + b"\n")
+
+
+# --- folding events into progress --- --------------------------------------------------------
+
+
+def empty_state() -> dict:
+    return {"lifecycle": None, "final": None, "started": None, "steps": {}, "memo": {}}
+
+
+def _step(state: dict, step_id: str) -> dict:
+    return state["steps"].setdefault(step_id, {"status": PENDING, "attempts": 0})
+
+
+def _on_started(state: dict, e: dict) -> None:
+    s = _step(state, e["step"])
+    s["status"] = INTERRUPTED  # started, not settled (yet)
+    s["attempts"] = max(s["attempts"], int(e.get("attempt") or 1))
+
+
+def _on_retrying(state: dict, e: dict) -> None:
+    s = _step(state, e["step"])
+    s["status"] = INTERRUPTED
+    s["attempts"] = max(s["attempts"], int(e.get("attempt") or s["attempts"]))
+
+
+def _on_completed(state: dict, e: dict) -> None:
+    s = _step(state, e["step"])
+    if e.get("replayed") and "output" not in e and "spill" not in e:
+        s["status"] = COMPLETED  # a replay re-announces the recorded result; keep it
+        return
+    kept = {k: v for k, v in e.items() if k not in ("type", "seq", "ts", "run_id", "step")}
+    state["steps"][e["step"]] = {"status": COMPLETED, "attempts": e.get("attempts", s["attempts"]), **kept}
+
+
+def _on_failed(state: dict, e: dict) -> None:
+    s = _step(state, e["step"])
+    s.update(status=FAILED, error=e.get("error"), handled=bool(e.get("handled")),
+             attempts=e.get("attempts", s["attempts"]), alternative=e.get("alternative", 0))
+
+
+def _on_skipped(state: dict, e: dict) -> None:
+    _step(state, e["step"]).update(status=SKIPPED, reason=e.get("reason"))
+
+
+def _on_memo(state: dict, e: dict) -> None:
+    state["memo"][e["key"]] = {k: e[k] for k in ("value", "spill", "spill_crc", "step") if k in e}
+
+
+def _on_cleared(state: dict, e: dict) -> None:
+    cleared = set(e["steps"])
+    for step_id in cleared:
+        state["steps"].pop(step_id, None)
+    state["memo"] = {k: m for k, m in state["memo"].items() if m.get("step") not in cleared}
+    state["lifecycle"], state["final"] = "plan_steps_cleared", None
+
+
+def _on_lifecycle(state: dict, e: dict) -> None:
+    state["lifecycle"] = e["type"]
+    if e["type"] == "plan_started" and state["started"] is None:
+        state["started"] = e.get("ts")
+    if e["type"] == "plan_completed":
+        state["final"] = {k: v for k, v in e.items() if k not in ("type", "seq", "run_id")}
+
+
+FOLD: dict[str, Callable[[dict, dict], None]] = {
+    "plan_step_started": _on_started,
+    "plan_step_retrying": _on_retrying,
+    "plan_step_completed": _on_completed,
+    "plan_step_failed": _on_failed,
+    "plan_step_skipped": _on_skipped,
+    "memo": _on_memo,
+    "plan_steps_cleared": _on_cleared,
+    "plan_started": _on_lifecycle,
+    "plan_resumed": _on_lifecycle,
+    "plan_waiting": _on_lifecycle,
+    "plan_completed": _on_lifecycle,
+    "plan_run_interrupted": _on_lifecycle,
+    "plan_aborted": _on_lifecycle,
+}
+
+
+_STEP_EVENTS = {t for t in FOLD if t.startswith("plan_step_")}
+
+
+def fold(state: dict, event: dict) -> None:
+    """Apply one event to the progress state (unknown types only leave a trace in the log)."""
+    type_ = event.get("type", "")
+    apply = FOLD.get(type_)
+    if apply is not None and (type_ not in _STEP_EVENTS or event.get("step") is not None):
+        apply(state, event)
+
+
+
+# --- locking -----------------------------------------------------------------------------
+
+
+def owner_pid(run_dir: Path) -> int | None:
+    """The pid of the live process holding the run's lock, else None."""
+    try:
+        fd = os.open(run_dir / "lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        if not _held_elsewhere(fd):
+            return None  # a pid left by a killed owner: the kernel dropped its lock
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+
+
+def _held_elsewhere(fd: int) -> bool:
+    """Whether another open file holds the flock (probing takes and drops a shared lock)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
