@@ -1,0 +1,72 @@
+"""dagplan: a declarative plan language for LLM agents, and the interpreter that runs it.
+
+    import dagplan
+
+    @dagplan.tool
+    def lookup(customerId: str) -> dict: ...
+
+    plan = dagplan.load("examples/refund.yaml")
+    print(dagplan.preview(plan).to_json()["order"])
+    result = dagplan.run(plan, tools=[lookup], inputs={"customerId": "c1", "amount": 5})
+
+Names resolve lazily so that ``import dagplan`` stays cheap (and never imports litellm).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # the pipeline
+    "load": "dagplan.api",
+    "check": "dagplan.dsl",
+    "preview": "dagplan.api",
+    "run": "dagplan.api",
+    "arun": "dagplan.api",
+    "resume": "dagplan.api",
+    "aresume": "dagplan.api",
+    # tools
+    "tool": "dagplan.interpreter.tools",
+    "Tool": "dagplan.interpreter.tools",
+    "Branch": "dagplan.interpreter.tools",
+    "TransientError": "dagplan.interpreter.tools",
+    # values
+    "Plan": "dagplan.dsl.ir",
+    "Step": "dagplan.dsl.ir",
+    "ToolSpec": "dagplan.dsl.ir",
+    "Diagnostic": "dagplan.dsl.errors",
+    "Span": "dagplan.dsl.errors",
+    "CheckResult": "dagplan.dsl",
+    "RunResult": "dagplan.interpreter.engine",
+    "StepReport": "dagplan.interpreter.engine",
+    "Event": "dagplan.interpreter.events",
+    "Preview": "dagplan.interpreter.preview",
+    # errors
+    "DagplanError": "dagplan.dsl.errors",
+    "LoadError": "dagplan.dsl.errors",
+    "PlanInvalid": "dagplan.dsl.errors",
+    "RunError": "dagplan.dsl.errors",
+    # LLM
+    "plan": "dagplan.interpreter.planner",
+    "aplan": "dagplan.interpreter.planner",
+    "complexity_score": "dagplan.interpreter.score",
+    "should_plan_first": "dagplan.interpreter.score",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dagplan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -180,6 +180,9 @@ class Plan:
     declared_groups: tuple[tuple[str, ...], ...] | None = None  # steps dialect's parallel_groups
     source: str = "<string>"
     span: Span = field(default=NOSPAN, compare=False, repr=False)
+    # The checked canonical document the plan was parsed from: stored as a run's
+    # artifact so a resumed run never re-derives its plan.
+    document: Any = field(default=None, compare=False, repr=False)
     by_id: Mapping[str, Step] = field(default_factory=lambda: EMPTY, compare=False, repr=False, init=False)
 
     def __post_init__(self) -> None:

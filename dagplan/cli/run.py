@@ -1,0 +1,204 @@
+"""``dagplan run`` and ``dagplan preview``: parse options, call the API, render."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..dsl.errors import DagplanError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def fail(exc: DagplanError, code: int = EXIT_FAILED) -> None:
+    for diag in exc.diagnostics:
+        click.echo(diag.format(), err=True)
+    sys.exit(code)
+
+
+def tools_option(f):
+    return click.option(
+        "--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
+        help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
+    )(f)
+
+
+def output_options(f):
+    f = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                     help="json: the run result as one JSON object on stdout.")(f)
+    f = click.option("--events", "events", type=click.Choice(["jsonl"]), default=None,
+                     help="Stream every event as a JSON line on stderr.")(f)
+    f = click.option("--yes", "-y", is_flag=True, help="Approve lazy plans and retry extensions without asking.")(f)
+    f = click.option("--no-input", is_flag=True, help="Never prompt; unanswered questions are refusals.")(f)
+    f = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+                     help="Where runs are checkpointed (default: $DAGPLAN_STATE_DIR or ./.dagplan).")(f)
+    f = click.option("--max-concurrency", type=click.IntRange(1), default=None, help="Steps running at once.")(f)
+    f = click.option("--model", default=None, help="Default model of LLM steps (litellm name).")(f)
+    return f
+
+
+def load_tools(sources: tuple[str, ...], config: Any) -> dict:
+    from ..interpreter.tools import load_tools as _load
+
+    return _load([*config.tools, *sources])
+
+
+def load_plan(path: str, tools: dict):
+    from ..api import load
+
+    return load(path, tools=tools)
+
+
+def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> dict:
+    from ..dsl.load import load_file
+    from ..interpreter.inputs import parse_assignments
+
+    values: dict = {}
+    if input_file:
+        data = load_file(input_file).data if not input_file.endswith(".json") else json.loads(Path(input_file).read_text())
+        if not isinstance(data, dict):
+            raise click.BadParameter("the input file must hold an object", param_hint="--input-file")
+        values.update(data)
+    values.update(parse_assignments(pairs, plan))
+    return values
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@tools_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
+    """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing."""
+    from ..api import preview as build
+    from ..interpreter.config import load_config
+    from ..views import preview_text
+
+    try:
+        tools = load_tools(tool_sources, load_config()) if tool_sources else None
+        shown = build(load_plan(file, tools) if tools is not None else file)
+    except DagplanError as exc:
+        fail(exc)
+    click.echo(json.dumps(shown.to_json(), indent=2, ensure_ascii=False) if fmt == "json" else preview_text(shown))
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@tools_option
+@click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input (repeatable).")
+@click.option("--input-file", type=click.Path(dir_okay=False, exists=True), help="Run inputs from a JSON/YAML file.")
+@click.option("--dry-run", is_flag=True, help="Preview only (same as `dagplan preview`).")
+@click.option("--ephemeral", is_flag=True, help="Do not checkpoint this run (it cannot be resumed).")
+@output_options
+def run(file: str, tool_sources, pairs, input_file, dry_run, ephemeral, fmt, events, yes, no_input, state_dir,
+        max_concurrency, model) -> None:
+    """Run the plan in FILE."""
+    from ..interpreter.config import load_config
+
+    if dry_run:
+        ctx = click.get_current_context()
+        ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
+        return
+    try:
+        config = load_config()
+        tools = load_tools(tool_sources, config)
+        plan = load_plan(file, tools)
+        inputs = read_inputs(pairs, input_file, plan)
+    except DagplanError as exc:
+        fail(exc)
+    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
+    kwargs = dict(tools=tools, inputs=inputs, durable=not ephemeral, state_dir=state_dir, config=config,
+                  max_concurrency=max_concurrency, model=model)
+    session.execute("arun", plan, **kwargs)
+
+
+class Session:
+    """What `run` and `resume` share: approval, prompts, progress, rendering, exit code."""
+
+    def __init__(self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool):
+        self.plan, self.fmt, self.events, self.yes, self.no_input = plan, fmt, events, yes, no_input
+        self.interactive = sys.stdin.isatty() and not no_input and not yes
+        self.progress = None
+
+    def execute(self, function: str, target: Any, **kwargs: Any) -> None:
+        from .. import api
+
+        kwargs.update(self._hooks())
+        try:
+            result = asyncio.run(getattr(api, function)(target, **kwargs))
+        except DagplanError as exc:
+            self._stop_progress()
+            fail(exc)
+        except KeyboardInterrupt:
+            self._stop_progress()
+            click.echo(f"interrupted; resume with: dagplan resume {self.run_id}" if self.run_id else "interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        self._stop_progress()
+        self._render(result)
+        sys.exit(EXIT_FAILED if result.had_errors or result.status != "completed" else EXIT_OK)
+
+    run_id: str | None = None
+
+    def _hooks(self) -> dict:
+        from ..views import JsonlEvents, progress_for
+
+        subscribers = []
+        if self.events == "jsonl":
+            subscribers.append(JsonlEvents(sys.stderr))
+        elif self.fmt == "text":
+            self.progress = progress_for(self.plan)
+            subscribers.append(self.progress)
+        return {
+            "subscribers": subscribers,
+            "approve": self._approve,
+            "on_limit_exceeded": self._extend_retries,
+            "on_run_created": self._announce,
+        }
+
+    def _announce(self, run_id: str) -> None:
+        self.run_id = run_id
+        click.echo(f"run {run_id}", err=True)  # first, so a person can resume it
+        if self.progress is not None:
+            self.progress.start()
+
+    def _approve(self, shown: Any) -> bool:
+        from ..views import preview_text
+
+        click.echo(preview_text(shown), err=True)
+        if self.yes:
+            return True
+        if not self.interactive:
+            click.echo("this plan is lazy: approve it with --yes", err=True)
+            return False
+        return click.confirm("Run this plan?", default=False, err=True)
+
+    def _extend_retries(self, step_id: str, error: BaseException, attempts: int) -> bool:
+        if self.yes:
+            return True
+        if not self.interactive:
+            return False
+        pause = getattr(self.progress, "pause", None)
+        if pause:
+            pause()
+        try:
+            return click.confirm(f"Step {step_id} failed {attempts} times ({error}). Retry more?", default=False, err=True)
+        finally:
+            if pause:
+                self.progress.resume()
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def _render(self, result: Any) -> None:
+        from ..views import report_text
+
+        if self.fmt == "json":
+            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+        else:
+            click.echo(report_text(result))

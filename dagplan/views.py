@@ -1,0 +1,202 @@
+"""Renderers for runs: the preview, progress lines or a live view, and the final report.
+
+Pure functions from values to text, plus two small event subscribers. ``rich``
+is imported only when a live view is shown on a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from .interpreter import events as ev
+
+DESCRIPTION_WIDTH = 60
+MARKS = {"completed": "ok", "handled": "ok*", "failed": "FAILED", "skipped": "skipped", "running": "..."}
+
+
+def cut(text: str, width: int = DESCRIPTION_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+# --- preview ---------------------------------------------------------------------------------
+
+
+def preview_text(preview: Any) -> str:
+    lines = [f"Plan: {preview.source} ({preview.mode}; nothing was executed)"]
+    if preview.summary:
+        lines.append(f"Summary: {preview.summary}")
+    lines.append("")
+    for number, step in enumerate(preview.steps, 1):
+        lines.extend(_preview_step(number, step))
+    lines.append("Parallel groups:")
+    lines.extend(f"  {i}. [{', '.join(g)}]" for i, g in enumerate(preview.parallel_groups, 1))
+    if preview.branch_points:
+        lines.append("Branch points:")
+        lines.extend(f"  {s.id}: {' | '.join(s.alternatives)}" for s in preview.branch_points)
+    if preview.result:
+        lines.append(f"Result: {preview.result}")
+    lines.append("")
+    lines.append(f"To run it: {preview.run_command}")
+    return "\n".join(lines)
+
+
+def _preview_step(number: int, step: Any) -> list[str]:
+    call = "llm" if step.call == "llm" else f"tool={step.call}"
+    out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")]
+    if step.description:
+        out.append(f"     {step.description}")
+    if step.prompt:
+        out.append(f"     prompt: {cut(step.prompt, 200)}")
+    if step.args:
+        out.append(f"     args: {json.dumps(step.args, ensure_ascii=False)}")
+    if step.deps:
+        out.append(f"     deps: {', '.join(step.deps)}")
+    if step.output:
+        out.append(f"     output: {step.output}")
+    return out
+
+
+# --- the final report ------------------------------------------------------------------------
+
+
+def report_text(result: Any) -> str:
+    header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
+    rows = [("step", "call", "status", "attempts", "duration", "output")]
+    for sid in result.order:
+        s = result.steps[sid]
+        detail = s.reason if s.status == "skipped" else s.head
+        rows.append((sid, s.call, s.status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    table = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
+    lines = [header, *table]
+    if result.usage.get("llm_calls"):
+        u = result.usage
+        lines.append(f"LLM: {u['llm_calls']} calls, {u['prompt_tokens'] + u['completion_tokens']} tokens, ${u['cost']:.4f}")
+    lines.append("Result:")
+    lines.append(_result_text(result.result))
+    return "\n".join(lines)
+
+
+def _result_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+class PlainProgress:
+    """One line per step event, for logs and pipes."""
+
+    def __init__(self, plan: Any, stream: TextIO = sys.stderr):
+        self.plan, self.stream = plan, stream
+        self.total = len(plan.steps)
+        self.done = 0
+
+    def start(self) -> None:
+        self._print(f"Plan with {self.total} steps:")
+        for step in self.plan.steps:
+            self._print(f"  - {cut(step.label)}")
+
+    def __call__(self, event: Any) -> None:
+        line = self._line(event)
+        if line:
+            self._print(line)
+
+    def stop(self) -> None:
+        pass
+
+    def _line(self, event: Any) -> str | None:
+        label = cut(self.plan.by_id[event.step].label) if event.step else ""
+        if event.type == ev.STEP_STARTED:
+            return f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] {label} ..."
+        if event.type in (ev.STEP_COMPLETED, ev.STEP_FAILED, ev.STEP_SKIPPED):
+            self.done += 1
+            return f"[{self.done:>{len(str(self.total))}}/{self.total}] {label}: {_outcome(event)}"
+        if event.type == ev.STEP_RETRYING:
+            err = event.data["error"]
+            return f"    retrying {label} (attempt {event.data['attempt'] + 1}, in {event.data['delay']}s): {err['type']}: {err['message']}"
+        return None
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
+def _outcome(event: Any) -> str:
+    if event.type == ev.STEP_SKIPPED:
+        return f"skipped ({event.data.get('reason')})"
+    if event.type == ev.STEP_FAILED:
+        err = event.data["error"]
+        kind = "handled" if event.data.get("handled") else "FAILED"
+        return f"{kind}: {err['type']}: {cut(err['message'], 80)}"
+    if event.data.get("replayed"):
+        return "done (replayed)"
+    took = f" in {event.duration:.2f}s" if event.duration else ""
+    return ("done (output given by the model)" if event.data.get("precomputed") else "done") + took
+
+
+class LiveProgress(PlainProgress):
+    """A rich live table on a terminal: one row per step, updated in place."""
+
+    def __init__(self, plan: Any, stream: TextIO = sys.stderr):
+        super().__init__(plan, stream)
+        from rich.console import Console
+        from rich.live import Live
+
+        self.status = {s.id: "pending" for s in plan.steps}
+        self.started: dict[str, float] = {}
+        self.console = Console(file=stream)
+        self.live = Live(self._table(), console=self.console, refresh_per_second=8, transient=False)
+
+    def start(self) -> None:
+        self.live.start()
+
+    def stop(self) -> None:
+        self.live.update(self._table())
+        self.live.stop()
+
+    def pause(self) -> None:
+        self.live.stop()
+
+    def resume(self) -> None:
+        self.live.start()
+
+    def __call__(self, event: Any) -> None:
+        if event.step:
+            self.status[event.step] = {
+                ev.STEP_STARTED: "running",
+                ev.STEP_COMPLETED: "completed",
+                ev.STEP_FAILED: "handled" if event.data.get("handled") else "failed",
+                ev.STEP_SKIPPED: "skipped",
+                ev.STEP_RETRYING: "retrying",
+            }.get(event.type, self.status[event.step])
+            if event.type == ev.STEP_STARTED:
+                self.started[event.step] = time.monotonic()
+        self.live.update(self._table())
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table(box=None, show_header=False)
+        styles = {"completed": "green", "handled": "yellow", "failed": "red", "skipped": "dim", "running": "cyan"}
+        for step in self.plan.steps:
+            st = self.status[step.id]
+            table.add_row(f"[{styles.get(st, '')}]{st}[/]", cut(step.label))
+        return table
+
+
+def progress_for(plan: Any, stream: TextIO = sys.stderr) -> PlainProgress:
+    return LiveProgress(plan, stream) if stream.isatty() else PlainProgress(plan, stream)
+
+
+class JsonlEvents:
+    """``--events jsonl``: every event as one JSON line."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def __call__(self, event: Any) -> None:
+        print(json.dumps(event.to_json(), ensure_ascii=False, default=str), file=self.stream, flush=True)

@@ -1,0 +1,58 @@
+"""Run inputs: parsed from the command line, defaulted and validated against the plan's input schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from ..dsl.errors import RunError, error
+from ..dsl.ir import Plan
+
+
+def parse_assignments(pairs: Iterable[str], plan: Plan | None = None) -> dict[str, Any]:
+    """``key=value`` strings -> a dict; values are JSON when the input's type is not a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise RunError.make("bad-input", f"--input {pair!r} is not key=value", hint="e.g. --input customerId=cust_123")
+        out[key] = _coerce(raw, (plan.inputs or {}).get(key) if plan else None)
+    return out
+
+
+def _coerce(raw: str, schema: Mapping[str, Any] | None) -> Any:
+    if schema and schema.get("type") == "string":
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Apply defaults and validate; every problem is listed in one RunError."""
+    values = dict(given or {})
+    if plan.inputs is None:
+        return values
+    for name, schema in plan.inputs.items():
+        if name not in values and isinstance(schema, Mapping) and "default" in schema:
+            values[name] = json.loads(json.dumps(schema["default"]))
+    problems = list(_problems(plan, values))
+    if problems:
+        raise RunError(problems)
+    return values
+
+
+def _problems(plan: Plan, values: dict[str, Any]):
+    from jsonschema import Draft202012Validator
+
+    properties = {k: dict(v) for k, v in (plan.inputs or {}).items()}
+    required = [k for k, v in properties.items() if "default" not in v]
+    schema = {"type": "object", "properties": properties, "required": required}
+    for err in Draft202012Validator(schema).iter_errors(values):
+        where = ".".join(map(str, err.absolute_path)) or "inputs"
+        if err.validator == "required":
+            name = err.message.split("'")[1]
+            yield error("missing-input", f"input {name!r} is required", hint=f"give it with --input {name}=VALUE or --input-file")
+        else:
+            yield error("bad-input", f"input {where}: {err.message}", hint=f"schema: {json.dumps(err.schema)}")

@@ -1,0 +1,145 @@
+"""Resolving a step's arguments against the run: references, placeholders, templates.
+
+Reading a path that nobody wrote (a branch not taken) is not an error but a
+:class:`Dead` signal: the engine skips the step (or, inside ``a || b``, takes the
+next alternative).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from ..dsl.ir import AllOf, AnyOf, Placeholder, Ref, Template
+
+ELLIPSIS = "\u2026"
+MISSING: Any = type("Missing", (), {"__repr__": lambda s: "MISSING", "__bool__": lambda s: False})()
+
+
+class Dead(Exception):
+    """A reference that can no longer be written: the reader is skipped."""
+
+    def __init__(self, ref: Ref):
+        super().__init__(str(ref))
+        self.ref = ref
+
+
+class BadReference(Exception):
+    """A reference into a value that does not have that key or index."""
+
+
+def get_path(root: Any, path: tuple) -> Any:
+    """The value at ``path`` inside ``root``, or MISSING."""
+    node = root
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(node, (list, tuple)) or not -len(node) <= key < len(node):
+                return MISSING
+            node = node[key]
+        else:
+            if not isinstance(node, Mapping) or key not in node:
+                return MISSING
+            node = node[key]
+    return node
+
+
+def set_path(root: dict, path: tuple, value: Any) -> None:
+    """Write ``value`` at ``path``, creating objects (and padding lists) on the way."""
+    node: Any = root
+    for key, nxt in zip(path, path[1:]):
+        child = _child(node, key)
+        if not isinstance(child, (dict, list)):
+            child = [] if isinstance(nxt, int) else {}
+            _put(node, key, child)
+        node = child
+    _put(node, path[-1], value)
+
+
+def _child(node: Any, key: Any) -> Any:
+    if isinstance(node, list):
+        return node[key] if isinstance(key, int) and key < len(node) else None
+    return node.get(key)
+
+
+def _put(node: Any, key: Any, value: Any) -> None:
+    if isinstance(node, list):
+        node.extend([None] * (key + 1 - len(node)))
+        node[key] = value
+    else:
+        node[key] = value
+
+
+def as_text(value: Any) -> str:
+    """A step output as placeholder text: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def view_text(text: str, view: str, n: int | None) -> str:
+    """``#E1`` trimmed, ``.summary`` first non-empty line, ``.head=N`` / ``.last=N`` with an ellipsis when cut."""
+    text = text.strip()
+    if view == "summary":
+        return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if view == "head" and n is not None and len(text) > n:
+        return text[:n] + ELLIPSIS
+    if view == "last" and n is not None and len(text) > n:
+        return ELLIPSIS + text[len(text) - n :]
+    return text
+
+
+class Resolver:
+    """Resolves IR values against ``inputs``, ``state`` and step outputs as text.
+
+    ``placeholder_text(step_id)`` returns a step's output text, or raises Dead
+    when that step was skipped.
+    """
+
+    def __init__(self, inputs: Mapping[str, Any], state: dict, placeholder_text: Callable[[str], str]):
+        self.inputs = inputs
+        self.state = state
+        self.placeholder_text = placeholder_text
+
+    def value(self, node: Any) -> Any:
+        if isinstance(node, (str, int, float, bool)) or node is None:
+            return node
+        if isinstance(node, Ref):
+            return self.ref(node)
+        if isinstance(node, Template):
+            return "".join(self.text(p) for p in node.parts)
+        if isinstance(node, AnyOf):
+            return self.any_of(node)
+        if isinstance(node, AllOf):
+            return [self.ref(r) for r in node.refs][-1]
+        if isinstance(node, Mapping):
+            return {k: self.value(v) for k, v in node.items()}
+        if isinstance(node, (tuple, list)):
+            return [self.value(v) for v in node]
+        return node
+
+    def ref(self, ref: Ref) -> Any:
+        root = self.inputs if ref.root == "input" else self.state
+        found = get_path(root, ref.path)
+        if found is MISSING:
+            if ref.root == "input":
+                raise BadReference(f"{ref} is not among the run's inputs")
+            raise Dead(ref)
+        return found
+
+    def any_of(self, node: AnyOf) -> Any:
+        for option in node.options[:-1]:
+            try:
+                return self.ref(option)
+            except Dead:
+                continue
+        return self.ref(node.options[-1])
+
+    def text(self, part: Any) -> str:
+        if isinstance(part, str):
+            return part
+        if isinstance(part, Placeholder):
+            return view_text(self.placeholder_text(part.step), part.view, part.n)
+        return as_text(self.ref(part))
