@@ -1,0 +1,491 @@
+"""The durable run store: log integrity, artifacts, spills, group commit, locks, resume analysis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dagplan.dsl.errors import RunError
+from dagplan.interpreter import store as store_mod
+from dagplan.interpreter import wal
+from dagplan.interpreter.store import INLINE_LIMIT, RunStore, prepare_resume, resume_plan
+
+DOC = {
+    "steps": [
+        {"id": "a", "tool": "t"},
+        {"id": "b", "tool": "t", "purity": "side_effect"},
+        {"id": "c", "tool": "t", "purity": "idempotent"},
+        {"id": "d", "tool": "t"},
+    ]
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "state")
+
+
+def new_run(store, **kw):
+    run = store.create(plan_doc=DOC, plan_name="p.yaml", inputs={"x": 1}, **kw)
+    run.acquire()
+    return run
+
+
+def finish(run, step, output="ok"):
+    run.append({"type": "plan_step_started", "step": step})
+    return run.complete_step(step, output, attempts=1, duration=0.01, replayed=False)
+
+
+def codes(excinfo):
+    return excinfo.value.code
+
+
+# --- log lines ---------------------------------------------------------------------------
+
+
+def test_line_roundtrip_and_checksum():
+    line = wal.encode_line({"type": "x", "seq": 1, "text": "é\udc80"})
+    assert line.isascii() and line.endswith(b"}\n")
+    assert wal.decode_line(line) == {"type": "x", "seq": 1, "text": "é\udc80"}
+    assert wal.decode_line(line.replace(b'"x"', b'"y"')) is None
+    assert wal.decode_line(line[:-5]) is None
+
+
+def test_default_state_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("DAGPLAN_STATE_DIR", str(tmp_path / "s"))
+    assert RunStore().state_dir == tmp_path / "s"
+    monkeypatch.delenv("DAGPLAN_STATE_DIR")
+    assert str(store_mod.default_state_dir()) == ".dagplan"
+
+
+def test_run_ids_are_sortable_and_file_safe(store):
+    ids = [store.create(plan_doc=DOC, plan_name="p", inputs={}).id for _ in range(3)]
+    assert len(set(ids)) == 3
+    for run_id in ids:
+        assert run_id.replace("-", "").isalnum() and len(run_id) == 20
+
+
+# --- reopening ---------------------------------------------------------------------------
+
+
+def test_progress_survives_reopen(store):
+    run = new_run(store)
+    run.append({"type": "plan_started"})
+    finish(run, "a", {"n": 1})
+    run.append({"type": "plan_step_started", "step": "b"})
+    run.append({"type": "plan_step_failed", "step": "c", "error": {"type": "E", "message": "m"}, "attempts": 3})
+    run.append({"type": "plan_step_skipped", "step": "d", "reason": "branch"})
+    run.commit_sync()
+    run.release()
+    progress = store.open(run.id).progress()
+    assert progress.status == "interrupted"
+    assert {s: p.status for s, p in progress.steps.items()} == {
+        "a": "completed_with_result", "b": "interrupted", "c": "failed", "d": "skipped"}
+    assert progress.steps["a"].output == {"n": 1}
+    assert progress.steps["c"].error == {"type": "E", "message": "m"} and progress.steps["c"].attempts == 3
+    assert progress.done == 3
+
+
+def test_uncommitted_events_are_not_on_disk(store):
+    run = new_run(store)
+    finish(run, "a")
+    assert list(store.open(run.id).events()) == []
+    run.commit_sync()
+    assert [e["seq"] for e in store.open(run.id).events()] == [1, 2]
+
+
+def test_replayed_completion_keeps_recorded_output(store):
+    run = new_run(store)
+    finish(run, "a", "first")
+    run.append({"type": "plan_step_completed", "step": "a", "replayed": True, "duration": 0.0})
+    run.commit_sync()
+    assert store.open(run.id).step_output("a") == "first"
+
+
+def test_torn_last_line_is_dropped_and_cut_on_acquire(store):
+    run = new_run(store)
+    finish(run, "a")
+    run.commit_sync()
+    run.release()
+    log = run.dir / "wal.jsonl"
+    whole = log.read_bytes()
+    with open(log, "ab") as f:
+        f.write(wal.encode_line({"type": "plan_step_started", "step": "b", "seq": 3})[:-9])
+    reopened = store.open(run.id)
+    assert [e["seq"] for e in reopened.events()] == [1, 2]
+    reopened.acquire()
+    assert log.read_bytes() == whole
+    finish(reopened, "b")
+    reopened.commit_sync()
+    assert [e["seq"] for e in store.open(run.id).events()] == [1, 2, 3, 4]
+
+
+def test_last_line_with_bad_checksum_is_dropped(store):
+    run = new_run(store)
+    finish(run, "a")
+    run.commit_sync()
+    run.release()
+    log = run.dir / "wal.jsonl"
+    log.write_bytes(log.read_bytes()[:-4] + b'0"}\n')
+    assert store.open(run.id).progress().steps["a"].status == "interrupted"
+
+
+def test_corrupt_middle_line_names_run_and_line(store):
+    run = new_run(store)
+    for step in "abc":
+        finish(run, step)
+    run.commit_sync()
+    run.release()
+    log = run.dir / "wal.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"b"', b'"z"')
+    log.write_bytes(b"".join(lines))
+    with pytest.raises(RunError) as excinfo:
+        store.open(run.id)
+    assert codes(excinfo) == "corrupt-log"
+    assert run.id in str(excinfo.value) and "line 3" in str(excinfo.value)
+    [info] = store.list()  # list() reports it, never raises
+    assert info.notice and "line 3" in info.notice
+
+
+def test_missing_artifact(store):
+    run = new_run(store)
+    run.release()
+    (run.dir / "plan.json").unlink()
+    with pytest.raises(RunError) as excinfo:
+        store.open(run.id)
+    assert codes(excinfo) == "missing-artifact"
+    assert f"dagplan discard {run.id}" in excinfo.value.hint
+    [info] = store.list()
+    assert info.status == "discarded" and "missing" in info.notice
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-30], lambda b: b.replace(b"p.yaml", b"q.yaml"), lambda b: b"{}"])
+def test_corrupt_artifact(store, damage):
+    run = new_run(store)
+    run.release()
+    artifact = run.dir / "plan.json"
+    artifact.write_bytes(damage(artifact.read_bytes()))
+    with pytest.raises(RunError) as excinfo:
+        store.open(run.id)
+    assert codes(excinfo) == "corrupt-artifact"
+    assert "discard" in excinfo.value.hint
+
+
+def test_unknown_and_prefix_run_ids(store):
+    run = new_run(store)
+    assert store.open(run.id[:-2]).id == run.id
+    with pytest.raises(RunError) as excinfo:
+        store.open("nope")
+    assert codes(excinfo) == "unknown-run"
+    with pytest.raises(RunError) as excinfo:
+        store.open("")
+    assert codes(excinfo) == "unknown-run"
+
+
+# --- spills ------------------------------------------------------------------------------
+
+TEXTS = [
+    "x" * (INLINE_LIMIT + 1),
+    ("line\r\nnext\n\x00\x1b[31m" + "é😀" + "\udc80\udcff") * 4000,  # surrogateescape'd bytes, CRLF, NUL
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_large_text_spills_byte_identical(store, text):
+    run = new_run(store)
+    event = finish(run, "a", text)
+    run.commit_sync()
+    assert event["spill"] == "step_results/a.txt" and "output" not in event
+    assert (run.dir / "step_results/a.txt").read_bytes() == text.encode("utf-8", "surrogatepass")
+    assert store.open(run.id).step_output("a") == text
+
+
+def test_large_json_spills_and_round_trips(store):
+    value = {"rows": [{"i": i, "f": i / 7, "s": "é" * 3} for i in range(2000)], "n": None}
+    run = new_run(store)
+    event = finish(run, "a", value)
+    run.commit_sync()
+    assert event["spill"] == "step_results/a.json"
+    assert store.open(run.id).step_output("a") == value
+    assert (run.dir / event["spill"]).read_bytes() == wal.dumps(value).encode()
+
+
+def test_output_at_the_limit_stays_inline(store):
+    text = "y" * (INLINE_LIMIT - 2)  # its JSON (with quotes) is exactly the limit
+    run = new_run(store)
+    assert "output" in finish(run, "a", text)
+
+
+def test_damaged_spill_is_detected(store):
+    run = new_run(store)
+    finish(run, "a", "z" * (INLINE_LIMIT + 10))
+    run.commit_sync()
+    (run.dir / "step_results/a.txt").write_bytes(b"z" * 10)
+    with pytest.raises(RunError) as excinfo:
+        store.open(run.id).step_output("a")
+    assert codes(excinfo) == "corrupt-spill"
+
+
+def test_memo_inline_and_spilled(store):
+    run = new_run(store)
+    memo = run.memo_for("a")
+    memo.memo_put("k1", {"answer": 42})
+    memo.memo_put("k/2", "w" * (INLINE_LIMIT + 5))
+    run.commit_sync()
+    reopened = store.open(run.id)
+    assert reopened.memo_get("k1") == (True, {"answer": 42})
+    assert reopened.memo_get("k/2") == (True, "w" * (INLINE_LIMIT + 5))
+    assert reopened.memo_get("k3") == (False, None)
+
+
+# --- group commit ------------------------------------------------------------------------
+
+
+def test_group_commit_shares_fsyncs(store, monkeypatch):
+    run = new_run(store)
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+
+    async def complete(i):
+        run.complete_step(f"s{i}", i)
+        await run.commit()
+
+    async def main():
+        await asyncio.gather(*(complete(i) for i in range(100)))
+
+    asyncio.run(main())
+    assert 1 <= len(calls) <= 3  # 100 completions landing together: one fsync, two at most
+    assert len(list(store.open(run.id).events())) == 100
+
+
+def test_commit_waits_for_later_appends(store):
+    """A caller arriving during an fsync is not released by that fsync: it gets the next."""
+    run = new_run(store)
+
+    async def main():
+        run.append({"type": "x"})
+        first = asyncio.ensure_future(run.commit())
+        await asyncio.sleep(0)  # the first flush is now in flight
+        run.append({"type": "y"})
+        await run.commit()
+        assert run._durable_seq == 2
+        await first
+
+    asyncio.run(main())
+    assert [e["type"] for e in store.open(run.id).events()] == ["x", "y"]
+
+
+def test_commit_sync_one_fsync_per_commit(store, monkeypatch):
+    run = new_run(store)
+    calls = []
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd))
+    for i in range(10):
+        finish(run, f"s{i}")
+        run.commit_sync()
+    assert len(calls) == 10
+    run.commit_sync()  # nothing new: no fsync
+    assert len(calls) == 10
+
+
+# --- compaction --------------------------------------------------------------------------
+
+
+def test_compaction_spacing_doubles_and_reopen_uses_snapshot(store, monkeypatch):
+    monkeypatch.setattr(store_mod, "COMPACT_MIN", 8)
+    run = new_run(store)
+    snapshots = []
+    real = run.compact
+    monkeypatch.setattr(run, "compact", lambda: (snapshots.append(run._seq), real())[1])
+    for i in range(200):
+        finish(run, f"s{i}", i)
+        run.commit_sync()
+    assert snapshots == [8, 16, 32, 64, 128, 256][: len(snapshots)] and len(snapshots) >= 5
+    reopened = store.open(run.id)
+    assert reopened.step_output("s199") == 199 and reopened.step_output("s0") == 0
+    assert len(list(reopened.events())) == 400  # compaction never drops log lines
+
+
+def test_corrupt_snapshot_falls_back_to_the_log(store):
+    run = new_run(store)
+    finish(run, "a", "A")
+    run.compact()
+    finish(run, "b", "B")
+    run.commit_sync()
+    (run.dir / "snapshot.json").write_bytes(b"garbage")
+    reopened = store.open(run.id)
+    assert reopened.step_output("a") == "A" and reopened.step_output("b") == "B"
+
+
+# --- locks and processes -----------------------------------------------------------------
+
+
+def test_lock_contention(store):
+    run = new_run(store)
+    other = RunStore(store.state_dir).open(run.id)
+    with pytest.raises(RunError) as excinfo:
+        other.acquire()
+    assert codes(excinfo) == "run-locked" and str(os.getpid()) in str(excinfo.value)
+    run.release()
+    other.acquire()
+    other.release()
+
+
+def test_append_requires_the_lock(store):
+    run = store.create(plan_doc=DOC, plan_name="p", inputs={})
+    with pytest.raises(RunError) as excinfo:
+        run.append({"type": "x"})
+    assert codes(excinfo) == "run-not-acquired"
+
+
+def test_lock_of_a_killed_process_is_free(store, tmp_path):
+    run = store.create(plan_doc=DOC, plan_name="p", inputs={})
+    code = f"""
+        import os
+        from dagplan.interpreter.store import RunStore
+        run = RunStore({str(store.state_dir)!r}).open({run.id!r})
+        run.acquire()
+        run.append({{"type": "plan_started"}})
+        run.commit_sync()
+        os._exit(9)  # like kill -9: no release, no finally
+    """
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False)
+    [info] = store.list()
+    assert info.status == "interrupted" and info.pid is None
+    reopened = store.open(run.id)
+    reopened.acquire()
+    reopened.release()
+
+
+WRITER = """
+import sys
+from dagplan.interpreter.store import RunStore
+store = RunStore(sys.argv[1])
+run = store.open(sys.argv[2])
+run.acquire()
+for i in range(300):
+    run.append({"type": "plan_step_started", "step": f"s{i}"})
+    run.complete_step(f"s{i}", sys.argv[2] + "-" + str(i) * (i % 7 * 9000))
+    run.commit_sync()
+run.release()
+"""
+
+
+def test_two_processes_on_two_runs(store):
+    runs = [store.create(plan_doc=DOC, plan_name=f"p{i}", inputs={}) for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(store.state_dir), r.id]) for r in runs]
+    listings = []
+    while any(p.poll() is None for p in procs):
+        listings.append(store.list())  # reads concurrently, never raises
+    assert all(p.wait() == 0 for p in procs)
+    for r in runs:
+        reopened = store.open(r.id)
+        assert [e["seq"] for e in reopened.events()] == list(range(1, 601))
+        for i in range(300):
+            assert reopened.step_output(f"s{i}") == r.id + "-" + str(i) * (i % 7 * 9000)
+    assert {i.status for i in store.list()} == {"interrupted"}
+
+
+def test_discard_cancels_the_owner_and_removes_state(store):
+    run = store.create(plan_doc=DOC, plan_name="p", inputs={})
+    code = f"""
+        import signal, sys, time
+        from dagplan.interpreter.store import RunStore
+        run = RunStore({str(store.state_dir)!r}).open({run.id!r})
+        run.acquire()
+        def stop(*_):
+            run.append({{"type": "plan_run_interrupted"}})
+            run.release()
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(30)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    assert store.list()[0].status == "running" and store.list()[0].pid == proc.pid
+    store.discard(run.id)
+    assert proc.wait(timeout=10) == 0
+    assert store.list() == [] and not run.dir.exists()
+    [audit] = [json.loads(line) for line in (store.state_dir / "discarded.jsonl").read_text().splitlines()]
+    assert audit["type"] == "plan_aborted" and audit["run"] == run.id
+
+
+def test_discard_broken_run(store):
+    run = new_run(store)
+    run.release()
+    (run.dir / "plan.json").unlink()
+    store.discard(run.id)
+    assert store.list() == []
+
+
+# --- status and resume -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("events, status", [
+    ([{"type": "plan_started"}], "interrupted"),
+    ([{"type": "plan_started"}, {"type": "plan_run_interrupted"}], "interrupted"),
+    ([{"type": "plan_waiting"}], "waiting"),
+    ([{"type": "plan_completed", "status": "completed", "had_errors": True}], "completed"),
+    ([{"type": "plan_completed", "status": "failed"}], "failed"),
+    ([{"type": "plan_aborted"}], "aborted"),
+])
+def test_run_status(store, events, status):
+    run = new_run(store)
+    for event in events:
+        run.append(event)
+    run.release()
+    assert store.list()[0].status == status
+
+
+def test_resume_plan_follows_purity_policy(store):
+    run = new_run(store)
+    finish(run, "a")
+    for step in "bcd":
+        run.append({"type": "plan_step_started", "step": step})
+    run.release()
+    progress = store.open(run.id).progress()
+    plan = resume_plan(progress, DOC)
+    assert plan.classes == {"a": "completed_with_result", "b": "interrupted", "c": "interrupted", "d": "interrupted"}
+    assert plan.actions == {"a": "replay", "b": "ask", "c": "retry", "d": "retry"}
+    assert plan.asking() == ["b"]
+    adopted = resume_plan(progress, DOC, {"side_effect": "adopt", "undeclared": "adopt"})
+    assert adopted.actions == {"a": "replay", "b": "adopt", "c": "retry", "d": "adopt"}
+
+
+def test_clear_from_keeps_earlier_results_and_drops_memo(store):
+    run = new_run(store)
+    for step in "abcd":
+        finish(run, step, step.upper())
+        run.memo_for(step).memo_put(f"m{step}", step)
+    cleared = run.clear_from("c", ["a", "b", "c", "d"])
+    run.commit_sync()
+    run.release()
+    assert cleared == ["c", "d"]
+    reopened = store.open(run.id)
+    plan = resume_plan(reopened.progress(), DOC)
+    assert plan.actions == {"a": "replay", "b": "replay", "c": "run", "d": "run"}
+    assert reopened.memo_get("mb") == (True, "b") and reopened.memo_get("mc") == (False, None)
+
+
+def test_prepare_resume_rejections(store):
+    run = new_run(store)
+    run.release()
+    with pytest.raises(RunError) as excinfo:
+        prepare_resume(store, run.id, "zz")
+    assert codes(excinfo) == "unknown-step" and excinfo.value.hint == "valid step ids: a, b, c, d"
+    with pytest.raises(RunError) as excinfo:
+        prepare_resume(store, "2099")
+    assert codes(excinfo) == "unknown-run"
+    assert prepare_resume(store, run.id, "b").id == run.id
+    (run.dir / "plan.json").unlink()
+    with pytest.raises(RunError) as excinfo:
+        prepare_resume(store, run.id, "b")
+    assert codes(excinfo) == "missing-artifact" and "dagplan discard" in excinfo.value.hint
