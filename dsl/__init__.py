@@ -1,0 +1,134 @@
+"""The plan language, as one pipeline: load -> schema -> parse -> validate -> schedule.
+
+:func:`check` runs every stage and returns a :class:`CheckResult` (it never
+raises for bad input); :func:`load` returns the Plan or raises
+:class:`PlanInvalid` / :class:`LoadError` with every diagnostic found.
+
+Stages are imported inside the functions: ``import dagplan.dsl.ir`` (which
+runs this file first) must stay cheap for everyone who only needs the IR.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, PlanInvalid, error, located
+from .ir import Plan, ToolSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .load import Document
+    from .schedule import Analysis
+
+__all__ = ["CheckResult", "check", "load", "is_text"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    plan: Plan | None
+    analysis: "Analysis | None"
+    diagnostics: tuple[Diagnostic, ...]  # located (line/col filled) and sorted
+    document: "Document | None"
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "warning")
+
+
+def check(
+    source: str | os.PathLike | None = None,
+    *,
+    text: str | bytes | None = None,
+    name: str | None = None,
+    tools: Mapping[str, ToolSpec] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> CheckResult:
+    """Every stage of the pipeline on a file (``source``) or on ``text``; never raises for bad input."""
+    try:
+        document = _load_document(source, text, name, limits)
+    except LoadError as exc:
+        label = name or (str(source) if source is not None and text is None else "<string>")
+        return CheckResult(label, None, None, tuple(sorted(exc.diagnostics, key=Diagnostic.sort_key)), None)
+    return check_document(document, tools)
+
+
+def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = None) -> CheckResult:
+    """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error."""
+    from .parse import parse_document
+    from .schedule import analyze
+    from .schema import schema_errors
+    from .validate import validate
+
+    found: list[Diagnostic] = list(document.warnings)
+    plan = analysis = None
+    found += schema_errors(document)
+    if not _has_error(found):
+        plan, syntax = parse_document(document.data, document.name, document.dialect)
+        found += syntax
+    if plan is not None:
+        found += validate(plan, tools)
+        if not _has_error(found):
+            analysis = analyze(plan)
+    return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+def load(
+    source: str | os.PathLike | None = None,
+    *,
+    text: str | bytes | None = None,
+    name: str | None = None,
+    tools: Mapping[str, ToolSpec] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Plan:
+    """The Plan of a valid document; raises :class:`PlanInvalid` (all diagnostics) or :class:`LoadError`."""
+    document = _load_document(source, text, name, limits)
+    result = check_document(document, tools)
+    if not result.ok or result.plan is None:
+        raise PlanInvalid(result.diagnostics)
+    return result.plan
+
+
+def is_text(source: Any) -> bool:
+    """A ``str`` holding a document rather than naming a file: it has a newline or starts like one."""
+    return isinstance(source, (str, bytes)) and (
+        ("\n" in source if isinstance(source, str) else b"\n" in source)
+        or source.lstrip()[:1] in ("{", "[", "-", b"{", b"[", b"-")
+    )
+
+
+def _load_document(source: Any, text: Any, name: str | None, limits: Limits) -> "Document":
+    from .load import load_file, load_text
+
+    if text is None and is_text(source):
+        text, source = source, None
+    if text is not None:
+        return load_text(text, name or "<string>", limits)
+    if source is None:
+        raise LoadError(error("io", "nothing to load: give a file path or text"))
+    return load_file(source, limits)
+
+
+def _has_error(diags: list[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diags)
+
+
+def _locate(diags: list[Diagnostic], document: "Document") -> list[Diagnostic]:
+    """Line/col for every diagnostic, sorted; a position we cannot find is not worth a crash."""
+
+    def locate(span):
+        try:
+            return document.source_map.locate(span)
+        except Exception:  # noqa: BLE001 - diagnostics must still be shown, at the file level
+            return span
+
+    return located(diags, locate)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import classify, parse_output, parse_template
-from .ir import LLMCall, Plan, Retry, Step, Template
+from .ir import NOT_GIVEN, LLMCall, Plan, Retry, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -133,7 +133,7 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         retry=_retry(ctx, raw.get("retry"), path + ("retry",)),
         timeout=_seconds(ctx, raw.get("timeout"), path + ("timeout",)),
         purity=raw.get("purity"),
-        precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else Step.precomputed,
+        precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=ctx.span(path),
     )
 

@@ -1,0 +1,177 @@
+"""Renderers: diagnostics as text / json / github annotations, graphs as Mermaid / DOT.
+
+One set of renderers for the CLI and anyone else showing check results. They
+take :class:`CheckResult` values and return strings; printing is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .dsl import CheckResult
+from .dsl.errors import Diagnostic
+from .dsl.ir import Plan, format_path
+from .dsl.schedule import Analysis, state_refs, writers_of
+
+# --- diagnostics ------------------------------------------------------------------------
+
+
+def render_text(results: Sequence[CheckResult]) -> str:
+    """Compiler-style: ``PATH:LINE:COL: error CODE: message``, the source line, a caret, the hint."""
+    blocks = [_text_block(d, _source_lines(r)) for r in results for d in r.diagnostics]
+    return "\n".join(blocks) + ("\n" if blocks else "")
+
+
+def _text_block(diag: Diagnostic, lines: list[str] | None) -> str:
+    out = [f"{diag.span}: {diag.severity} {diag.code}: {diag.message}"]
+    if lines and 0 < diag.span.line <= len(lines):
+        source = lines[diag.span.line - 1].rstrip("\r\n")
+        out.append("    " + source.expandtabs(1))
+        out.append("    " + " " * max(diag.span.col - 1, 0) + "^")
+    if diag.hint:
+        out.append(f"    hint: {diag.hint}")
+    return "\n".join(out)
+
+
+def _source_lines(result: CheckResult) -> list[str] | None:
+    """The document's text as lines: from the source map when it keeps the text, else from disk."""
+    source_map = getattr(result.document, "source_map", None)
+    text = getattr(source_map, "text", None)
+    if isinstance(text, str):
+        return text.splitlines()
+    try:
+        path = Path(result.name)
+        if path.is_file() and path.stat().st_size < 16 * 1024 * 1024:
+            return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        pass
+    return None
+
+
+def summarize(results: Sequence[CheckResult]) -> dict:
+    errors = sum(len(r.errors) for r in results)
+    warnings = sum(len(r.warnings) for r in results)
+    valid = sum(1 for r in results if r.ok)
+    return {
+        "files": len(results),
+        "valid": valid,
+        "invalid": len(results) - valid,
+        "errors": errors,
+        "warnings": warnings,
+    }
+
+
+def summary_line(results: Sequence[CheckResult]) -> str:
+    """``3 files checked: 2 valid, 1 invalid (4 errors, 1 warning)``."""
+    s = summarize(results)
+    head = f"{_count(s['files'], 'file')} checked: {s['valid']} valid, {s['invalid']} invalid"
+    return f"{head} ({_count(s['errors'], 'error')}, {_count(s['warnings'], 'warning')})"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def render_json(results: Sequence[CheckResult]) -> str:
+    files = [
+        {"file": r.name, "valid": r.ok, "diagnostics": [d.to_json() for d in r.diagnostics]}
+        for r in results
+    ]
+    return json.dumps({"files": files, "summary": summarize(results)}, ensure_ascii=False, indent=2) + "\n"
+
+
+def render_github(results: Sequence[CheckResult]) -> str:
+    """GitHub Actions workflow commands: ``::error file=…,line=…,col=…,title=CODE::message``."""
+    lines = []
+    for r in results:
+        for d in r.diagnostics:
+            props = [f"file={_gh_property(d.span.file)}"]
+            if d.span.line:
+                props += [f"line={d.span.line}", f"col={d.span.col}"]
+            props.append(f"title={_gh_property(d.code)}")
+            message = d.message + (f" (hint: {d.hint})" if d.hint else "")
+            lines.append(f"::{d.severity} {','.join(props)}::{_gh_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+DIAGNOSTIC_RENDERERS = {"text": render_text, "json": render_json, "github": render_github}
+
+
+# --- graphs ---------------------------------------------------------------------------------
+
+
+def edges(plan: Plan, analysis: Analysis) -> list[tuple[str, str, str]]:
+    """(from, to, label) per dependency; the label names the alternative of a branching output read."""
+    out = []
+    for step in plan.steps:
+        labels = _branch_labels(plan, analysis, step)
+        for dep in analysis.deps.get(step.id, ()):
+            out.append((dep, step.id, " / ".join(labels.get(dep, ()))))
+    return out
+
+
+def _branch_labels(plan: Plan, analysis: Analysis, step) -> dict[str, list[str]]:
+    labels: dict[str, list[str]] = {}
+    for ref in state_refs(step):
+        for writer, alt in writers_of(analysis, ref):
+            output = plan.by_id[writer].output
+            if output is None or not output.branching:
+                continue
+            text = " && ".join(format_path(r.path).lstrip(".") for r in output.alternatives[alt])
+            if text not in labels.setdefault(writer, []):
+                labels[writer].append(text)
+    return labels
+
+
+def _node_label(plan: Plan, step_id: str) -> str:
+    step = plan.by_id[step_id]
+    return f"{step_id}: {step.tool}" if step.tool else f"{step_id}: llm"
+
+
+def render_mermaid(plan: Plan, analysis: Analysis) -> str:
+    """``graph TD``; nodes are numbered (ids like ``end`` would break Mermaid) and labelled by id."""
+    number = {step_id: f"n{i}" for i, step_id in enumerate(analysis.order)}
+    lines = ["graph TD"]
+    for step_id in analysis.order:
+        lines.append(f'    {number[step_id]}["{_mermaid_text(_node_label(plan, step_id))}"]')
+    for src, dst, label in edges(plan, analysis):
+        arrow = f' -- "{_mermaid_text(label)}" --> ' if label else " --> "
+        lines.append(f"    {number[src]}{arrow}{number[dst]}")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace('"', "#quot;")
+
+
+def render_dot(plan: Plan, analysis: Analysis) -> str:
+    lines = ["digraph plan {", "    rankdir=TB;", "    node [shape=box];"]
+    for step_id in analysis.order:
+        lines.append(f"    {_dot_quote(step_id)} [label={_dot_quote(_node_label(plan, step_id))}];")
+    for src, dst, label in edges(plan, analysis):
+        attrs = f" [label={_dot_quote(label)}]" if label else ""
+        lines.append(f"    {_dot_quote(src)} -> {_dot_quote(dst)}{attrs};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+GRAPH_RENDERERS = {"mermaid": render_mermaid, "dot": render_dot}
+
+
+def iter_diagnostics(results: Iterable[CheckResult]) -> Iterable[Diagnostic]:
+    for r in results:
+        yield from r.diagnostics
