@@ -489,3 +489,83 @@ def test_prepare_resume_rejections(store):
     with pytest.raises(RunError) as excinfo:
         prepare_resume(store, run.id, "b")
     assert codes(excinfo) == "missing-artifact" and "dagplan discard" in excinfo.value.hint
+
+
+# --- the commands ------------------------------------------------------------------------
+
+
+def cli(*args, state_dir):
+    from click.testing import CliRunner
+
+    from dagplan.cli import cli as group
+
+    return CliRunner().invoke(group, [*args], env={"DAGPLAN_STATE_DIR": str(state_dir)}, catch_exceptions=False)
+
+
+@pytest.fixture
+def interrupted(store):
+    run = new_run(store)
+    run.append({"type": "plan_started"})
+    finish(run, "a", "x" * (INLINE_LIMIT + 100))
+    run.append({"type": "plan_step_started", "step": "b"})
+    run.release()
+    return run
+
+
+def test_cli_runs_lists(store, interrupted):
+    out = cli("runs", state_dir=store.state_dir)
+    assert out.exit_code == 0
+    header, row = out.output.splitlines()
+    assert header.split() == ["id", "plan", "status", "done/total", "started"]
+    assert row.split()[:4] == [interrupted.id, "p.yaml", "interrupted", "1/4"]
+    [entry] = json.loads(cli("runs", "--format", "json", state_dir=store.state_dir).output)
+    assert entry["id"] == interrupted.id and entry["status"] == "interrupted"
+
+
+def test_cli_runs_show(store, interrupted):
+    out = cli("runs", "show", interrupted.id[:-1], state_dir=store.state_dir)
+    assert out.exit_code == 0
+    assert out.output.splitlines()[0] == f"Run {interrupted.id}: interrupted"
+    assert "(spilled)" in out.output
+    report = json.loads(cli("runs", "show", interrupted.id, "--format", "json", state_dir=store.state_dir).output)
+    assert report["steps"]["a"]["output"] == "x" * (INLINE_LIMIT + 100)
+    assert [s["status"] for s in report["steps"].values()] == ["completed_with_result", "interrupted", "pending", "pending"]
+
+
+def test_cli_events(store, interrupted):
+    out = cli("events", interrupted.id, "--filter", "plan_step_completed", state_dir=store.state_dir)
+    assert out.exit_code == 0
+    [line] = out.output.splitlines()
+    assert "plan_step_completed  a  fresh  10.0ms" in line
+    found = json.loads(cli("events", interrupted.id, "--format", "json", state_dir=store.state_dir).output)
+    assert [e["seq"] for e in found] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("args, code, exit_code", [
+    (["runs", "show", "nope"], "unknown-run", 2),
+    (["events", "nope"], "unknown-run", 2),
+    (["discard", "nope"], "unknown-run", 2),
+    (["resume", "nope"], "unknown-run", 2),
+])
+def test_cli_unknown_run(store, interrupted, args, code, exit_code):
+    out = cli(*args, state_dir=store.state_dir)
+    assert out.exit_code == exit_code and f"error {code}:" in out.output
+
+
+def test_cli_resume_rejects_unknown_step(store, interrupted):
+    out = cli("resume", interrupted.id, "--from", "zz", state_dir=store.state_dir)
+    assert out.exit_code == 2
+    assert "error unknown-step" in out.output and "valid step ids: a, b, c, d" in out.output
+
+
+def test_cli_resume_rejects_missing_artifact(store, interrupted):
+    (interrupted.dir / "plan.json").unlink()
+    out = cli("resume", interrupted.id, "--from", "a", state_dir=store.state_dir)
+    assert out.exit_code == 1
+    assert "error missing-artifact" in out.output and f"dagplan discard {interrupted.id}" in out.output
+
+
+def test_cli_discard(store, interrupted):
+    out = cli("discard", interrupted.id, state_dir=store.state_dir)
+    assert out.exit_code == 0 and f"run {interrupted.id} discarded" in out.output
+    assert store.list() == []
