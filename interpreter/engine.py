@@ -373,11 +373,16 @@ class Execution:
         return True
 
     def _replay(self, step: Step, recorded: StepState) -> bool:
+        """A result recorded by an earlier attempt of this run: restore it, call nothing."""
         state = self.steps[step.id]
         self._write(step.output, recorded.alternative, recorded.output)
         state.status, state.output, state.alternative = recorded.status, recorded.output, recorded.alternative
-        state.attempts, state.duration, state.replayed, state.error = recorded.attempts, 0.0, True, recorded.error
-        self._emit(ev.STEP_COMPLETED, step.id, 0.0, attempts=state.attempts, replayed=True, alternative=state.alternative)
+        state.attempts, state.replayed, state.error = recorded.attempts, True, recorded.error
+        if recorded.status == "failed":
+            self._emit(ev.STEP_FAILED, step.id, 0.0, error=recorded.error, attempts=state.attempts, replayed=True)
+        else:
+            self._emit(ev.STEP_COMPLETED, step.id, 0.0, attempts=state.attempts, replayed=True,
+                       alternative=state.alternative)
         return True
 
     def _fail(self, step: Step, exc: BaseException) -> bool:
