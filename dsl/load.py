@@ -1,0 +1,795 @@
+"""Text -> document data: decoding, finding the document in prose, JSON/YAML, limits, positions.
+
+``load_text`` is the first stage of the pipeline. It
+
+1. refuses what is not a plan before parsing it (too large, binary, invalid UTF-8);
+2. finds the document: the whole text if it parses as a mapping or a list, else the
+   one plausible candidate among markdown code fences and balanced JSON values inside
+   prose (two plausible candidates is an ``ambiguous-document`` error, never a guess);
+3. parses JSON with the standard library and YAML from a C event stream (libyaml via
+   PyYAML when present, else ruamel.yaml) into plain data, checking limits as it goes
+   (``too-deep``, ``too-many-nodes`` for alias bombs, ``too-large`` strings) and
+   refusing duplicate keys (``duplicate-key``; YAML merge keys ``<<`` are plain keys);
+4. normalizes dialects into the canonical form (:mod:`.dialects`).
+
+Scalars follow the YAML 1.2 core schema: ``yes``/``no``/``on``/``off`` stay strings,
+timestamps stay strings. Text outside the document is blanked (replaced by spaces,
+newlines kept) rather than cut, so every line and column stays that of the original
+text. Positions are not computed on the happy path: :class:`SourceMap` builds its
+path -> position index the first time a diagnostic needs locating.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+from .errors import DEFAULT_LIMITS, Diagnostic, DocPath, Limits, LoadError, Span, error
+
+_JSON_START = re.compile(r"\s*[\[{]")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_SYNTAX_CODES = ("yaml-syntax", "json-syntax")
+_MAX_CANDIDATE_TRIES = 200  # balanced-JSON attempts inside prose; bounds hostile text
+
+
+@dataclass(frozen=True)
+class Document:
+    data: Any
+    dialect: str
+    source_map: "SourceMap"
+    name: str
+    warnings: tuple[Diagnostic, ...] = ()
+
+
+# --- entry points -----------------------------------------------------------------------
+
+
+def load_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Document:
+    """Read and load a file; I/O problems are ``LoadError`` with code ``io``."""
+    name = os.fspath(path)
+    try:
+        size = os.stat(name).st_size
+        _check_size(size, name, limits)  # before reading a byte of it
+        with open(name, "rb") as handle:
+            raw = handle.read(limits.max_bytes + 1)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise LoadError.make("io", f"cannot read {name}: {reason}", Span(name)) from None
+    return load_text(raw, name, limits)
+
+
+def load_text(text: str | bytes, name: str = "<string>", limits: Limits = DEFAULT_LIMITS) -> Document:
+    """Text or bytes -> a canonical :class:`Document`. Raises :class:`LoadError`."""
+    from .dialects import normalize
+
+    text = _decode(text, name, limits)
+    syntax, parse_text, data = _find_document(text, name, limits)
+    source_map = SourceMap(text, name, syntax, parse_text, limits)
+    canonical = normalize(data, name)
+    source_map.to_original = canonical.to_original
+    return Document(canonical.data, canonical.dialect, source_map, name, canonical.warnings)
+
+
+# --- bytes -> text ------------------------------------------------------------------------
+
+
+def _check_size(size: int, name: str, limits: Limits) -> None:
+    if size > limits.max_bytes:
+        raise LoadError.make(
+            "too-large",
+            f"{size:,} bytes is over the limit of {limits.max_bytes:,} bytes",
+            Span(name),
+            "plans are small; raise Limits.max_bytes if this one really is that big",
+        )
+
+
+def _decode(text: str | bytes, name: str, limits: Limits) -> str:
+    _check_size(len(text), name, limits)  # characters never outnumber bytes: a cheap first bound
+    if isinstance(text, bytes):
+        if b"\x00" in text:
+            raise _binary(name, text.index(b"\x00"), "a NUL byte")
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise _binary(name, exc.start, f"invalid UTF-8 ({exc.reason})") from None
+    elif "\x00" in text:
+        raise _binary(name, text.index("\x00"), "a NUL character")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _binary(name: str, at: int, what: str) -> LoadError:
+    return LoadError.make(
+        "binary",
+        f"not a text file: {what} at byte {at}",
+        Span(name),
+        "a plan is UTF-8 encoded YAML or JSON text",
+    )
+
+
+# --- finding the document -------------------------------------------------------------------
+
+
+@dataclass
+class _Candidate:
+    start: int
+    end: int
+    syntax: str = ""
+    parse_text: str = ""
+    data: Any = None
+    failure: LoadError | None = None
+
+
+def _find_document(text: str, name: str, limits: Limits) -> tuple[str, str, Any]:
+    """-> (syntax, text as parsed with prose blanked, data)."""
+    whole = _Candidate(0, len(text))
+    _parse_candidate(whole, text, name, limits)
+    if whole.failure is None and isinstance(whole.data, (dict, list)):
+        return whole.syntax, text, whole.data
+    if whole.failure is not None and whole.failure.code not in _SYNTAX_CODES:
+        raise whole.failure  # a limit or a duplicate key: the text was a document, a bad one
+    fences, inline = _candidates(text, name, limits)
+    hard = [c.failure for c in fences + inline if c.failure is not None and c.failure.code not in _SYNTAX_CODES]
+    if hard:
+        raise hard[0]
+    plausible = [c for c in fences + inline if c.failure is None and _plausible(c.data)]
+    if len(plausible) == 1:
+        best = plausible[0]
+        return best.syntax, best.parse_text, best.data
+    if len(plausible) > 1:
+        raise _ambiguous(text, name, plausible)
+    raise _no_document(text, name, whole, fences, inline)
+
+
+def _plausible(data: Any) -> bool:
+    from .dialects import detect
+
+    return detect(data) is not None
+
+
+def _candidates(text: str, name: str, limits: Limits) -> tuple[list[_Candidate], list[_Candidate]]:
+    fences: list[_Candidate] = []
+    for match in _FENCE.finditer(text):
+        cand = _Candidate(match.start(3), match.end(3))
+        _parse_candidate(cand, _blank_outside(text, cand.start, cand.end), name, limits)
+        fences.append(cand)
+    taken = [(c.start, c.end) for c in fences]
+    return fences, list(_inline_json(text, taken, name, limits))
+
+
+def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Limits) -> Iterator[_Candidate]:
+    """Balanced JSON values in prose: a real JSON parse from each ``{``/``[``, so braces
+    in the prose after a value do not matter. Values inside a found one are skipped."""
+    decoder = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+    pos, tries = 0, 0
+    for match in re.finditer(r"[\[{]", text):
+        start = match.start()
+        if start < pos or any(a <= start < b for a, b in taken):
+            continue
+        tries += 1
+        if tries > _MAX_CANDIDATE_TRIES:
+            return
+        try:
+            data, end = decoder.raw_decode(text, start)
+        except _DuplicateKey:
+            data, end = json.JSONDecoder().raw_decode(text, start)
+            cand = _Candidate(start, end)
+            _parse_candidate(cand, _blank_outside(text, start, end), name, limits)
+            pos = end
+            yield cand  # its failure says where the duplicate is
+            continue
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, (dict, list)) and data:
+            cand = _Candidate(start, end, "json", _blank_outside(text, start, end), data)
+            cand.failure = _limits_failure(data, name, limits)
+            pos = end
+            yield cand
+
+
+def _blank_outside(text: str, start: int, end: int) -> str:
+    """Spaces for everything outside [start, end), newlines kept: positions stay put."""
+    return _blank(text[:start]) + text[start:end] + _blank(text[end:])
+
+
+_NOT_NEWLINE = re.compile(r"[^\n\r]")
+
+
+def _blank(part: str) -> str:
+    return _NOT_NEWLINE.sub(" ", part)
+
+
+def _parse_candidate(cand: _Candidate, text: str, name: str, limits: Limits) -> None:
+    cand.parse_text = text
+    try:
+        cand.syntax, cand.data = _parse(text, name, limits)
+    except LoadError as exc:
+        cand.failure = exc
+
+
+def _ambiguous(text: str, name: str, found: list[_Candidate]) -> LoadError:
+    where = [_position(text, c.start) for c in found]
+    places = ", ".join(f"line {line} col {col}" for line, col in where)
+    line, col = where[1]
+    return LoadError.make(
+        "ambiguous-document",
+        f"the text holds {len(found)} plausible plan documents ({places}); which one is meant is not guessed",
+        Span(name, line=line, col=col),
+        "keep exactly one plan document (one code fence) in the text",
+    )
+
+
+def _no_document(text: str, name: str, whole: _Candidate, fences: list, inline: list) -> LoadError:
+    failed = [c.failure for c in fences if c.failure is not None]
+    if failed:
+        return failed[0]
+    if whole.failure is not None:
+        return whole.failure
+    parsed = [c for c in fences + inline if c.failure is None]
+    from .dialects import unknown_dialect
+
+    if parsed:
+        line, col = _position(text, parsed[0].start)
+        return LoadError(unknown_dialect(Span(name, line=line, col=col)))
+    return LoadError(unknown_dialect(Span(name, line=1, col=1), found=type(whole.data).__name__))
+
+
+def _position(text: str, index: int) -> tuple[int, int]:
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
+    if not _JSON_START.match(text):
+        return "yaml", _read_yaml(text, name, limits)
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey:
+        return "yaml", _read_yaml(text, name, limits)  # the YAML reader says where
+    except RecursionError:
+        raise _too_deep(name, limits, None) from None
+    except json.JSONDecodeError as exc:
+        return _json_or_flow_yaml(text, name, limits, exc)
+    failure = _limits_failure(data, name, limits)
+    if failure:
+        raise failure
+    return "json", data
+
+
+def _json_or_flow_yaml(text: str, name: str, limits: Limits, json_error: json.JSONDecodeError) -> tuple[str, Any]:
+    """Not JSON: it may still be YAML flow style (``{a: 1}``); if not, the JSON error is the clearer one."""
+    try:
+        return "yaml", _read_yaml(text, name, limits)
+    except LoadError as exc:
+        if exc.code != "yaml-syntax":
+            raise
+        raise _json_syntax(json_error, name) from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey
+    return out
+
+
+def _json_syntax(exc: json.JSONDecodeError, name: str) -> LoadError:
+    hint = "JSON needs double-quoted keys and strings, commas between items and none after the last"
+    if "Extra data" in exc.msg:
+        hint = "there is text after the JSON value; wrap the plan in one code fence or remove the rest"
+    return LoadError.make("json-syntax", exc.msg, Span(name, line=exc.lineno, col=exc.colno), hint)
+
+
+def _limits_failure(data: Any, name: str, limits: Limits) -> LoadError | None:
+    """Walk parsed JSON once, without recursion: depth, node count, string length."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            if isinstance(value, str) and len(value) > limits.max_string:
+                return _too_long_string(name, limits, len(value), None)
+            continue
+        if depth > limits.max_depth:
+            return _too_deep(name, limits, None)
+        stack.extend((child, depth + 1) for child in children)
+    if nodes > limits.max_nodes:
+        return _too_many(name, limits, None)
+    return None
+
+
+def _too_deep(name: str, limits: Limits, mark: Any) -> LoadError:
+    return LoadError.make(
+        "too-deep",
+        f"the document nests deeper than {limits.max_depth} levels",
+        _span_at(name, mark),
+        "a plan needs only a few levels; raise Limits.max_depth if this one really does",
+    )
+
+
+def _too_many(name: str, limits: Limits, mark: Any) -> LoadError:
+    return LoadError.make(
+        "too-many-nodes",
+        f"the document expands to more than {limits.max_nodes:,} values (YAML aliases count once per use)",
+        _span_at(name, mark),
+        "an alias repeated inside aliases multiplies (a 'billion laughs' document); write the values out",
+    )
+
+
+def _too_long_string(name: str, limits: Limits, size: int, mark: Any) -> LoadError:
+    return LoadError.make(
+        "too-large",
+        f"a string of {size:,} characters is over the limit of {limits.max_string:,}",
+        _span_at(name, mark),
+        "keep large data out of the plan; pass it as an input",
+    )
+
+
+def _span_at(name: str, mark: Any) -> Span:
+    return Span(name, line=mark.line + 1, col=mark.column + 1) if mark is not None else Span(name)
+
+
+# --- YAML from an event stream ----------------------------------------------------------------
+
+
+def _events(text: str) -> Iterator[Any]:
+    """Parser events from libyaml (PyYAML's C parser, the fastest), else ruamel.yaml."""
+    try:
+        from yaml import _yaml  # type: ignore[attr-defined]
+    except ImportError:
+        from ruamel.yaml import YAML
+
+        return iter(YAML(typ="safe").parse(text))
+    # get_event() returns None once the stream has ended: a C-level loop, no generator.
+    return iter(_yaml.CParser(text).get_event, None)
+
+
+def _read_yaml(text: str, name: str, limits: Limits, index: "_Index | None" = None) -> Any:
+    try:
+        return _YamlBuilder(name, limits, index).run(_events(text))
+    except LoadError:
+        raise
+    except RecursionError:
+        raise _too_deep(name, limits, None) from None
+    except Exception as exc:  # every parser error of either library
+        raise _yaml_syntax(exc, name) from None
+
+
+_YAML_HINTS = (
+    ("mapping values are not allowed", "quote a string that contains ': ' (or write it as a block scalar with |)"),
+    ("cannot start any token", "quote a string that starts with @, ` or another reserved character"),
+    ("'\\t'", "indent with spaces; YAML does not allow tabs there"),
+    ("expected ':'", "a key needs ': ' after it; check the indentation of this line"),
+    ("expected key", "check the indentation: items of one mapping line up, and `- ` starts a list item"),
+    ("did not find expected", "check the indentation and that brackets and quotes are closed"),
+)
+
+
+def _yaml_syntax(exc: Exception, name: str) -> LoadError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    context = getattr(exc, "context", None)
+    message = f"{problem} ({context})" if context else str(problem)
+    hint = next((h for key, h in _YAML_HINTS if key in message), "check the indentation and quote strings with special characters")
+    return LoadError.make("yaml-syntax", message, _span_at(name, mark), hint)
+
+
+_CORE = "tag:yaml.org,2002:"
+_INT = re.compile(r"[-+]?[0-9]+$")
+_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_SPECIAL = {"~": None, "null": None, "Null": None, "NULL": None, "": None,
+            "true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False,
+            ".inf": float("inf"), ".Inf": float("inf"), ".INF": float("inf"),
+            "+.inf": float("inf"), "-.inf": float("-inf"), "-.Inf": float("-inf"), "-.INF": float("-inf"),
+            ".nan": float("nan"), ".NaN": float("nan"), ".NAN": float("nan")}  # fmt: skip
+_NUMERIC_START = frozenset("0123456789+-.")
+
+
+def _plain_scalar(value: str) -> Any:
+    """YAML 1.2 core schema for an untagged plain scalar."""
+    if value in _SPECIAL:
+        return _SPECIAL[value]
+    if value[0] not in _NUMERIC_START:
+        return value
+    if _INT.match(value):
+        return int(value)
+    if _FLOAT.match(value):
+        return float(value)
+    if value.startswith(("0x", "0o")) and len(value) > 2:
+        try:
+            return int(value, 16 if value[1] == "x" else 8)
+        except ValueError:
+            return value
+    return value
+
+
+def _ignore(event: Any) -> None:
+    pass
+
+
+class _Frame:
+    __slots__ = ("container", "is_map", "key", "key_mark", "anchor", "size", "height", "path_key")
+
+    def __init__(self, container: Any, anchor: str | None, path_key: Any):
+        self.container = container
+        self.is_map = isinstance(container, dict)
+        self.key: Any = _NO_KEY
+        self.key_mark: Any = None
+        self.anchor = anchor
+        self.size = 1
+        self.height = 1
+        self.path_key = path_key
+
+
+_NO_KEY: Any = object()
+
+
+class _YamlBuilder:
+    """Events -> plain data, without recursion; checks limits as it goes and, when given
+    an index, records where every value starts."""
+
+    def __init__(self, name: str, limits: Limits, index: "_Index | None"):
+        self.name, self.limits, self.index = name, limits, index
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, tuple[Any, int, int]] = {}
+        self.nodes = 0
+        self.documents = 0
+        self.root: Any = None
+
+    def run(self, events: Iterator[Any]) -> Any:
+        handlers = {
+            "ScalarEvent": self.scalar,
+            "AliasEvent": self.alias,
+            "MappingStartEvent": self.start,
+            "SequenceStartEvent": self.start,
+            "MappingEndEvent": self.end,
+            "SequenceEndEvent": self.end,
+            "DocumentStartEvent": self.document,
+        }
+        by_class: dict[type, Any] = {}
+        fast = self.index is None
+        scalar = self.scalar  # bound once: `is` below compares this very object
+        handlers["ScalarEvent"] = scalar
+        stack, max_string = self.stack, self.limits.max_string
+        for event in events:
+            cls = event.__class__
+            handler = by_class.get(cls)
+            if handler is None:
+                handler = by_class[cls] = handlers.get(cls.__name__, _ignore)
+            if handler is scalar and fast and stack and not event.anchor and not event.tag:
+                # The common case, inlined (a third of the load time): an untagged scalar
+                # in a collection, not a mapping key's duplicate.
+                value = event.value
+                if len(value) > max_string:
+                    raise _too_long_string(self.name, self.limits, len(value), event.start_mark)
+                if event.implicit[0] and not event.style:
+                    value = _plain_scalar(value)
+                parent = stack[-1]
+                parent.size += 1
+                self.nodes += 1
+                if not parent.is_map:
+                    parent.container.append(value)
+                elif parent.key is not _NO_KEY:
+                    parent.container[parent.key] = value
+                    parent.key = _NO_KEY
+                elif isinstance(value, str) and value not in parent.container:
+                    parent.key = value
+                    parent.key_mark = event.start_mark
+                else:
+                    parent.key = self.key_of(value, event)
+                    parent.key_mark = event.start_mark
+                continue
+            handler(event)
+        if self.nodes > self.limits.max_nodes:
+            raise _too_many(self.name, self.limits, None)
+        return self.root
+
+    def document(self, event: Any) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise LoadError.make(
+                "yaml-syntax",
+                "more than one YAML document (a second `---`)",
+                _span_at(self.name, event.start_mark),
+                "a plan file holds one document",
+            )
+
+    def scalar(self, event: Any) -> None:
+        value = event.value
+        if len(value) > self.limits.max_string:
+            raise _too_long_string(self.name, self.limits, len(value), event.start_mark)
+        tag = event.tag
+        if tag and tag != "!":
+            value = self.tagged(tag, value, event)
+        elif event.implicit[0] and not event.style:
+            value = _plain_scalar(value)
+        self.record(event, event.style or "")
+        self.add(value, 1, 0, event)
+
+    def tagged(self, tag: str, value: str, event: Any) -> Any:
+        kind = tag[len(_CORE) :] if tag.startswith(_CORE) else tag
+        if kind == "str":
+            return value
+        if kind in ("int", "float", "bool", "null"):
+            resolved = _plain_scalar(value)
+            wanted = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[kind]
+            if isinstance(resolved, wanted) and not (kind == "int" and isinstance(resolved, bool)):
+                return float(resolved) if kind == "float" else resolved
+        raise LoadError.make(
+            "yaml-syntax",
+            f"unsupported tag {tag} on {value!r}",
+            _span_at(self.name, event.start_mark),
+            "plans are plain JSON-like data: drop the tag, or use !!str / !!int / !!float / !!bool / !!null",
+        )
+
+    def alias(self, event: Any) -> None:
+        if event.anchor not in self.anchors:
+            raise LoadError.make("yaml-syntax", f"unknown alias *{event.anchor}", _span_at(self.name, event.start_mark))
+        value, size, height = self.anchors[event.anchor]
+        if len(self.stack) + height > self.limits.max_depth:
+            raise _too_deep(self.name, self.limits, event.start_mark)
+        self.record(event, "")
+        self.add(value, size, height, event)
+
+    def start(self, event: Any) -> None:
+        if len(self.stack) >= self.limits.max_depth:
+            raise _too_deep(self.name, self.limits, event.start_mark)
+        self.record(event, "")
+        container: Any = {} if type(event).__name__ == "MappingStartEvent" else []
+        self.stack.append(_Frame(container, event.anchor, self.child_key()))
+
+    def end(self, event: Any) -> None:
+        frame = self.stack.pop()
+        self.add(frame.container, frame.size, frame.height, event, frame.anchor, collection=True)
+
+    def add(self, value: Any, size: int, height: int, event: Any, anchor: str | None = None, collection: bool = False) -> None:
+        self.nodes += 1 if collection else size  # a collection's items were counted as they came
+        if self.nodes > self.limits.max_nodes:
+            raise _too_many(self.name, self.limits, event.start_mark)
+        anchor = anchor if collection else getattr(event, "anchor", None) if type(event).__name__ == "ScalarEvent" else None
+        if anchor:
+            self.anchors[anchor] = (value, size, height)
+        if not self.stack:
+            self.root = value
+            return
+        parent = self.stack[-1]
+        parent.size += size
+        parent.height = max(parent.height, height + 1)
+        if not parent.is_map:
+            parent.container.append(value)
+        elif parent.key is _NO_KEY:
+            parent.key = self.key_of(value, event)
+            parent.key_mark = event.start_mark
+        else:
+            parent.container[parent.key] = value
+            parent.key = _NO_KEY
+
+    def key_of(self, value: Any, event: Any) -> str:
+        if isinstance(value, (dict, list)):
+            raise LoadError.make(
+                "yaml-syntax", "a mapping key must be a scalar", _span_at(self.name, event.start_mark),
+                "keys are names; write a string",
+            )
+        key = value if isinstance(value, str) else json.dumps(value)
+        if key in self.stack[-1].container:
+            raise LoadError.make(
+                "duplicate-key",
+                f"duplicate key {key!r}: the mapping already has it",
+                _span_at(self.name, event.start_mark),
+                "each key appears once in a mapping; merge the two or rename one",
+            )
+        return key
+
+    # positions (only when building the index)
+
+    def child_key(self) -> Any:
+        if not self.stack:
+            return _NO_KEY
+        parent = self.stack[-1]
+        return parent.key if parent.is_map else len(parent.container)
+
+    def current_path(self) -> DocPath:
+        return tuple(f.path_key for f in self.stack[1:])
+
+    def record(self, event: Any, style: str) -> None:
+        if self.index is None:
+            return
+        if not self.stack:
+            self.index.values[()] = (event.start_mark.index, style)
+            return
+        parent = self.stack[-1]
+        if parent.is_map and parent.key is _NO_KEY:
+            return  # a key: recorded with its value
+        path = self.current_path()
+        key = parent.key if parent.is_map else len(parent.container)
+        if parent.is_map:
+            self.index.keys[path + (key,)] = parent.key_mark.index
+        self.index.values[path + (key,)] = (event.start_mark.index, style)
+
+
+# --- positions -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Index:
+    values: dict[DocPath, tuple[int, str]] = field(default_factory=dict)  # value start, scalar style
+    keys: dict[DocPath, int] = field(default_factory=dict)
+
+
+def _identity(path: DocPath) -> DocPath:
+    return path
+
+
+class SourceMap:
+    """Document paths -> line:col in the original text, built on first use."""
+
+    def __init__(self, text: str, name: str, syntax: str, parse_text: str, limits: Limits = DEFAULT_LIMITS):
+        self.text, self.name, self.syntax, self.parse_text = text, name, syntax, parse_text
+        self.limits = limits
+        self.to_original: Callable[[DocPath], DocPath] = _identity
+        self._index: _Index | None = None
+        self._line_starts: list[int] | None = None
+
+    def locate(self, span: Span) -> Span:
+        """Fill line/col (1-based) of the value at ``span.path`` (+ ``span.offset`` inside a string)."""
+        path = self.to_original(span.path)
+        index = self.index()
+        offset = span.offset
+        while path not in index.values and path:
+            path, offset = path[:-1], 0  # a missing key: point at the mapping that lacks it
+        start, style = index.values.get(path, (0, ""))
+        position = _string_position(self.parse_text, start, style, offset) if offset else start
+        line, col = self.line_col(position)
+        return replace(span, file=span.file if span.file != "<string>" else self.name, line=line, col=col)
+
+    def key_position(self, path: DocPath) -> tuple[int, int] | None:
+        """Line:col of the key naming ``path`` (for "unknown key" messages)."""
+        where = self.index().keys.get(self.to_original(path))
+        return self.line_col(where) if where is not None else None
+
+    def index(self) -> _Index:
+        if self._index is None:
+            self._index = _Index()
+            try:
+                if self.syntax == "json":
+                    _json_positions(self.parse_text, self._index)
+                else:
+                    _read_yaml(self.parse_text, self.name, self.limits, self._index)
+            except (LoadError, ValueError, IndexError):
+                pass  # positions are best effort; a span then points at the top
+        return self._index
+
+    def line_col(self, position: int) -> tuple[int, int]:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect_right(self._line_starts, position)
+        return line, position - self._line_starts[line - 1] + 1
+
+
+def _json_positions(text: str, index: _Index) -> None:
+    """A tiny JSON scanner recording where every value (and key) starts; no recursion."""
+    from json.decoder import scanstring
+
+    ws = re.compile(r"[ \t\r\n]*")
+    scalar = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+    stack: list[list] = []  # [path, is_map, next_key_or_index]
+    pos = ws.match(text, 0).end()
+    path: DocPath = ()
+    while True:
+        pos = ws.match(text, pos).end()
+        char = text[pos]
+        if stack and stack[-1][1] and stack[-1][2] is None:  # expecting a key or }
+            if char == "}":
+                stack.pop()
+                pos = _after_value(text, pos + 1, stack, ws)
+                if pos < 0:
+                    return
+                continue
+            key, end = scanstring(text, pos + 1)
+            index.keys[stack[-1][0] + (key,)] = pos
+            stack[-1][2] = key
+            pos = ws.match(text, end).end() + 1  # past ':'
+            continue
+        if stack:
+            frame = stack[-1]
+            path = frame[0] + (frame[2],)
+        if char == "]" and stack and not stack[-1][1]:
+            stack.pop()
+        else:
+            index.values[path] = (pos, '"' if char == '"' else "")
+            if char in "{[":
+                stack.append([path, char == "{", None if char == "{" else 0])
+                pos += 1
+                continue
+            end = scanstring(text, pos + 1)[1] if char == '"' else scalar.match(text, pos).end()
+            pos = end - 1
+        pos = _after_value(text, pos + 1, stack, ws)
+        if pos < 0:
+            return
+
+
+def _after_value(text: str, pos: int, stack: list[list], ws: re.Pattern) -> int:
+    """Move past a finished value: a comma advances the container, a closer pops it."""
+    while stack:
+        pos = ws.match(text, pos).end()
+        char = text[pos] if pos < len(text) else ""
+        frame = stack[-1]
+        if char == ",":
+            frame[2] = None if frame[1] else frame[2] + 1
+            return pos + 1
+        if char in "}]":
+            stack.pop()
+            pos += 1
+            continue
+        return -1
+    return -1
+
+
+_ESCAPE_WIDTH = {"x": 4, "u": 6, "U": 10}
+
+
+def _string_position(text: str, start: int, style: str, offset: int) -> int:
+    """Source index of character ``offset`` of the string scalar starting at ``start``."""
+    pos = start
+    if style in ('"', "'"):
+        pos += 1
+    elif style in ("|", ">"):
+        return _block_position(text, start, offset)
+    seen = 0
+    while seen < offset and pos < len(text):
+        char = text[pos]
+        if char == "\\" and style == '"':
+            nxt = text[pos + 1 : pos + 2]
+            pos += _ESCAPE_WIDTH.get(nxt, 2)
+        elif char == "'" and style == "'" and text.startswith("''", pos):
+            pos += 2
+        elif char in "\r\n":
+            pos = _skip_fold(text, pos)
+        else:
+            pos += 1
+        seen += 1
+    return pos
+
+
+def _skip_fold(text: str, pos: int) -> int:
+    """A line break inside a flow scalar folds with the indentation after it."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _block_position(text: str, start: int, offset: int) -> int:
+    """``|`` / ``>`` scalars: content starts on the line after the header; one source line
+    per value line (exact for ``|``, the right line for ``>``)."""
+    line_end = text.find("\n", start)
+    if line_end < 0:
+        return start
+    first = line_end + 1
+    while first < len(text) and text.startswith("\n", first):
+        first += 1
+    indent = len(text[first:]) - len(text[first:].lstrip(" "))
+    # The value's own text is the source with the indentation removed.
+    pos, seen = first + indent, 0
+    while seen < offset and pos < len(text):
+        if text[pos] == "\n":
+            pos += 1
+            pos += min(indent, len(text[pos:pos + indent]) - len(text[pos:pos + indent].lstrip(" ")))
+        else:
+            pos += 1
+        seen += 1
+    return pos
