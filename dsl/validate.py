@@ -63,6 +63,10 @@ class Facts:
         return _overlapping(exact, below, ref)
 
     @cached_property
+    def unused(self) -> set[str]:
+        return _unused(self)
+
+    @cached_property
     def result_reads(self) -> list:
         return list(iter_reads(self.plan.result))
 
@@ -548,19 +552,29 @@ def _show(groups: Iterable[Iterable[str]]) -> str:
 
 
 def unused_outputs(facts: Facts) -> Iterator[Diagnostic]:
-    plan = facts.plan
-    read_exact, read_below, by_placeholder = _read_index(plan)
-    default_result = facts.order[0][-1] if plan.result is None and plan.steps else None
-    for step in plan.steps:
-        if step.output is None or step.id == default_result or step.id in by_placeholder:
-            continue
-        if not any(_is_read(("state",) + r.path, read_exact, read_below) for r in step.output.targets):
+    for step in facts.plan.steps:
+        if step.id in facts.unused:
             yield warning(
                 "unused-output",
                 f"nothing reads the output of step '{step.id}' ({step.output})",
                 _at(step, "output"),
                 "read it in a later step or in `result`, or drop the `output:`",
             )
+
+
+def _unused(facts: Facts) -> set[str]:
+    """Steps with an output that no step, placeholder or result reads."""
+    plan = facts.plan
+    read_exact, read_below, by_placeholder = _read_index(plan)
+    default_result = facts.order[0][-1] if plan.result is None and plan.steps else None
+    return {
+        step.id
+        for step in plan.steps
+        if step.output is not None
+        and step.id != default_result
+        and step.id not in by_placeholder
+        and not any(_is_read(("state",) + r.path, read_exact, read_below) for r in step.output.targets)
+    }
 
 
 def _read_index(plan: Plan) -> tuple[set, set, set]:
@@ -600,7 +614,7 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
         live.add(step_id)
         todo.extend(facts.deps[step_id])
     for step in plan.steps:
-        if step.id not in live and step.purity != "side_effect":
+        if step.id not in live and step.purity != "side_effect" and step.id not in facts.unused:
             yield warning(
                 "dead-step",
                 f"step '{step.id}' cannot affect the result",

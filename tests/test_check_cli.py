@@ -1,0 +1,159 @@
+"""`dagplan check / fmt / graph / schema`: exit codes, formats, globs, and a light import path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dagplan.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def plans(tmp_path):
+    (tmp_path / "good.yaml").write_text("steps:\n  - id: a\n    tool: t\n    output: †state.a\n", encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text(
+        "steps:\n  - id: a\n    tool: t\n    args: {x: †state.nope}\n", encoding="utf-8"
+    )
+    (tmp_path / "warn.yaml").write_text(
+        "steps:\n  - id: a\n    tool: t\n    output: †state.x\n  - id: b\n    tool: t\n    output: †state.y\n"
+        "result: †state.y\n",
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def test_valid_file_exits_0(plans):
+    r = invoke("check", str(plans / "good.yaml"))
+    assert r.exit_code == 0, r.output
+    assert "1 file checked: 1 valid, 0 invalid (0 errors, 0 warnings)" in r.stderr
+
+
+def test_invalid_file_exits_1_with_compiler_style_text(plans):
+    r = invoke("check", str(plans / "bad.yaml"))
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"{plans / 'bad.yaml'}:4:15: error unwritten-state: †state.nope is read but no step writes it and it is not in initial_state"
+    assert lines[1] == "        args: {x: †state.nope}"
+    assert lines[2] == "    " + " " * 14 + "^"
+    assert lines[3].startswith("    hint: ")
+
+
+def test_warnings_pass_unless_strict(plans):
+    assert invoke("check", str(plans / "warn.yaml")).exit_code == 0
+    assert invoke("check", "--strict", str(plans / "warn.yaml")).exit_code == 1
+
+
+def test_many_files_globs_and_dirs(plans):
+    r = invoke("check", str(plans / "*.yaml"))
+    assert r.exit_code == 1
+    assert "3 files checked: 2 valid, 1 invalid (1 error, 1 warning)" in r.stderr
+    r = invoke("check", str(plans))
+    assert "3 files checked" in r.stderr
+
+
+def test_missing_file_and_empty_glob_exit_2(plans):
+    assert invoke("check", str(plans / "nope.yaml")).exit_code == 2
+    assert invoke("check", str(plans / "*.nothing")).exit_code == 2
+    assert invoke("check").exit_code == 2
+
+
+def test_json_format(plans):
+    r = invoke("check", "--format", "json", str(plans / "good.yaml"), str(plans / "bad.yaml"))
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1
+    assert data["summary"] == {"files": 2, "valid": 1, "invalid": 1, "errors": 1, "warnings": 0}
+    bad = data["files"][1]
+    assert bad["valid"] is False and bad["diagnostics"][0]["code"] == "unwritten-state"
+    assert (bad["diagnostics"][0]["line"], bad["diagnostics"][0]["col"]) == (4, 15)
+
+
+def test_github_format(plans):
+    r = invoke("check", "--format", "github", str(plans / "bad.yaml"))
+    assert r.stdout.startswith(f"::error file={plans / 'bad.yaml'},line=4,col=15,title=unwritten-state::†state.nope")
+
+
+def test_tools_option_validates_tool_names(plans):
+    (plans / "tools.py").write_text(
+        "import dagplan\n@dagplan.tool\ndef t(x: str = '') -> str:\n    return x\n", encoding="utf-8"
+    )
+    (plans / "typo.yaml").write_text("steps:\n  - id: a\n    tool: tt\n", encoding="utf-8")
+    assert invoke("check", "--tools", str(plans / "tools.py"), str(plans / "good.yaml")).exit_code == 0
+    r = invoke("check", "--tools", str(plans / "tools.py"), str(plans / "typo.yaml"))
+    assert r.exit_code == 1 and "unknown-tool" in r.output and "did you mean 't'?" in r.output
+    assert invoke("check", "--tools", str(plans / "missing.py"), str(plans / "good.yaml")).exit_code == 2
+
+
+def test_graph_mermaid_labels_branches():
+    r = invoke("graph", str(EXAMPLES / "weather.yaml"))
+    assert r.exit_code == 0
+    assert r.stdout.startswith("graph TD\n")
+    assert '-- "sunny" -->' in r.stdout and '-- "notSunny" -->' in r.stdout
+
+
+def test_graph_dot():
+    r = invoke("graph", "--format", "dot", str(EXAMPLES / "payment.yaml"))
+    assert r.exit_code == 0
+    assert '"pay" -> "confirm" [label="receipt"];' in r.stdout
+    assert '"pay" -> "report" [label="error"];' in r.stdout
+
+
+def test_graph_of_invalid_plan_exits_1(plans):
+    assert invoke("graph", str(plans / "bad.yaml")).exit_code == 1
+
+
+def test_schema_prints_json():
+    r = invoke("schema")
+    assert r.exit_code == 0
+    assert "properties" in json.loads(r.stdout)
+
+
+def test_fmt_check_and_write(plans, tmp_path):
+    target = tmp_path / "plan.yaml"
+    target.write_text("steps:\n- {id: a, tool: t, args: {x: $input.x}}\n", encoding="utf-8")
+    assert invoke("fmt", "--check", str(target)).exit_code == 1
+    printed = invoke("fmt", str(target)).stdout
+    assert "†input.x" in printed
+    assert invoke("fmt", "-w", str(target)).exit_code == 0
+    assert target.read_text(encoding="utf-8") == printed
+    assert invoke("fmt", "--check", str(target)).exit_code == 0
+
+
+def _env():
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def test_check_never_imports_litellm_or_the_interpreter():
+    code = (
+        "import sys\n"
+        "from dagplan.cli import cli\n"
+        "try:\n"
+        f"    cli(['check', {str(EXAMPLES / 'weather.yaml')!r}], standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'rich', 'jinja2', 'openai')"
+        " or m.startswith('dagplan.interpreter'))\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
+def test_module_entry_point_exit_code():
+    out = subprocess.run(
+        [sys.executable, "-m", "dagplan", "check", str(EXAMPLES / "invalid" / "cycle.yaml")],
+        capture_output=True, text=True, env=_env(), cwd=ROOT,
+    )
+    assert out.returncode == 1 and "error cycle: dependency cycle: plan -> code -> test -> plan" in out.stdout
