@@ -20,11 +20,12 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Awaitable, Callable
 
 from ..dsl.errors import DagplanError, RunError
-from ..dsl.ir import NOT_GIVEN, Output, Placeholder, Plan, Ref, Step
-from ..dsl.schedule import Analysis, step_reads
+from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step
+from ..dsl.schedule import Analysis
 from . import events as ev
 from .events import Event, Subscriber
 from .tools import Branch, Tool, TransientError
@@ -94,10 +95,10 @@ class RunResult:
     status: str  # completed | failed | aborted | interrupted
     had_errors: bool
     result: Any
-    steps: Mapping[str, StepReport]
-    order: tuple[str, ...]
-    state: Mapping[str, Any]
-    usage: Mapping[str, Any] = field(default_factory=dict)
+    steps: Mapping[str, StepReport] = field(repr=False)
+    order: tuple[str, ...] = field(repr=False)
+    state: Mapping[str, Any] = field(repr=False)
+    usage: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,7 +155,8 @@ class Execution:
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
         self._aborted = False
-        self._limit = asyncio.Semaphore(max(1, self.options.max_concurrency))
+        limit = max(1, self.options.max_concurrency)
+        self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
         self._pool: ThreadPoolExecutor | None = None
 
     # --- the run ------------------------------------------------------------------------
@@ -247,9 +249,10 @@ class Execution:
         return None
 
     def _prepare(self, step: Step) -> tuple:
-        """Resolve what the step needs now that its dependencies are settled."""
-        for ph_step in _placeholder_steps(step):
-            self._placeholder_text(ph_step)  # raises Dead early for a skipped source
+        """Resolve what the step needs now that its dependencies are settled.
+
+        Raises Dead when it reads a path nobody wrote or a skipped step's placeholder.
+        """
         if step.llm is not None:
             prompt = self.resolver.value(step.llm.prompt)
             system = self.resolver.value(step.llm.system) if step.llm.system else None
@@ -262,23 +265,13 @@ class Execution:
         state = self.steps[step.id]
         state.status = "running"
         try:
-            async with self._limit:
-                started = time.perf_counter()
-                if self._has_sinks():
-                    self._emit(ev.STEP_STARTED, step.id, description=step.label)
-                if self.journal is not None and _needs_intent(step, self.tools):
-                    await self.journal.commit()  # a side effect never starts before its intent is durable
-                try:
-                    value = await self._attempts(step, call)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
-                    state.duration = time.perf_counter() - started
-                    ready = self._settle_failure(step, exc)
-                else:
-                    state.duration = time.perf_counter() - started
-                    ready = self._settle_success(step, value)
-            await self._commit()
+            if self._limit is None:
+                ready = await self._run_step(step, call)
+            else:
+                async with self._limit:
+                    ready = await self._run_step(step, call)
+            if self.journal is not None:
+                await self.journal.commit()  # durable before any dependent starts
             self._release(ready)
         except asyncio.CancelledError:
             if not self._aborted:
@@ -287,13 +280,34 @@ class Execution:
             state.status, state.reason = "skipped", "the run was aborted"
             self._release(self._settle(step.id))
 
+    async def _run_step(self, step: Step, call: tuple) -> list[str]:
+        """Run the step's attempts and settle it; returns the dependents it made ready."""
+        state = self.steps[step.id]
+        started = time.perf_counter()
+        if self._has_sinks():
+            self._emit(ev.STEP_STARTED, step.id, description=step.label)
+        if self.journal is not None and _needs_intent(step, self.tools):
+            await self.journal.commit()  # a side effect never starts before its intent is durable
+        try:
+            value = await self._attempts(step, call)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
+            state.duration = time.perf_counter() - started
+            return self._settle_failure(step, exc)
+        state.duration = time.perf_counter() - started
+        return self._settle_success(step, value)
+
     async def _attempts(self, step: Step, call: tuple) -> Any:
         state = self.steps[step.id]
         budget = step.retry.limit
         while True:
             state.attempts += 1
             try:
-                return await self._call_once(step, call)
+                if step.timeout is None:
+                    return await self._invoke(step, call)
+                async with asyncio.timeout(step.timeout):
+                    return await self._invoke(step, call)
             except Exception as exc:
                 if not self._transient(step, exc):
                     raise
@@ -304,12 +318,6 @@ class Execution:
                 delay = _backoff(step, state.attempts)
                 self._emit(ev.STEP_RETRYING, step.id, attempt=state.attempts, delay=round(delay, 3), error=_error_info(step, exc))
                 await asyncio.sleep(delay)
-
-    async def _call_once(self, step: Step, call: tuple) -> Any:
-        if step.timeout is None:
-            return await self._invoke(step, call)
-        async with asyncio.timeout(step.timeout):
-            return await self._invoke(step, call)
 
     async def _invoke(self, step: Step, call: tuple) -> Any:
         if call[0] == "llm":
@@ -436,6 +444,7 @@ class Execution:
 
     # --- reading --------------------------------------------------------------------------
 
+
     def _placeholder_text(self, sid: str) -> str:
         state = self.steps.get(sid)
         if state is None or state.status == "skipped" or state.output is MISSING:
@@ -485,9 +494,6 @@ class Execution:
         if self.journal is not None:
             await self.journal.commit()
 
-
-def _placeholder_steps(step: Step) -> list[str]:
-    return [r.step for r in step_reads(step) if isinstance(r, Placeholder)]
 
 
 def _needs_intent(step: Step, tools: Mapping[str, Tool]) -> bool:

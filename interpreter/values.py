@@ -8,7 +8,8 @@ next alternative).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from ..dsl.ir import AllOf, AnyOf, Placeholder, Ref, Template
 
