@@ -395,7 +395,8 @@ class Run:
 
     def _reload_locked(self) -> None:
         """Under the lock: re-read what the previous owner left, and cut a torn tail before appending."""
-        self._load(tolerate=False)
+        if self._torn or self.notice or _size(self._wal) != self._offset:
+            self._load(tolerate=False)  # the log changed since we read it (or was damaged)
         if self._torn or _size(self._wal) > self._offset:
             with open(self._wal, "r+b") as f:
                 f.truncate(self._offset)
@@ -474,9 +475,13 @@ class Run:
         """Group commit: wait until everything appended before this call is durable.
 
         At most one fsync runs at a time, in a worker thread; callers that arrive
-        while it runs wait for it and then share the next one.
+        while it runs wait for it and then share the next one. When no other
+        callback is ready to run (a chain), the fsync runs inline: the hop to a
+        thread and back costs about as much as the fsync itself.
         """
         target = self._seq
+        if self._durable_seq < target and self._inflight is None and _loop_idle():
+            self._flush()  # nothing else could run meanwhile: a thread hop would only add latency
         while self._durable_seq < target:
             if self._inflight is None:
                 self._inflight = asyncio.ensure_future(self._flush_in_thread())
@@ -558,6 +563,12 @@ def check_step(run: Run, step_id: str, order: list[str] | None = None) -> None:
     if step_id not in valid:
         raise RunError.make("unknown-step", f"run {run.id} has no step {step_id!r}",
                             hint="valid step ids: " + ", ".join(valid))
+
+
+def _loop_idle() -> bool:
+    """Whether the running loop has nothing else ready to run (CPython's ready queue)."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is not None and not ready
 
 
 def _size(path: Path) -> int:
