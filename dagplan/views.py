@@ -65,6 +65,8 @@ def _preview_step(number: int, step: Any) -> list[str]:
 
 def report_text(result: Any) -> str:
     header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
+    if result.message:
+        header += f": {result.message}"
     rows = [("step", "call", "status", "attempts", "duration", "output")]
     for sid in result.order:
         s = result.steps[sid]

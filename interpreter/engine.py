@@ -99,11 +99,13 @@ class RunResult:
     order: tuple[str, ...] = field(repr=False)
     state: Mapping[str, Any] = field(repr=False)
     usage: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    message: str = ""  # why the run stopped early (abort, budget)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "status": self.status,
+            "message": self.message,
             "had_errors": self.had_errors,
             "result": self.result,
             "steps": {sid: self.steps[sid].to_json() for sid in self.order},
@@ -155,9 +157,11 @@ class Execution:
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
         self._aborted = False
+        self.abort_reason = ""
         limit = max(1, self.options.max_concurrency)
         self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
         self._pool: ThreadPoolExecutor | None = None
+        self._budget: Any = None  # llm.Budget, created with the first LLM step
 
     # --- the run ------------------------------------------------------------------------
 
@@ -181,9 +185,10 @@ class Execution:
         result = self._result()
         failed = any(s.status == "failed" for s in self.steps.values())
         status = "aborted" if self._aborted else ("failed" if failed and self.plan.on_failure == "abort" else "completed")
-        self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed)
+        self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason, usage=self.usage)
         await self._commit()
-        return RunResult(self.run_id, status, failed, result, self._reports(), self.analysis.order, self.state, self.usage)
+        return RunResult(self.run_id, status, failed, result, self._reports(), self.analysis.order, self.state,
+                         self.usage, self.abort_reason)
 
     async def _interrupt(self) -> None:
         for task in list(self._tasks):
@@ -220,7 +225,7 @@ class Execution:
         """Start the step (True), or record it as settled without running (False)."""
         step = self.plan.by_id[sid]
         if self._aborted:
-            return not self._skip(sid, "the run was aborted")
+            return not self._skip(sid, self.abort_reason)
         blocked = self._blocked_by(step)
         if blocked:
             return not self._skip(sid, blocked)
@@ -277,7 +282,7 @@ class Execution:
             if not self._aborted:
                 state.status = "interrupted"
                 raise
-            state.status, state.reason = "skipped", "the run was aborted"
+            state.status, state.reason = "skipped", self.abort_reason
             self._release(self._settle(step.id))
 
     async def _run_step(self, step: Step, call: tuple) -> list[str]:
@@ -335,9 +340,39 @@ class Execution:
     async def _invoke_llm(self, step: Step, prompt: str, system: str | None) -> Any:
         from . import llm  # litellm stays unimported until a plan actually has an LLM step
 
-        return await llm.execute_step(self, step, prompt, system)
+        call = step.llm
+        if self._budget is None:
+            self._budget = llm.Budget(self.options.max_cost, self.options.max_tokens)
+        narrowed = {name: self.tools[name] for name in call.tools if name in self.tools}
+        result = await llm.run_llm_step(
+            step.id, call, prompt, system,
+            model=llm.default_model(call.model, self.options.model),
+            tools={name: _as_async(t) for name, t in narrowed.items()},
+            tool_specs={name: t.spec for name, t in narrowed.items()},
+            alternatives=tuple(" && ".join(map(str, alt)) for alt in step.output.alternatives)
+            if step.output is not None and step.output.branching else (),
+            memo=self.journal.memo_for(step.id) if self.journal is not None else None,
+            max_iterations=call.max_iterations or self.options.step_max_iterations,
+            completion_kwargs=self.options.completion_kwargs,
+            budget=self._budget,
+        )
+        self._account(step, result)
+        if step.output is not None and step.output.branching:
+            return Branch(result.alternative, result.output)
+        return result.output
+
+    def _account(self, step: Step, result: Any) -> None:
+        self.steps[step.id].usage = {"model": result.model, "prompt_tokens": result.prompt_tokens,
+                                     "completion_tokens": result.completion_tokens, "cost": result.cost,
+                                     "calls": result.calls, "replayed_calls": result.replayed}
+        self.usage["prompt_tokens"] += result.prompt_tokens
+        self.usage["completion_tokens"] += result.completion_tokens
+        self.usage["cost"] += result.cost
+        self.usage["llm_calls"] += result.calls
 
     def _transient(self, step: Step, exc: BaseException) -> bool:
+        if isinstance(exc, DagplanError):
+            return bool(getattr(exc, "transient", False))
         tool = self.tools.get(step.tool or "")
         extra = tool.retry_on if tool else ()
         return isinstance(exc, TRANSIENT + tuple(extra)) or bool(getattr(exc, "retryable", False))
@@ -359,7 +394,9 @@ class Execution:
 
     def _settle_failure(self, step: Step, exc: BaseException) -> list[str]:
         self._fail(step, exc)
-        if self.plan.on_failure == "abort" and self.steps[step.id].status == "failed":
+        if getattr(exc, "code", None) == "budget-exceeded":
+            self._abort(exc.headline.message)  # a budget stops the whole run, cleanly
+        elif self.plan.on_failure == "abort" and self.steps[step.id].status == "failed":
             self._abort()
         return self._settle(step.id)
 
@@ -422,8 +459,9 @@ class Execution:
         self._emit(ev.STEP_SKIPPED, sid, reason=reason)
         return True
 
-    def _abort(self) -> None:
+    def _abort(self, reason: str = "the run was aborted") -> None:
         self._aborted = True
+        self.abort_reason = reason
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
@@ -494,6 +532,16 @@ class Execution:
         if self.journal is not None:
             await self.journal.commit()
 
+
+
+def _as_async(tool: Tool) -> Callable[..., Awaitable[Any]]:
+    if tool.is_async:
+        return tool.fn
+
+    async def call(**args: Any) -> Any:
+        return await asyncio.to_thread(tool.fn, **args)
+
+    return call
 
 
 def _needs_intent(step: Step, tools: Mapping[str, Tool]) -> bool:
