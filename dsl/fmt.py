@@ -1,0 +1,146 @@
+"""Any dialect -> canonical YAML text (``dagplan fmt``).
+
+* Canonical YAML input goes through ruamel's round-trip loader, so comments and the
+  flow/block style of each collection stay; other inputs (JSON, the dialects) are
+  written from the canonical data.
+* Keys come in a fixed order (:data:`TOP_ORDER`, :data:`STEP_ORDER`; others after, in
+  their order); ``dagplan: 1`` leads.
+* References are written with the dagger: ``$state.x`` -> ``†state.x``, in the places
+  that hold expressions (step ``args`` values, ``output``, ``llm``, ``system``, and
+  ``result``), using the grammar (``classify``) so escapes and text are kept exactly.
+  A string with a syntax error is left as it is (``check`` reports it).
+
+``format_document(load_text(format_document(doc)))`` is ``format_document(doc)``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from .errors import DagplanError
+from .expr import SPECIAL, classify, parse_output
+
+TOP_ORDER = ("dagplan", "summary", "mode", "inputs", "state", "initial_state", "on_failure", "steps", "result")
+STEP_ORDER = ("id", "description", "tool", "llm", "args", "deps", "output")
+_TEMPLATE_KEYS = ("llm", "system")
+
+
+def format_document(doc: Any) -> str:
+    """Canonical YAML text of a loaded :class:`~.load.Document`."""
+    source = doc.source_map
+    if doc.dialect == "canonical" and source.syntax == "yaml":
+        data = _round_trip(source.parse_text)
+    else:
+        data = _plain_to_commented(doc.data)
+    return _dump(_canonical(data))
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096  # never fold a long string: its text and its columns stay as written
+    yaml.allow_unicode = True
+    yaml.preserve_quotes = True
+    return yaml
+
+
+def _round_trip(text: str) -> Any:
+    return _yaml().load(text)
+
+
+def _dump(data: Any) -> str:
+    out = io.StringIO()
+    _yaml().dump(data, out)
+    return out.getvalue()
+
+
+def _plain_to_commented(value: Any) -> Any:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    if isinstance(value, dict):
+        return CommentedMap((k, _plain_to_commented(v)) for k, v in value.items())
+    if isinstance(value, list):
+        seq = CommentedSeq(_plain_to_commented(v) for v in value)
+        if all(_is_leaf(v) or (isinstance(v, list) and all(map(_is_leaf, v))) for v in value):
+            seq.fa.set_flow_style()  # deps: [a, b], parallel_groups: [[a], [b, c]]
+        return seq
+    if isinstance(value, str) and "\n" in value.rstrip("\n") and not value.startswith(" "):
+        return LiteralScalarString(value)  # prompts read better as | blocks
+    return value
+
+
+def _is_leaf(value: Any) -> bool:
+    return not isinstance(value, (dict, list)) and not (isinstance(value, str) and "\n" in value)
+
+
+def _canonical(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    if "dagplan" not in data:
+        data.insert(0, "dagplan", 1) if hasattr(data, "insert") else data.update(dagplan=1)
+    data = _reordered(data, TOP_ORDER)
+    steps = data.get("steps")
+    if isinstance(steps, list):
+        for i, step in enumerate(steps):
+            if isinstance(step, dict):
+                steps[i] = _canonical_step(_reordered(step, STEP_ORDER))
+    if isinstance(data.get("result"), str):
+        data["result"] = _rewrite(data["result"], template=True)
+    return data
+
+
+def _canonical_step(step: Any) -> Any:
+    if isinstance(step.get("args"), dict):
+        _rewrite_tree(step["args"])
+    for key in _TEMPLATE_KEYS:
+        if isinstance(step.get(key), str):
+            step[key] = _rewrite(step[key], template=True)
+    if isinstance(step.get("output"), str):
+        step["output"] = _rewrite(step["output"], template=False)
+    return step
+
+
+def _reordered(mapping: Any, order: tuple[str, ...]) -> Any:
+    """The same mapping with ``order``'s keys first; comments go along with their keys."""
+    from ruamel.yaml.comments import CommentedMap
+
+    keys = [k for k in order if k in mapping] + [k for k in mapping if k not in order]
+    if list(mapping) == keys:
+        return mapping
+    out = CommentedMap((k, mapping[k]) for k in keys)
+    if isinstance(mapping, CommentedMap):
+        out.ca.comment = mapping.ca.comment
+        out.ca.items.update(mapping.ca.items)
+        out.fa.set_flow_style() if mapping.fa.flow_style() else None
+    return out
+
+
+def _rewrite_tree(node: Any) -> None:
+    """Rewrite every string value (not key) inside an args tree, in place."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        items = current.items() if isinstance(current, dict) else enumerate(current)
+        for key, value in list(items):
+            if isinstance(value, str):
+                current[key] = _rewrite(value, template=True)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+
+
+def _rewrite(text: str, template: bool) -> str:
+    """The canonical spelling of a string that holds references, keeping its YAML style."""
+    if "$" not in text or not SPECIAL.search(text):
+        return text
+    try:
+        node = classify(text) if template else parse_output(text)
+    except DagplanError:
+        return text
+    new = str(node)
+    if new == text or isinstance(node, str):
+        return text
+    return type(text)(new) if type(text) is not str else new
