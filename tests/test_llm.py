@@ -308,3 +308,86 @@ def test_kill_9_mid_step_then_resume_repeats_only_the_interrupted_call(stub, tmp
     assert json.loads(done.stdout) == {"output": "The sums are 3 and 7.", "calls": 1, "replayed": 2}
     assert stub.count == 4  # zero repeated requests: only the interrupted third call was sent again
     assert journal.read_text().splitlines() == ["1+2", "3+4"]  # no tool ran twice
+
+
+# --- through the engine: dagplan.run -------------------------------------------------------------
+
+AGENT_PLAN = """
+summary: Answer a billing question with a tool-using LLM step
+inputs:
+  customerId: {type: string}
+steps:
+  - id: answer
+    llm: "How many orders does customer $input.customerId have?"
+    system: Use the tools.
+    tools: [checkBillingHistory]
+    output: $state.answer
+  - id: shout
+    llm: "Uppercase this: #answer"
+    output: $state.loud
+result: $state.loud
+"""
+
+
+def _example_tools():
+    from dagplan.interpreter.tools import load_tools
+
+    return load_tools([REPO / "examples" / "tools.py"])
+
+
+def test_llm_step_with_tools_runs_end_to_end(stub, stub_model):
+    import dagplan
+
+    stub.script(tool_calls(("checkBillingHistory", {"customerId": "cust_123"})), text("5 orders"), text("5 ORDERS"))
+    result = dagplan.run(AGENT_PLAN, tools=_example_tools(), inputs={"customerId": "cust_123"},
+                         model=stub_model, completion_kwargs=stub.kwargs())
+    assert result.status == "completed", result.to_json()
+    assert result.result == "5 ORDERS"
+    assert stub.count == 3
+    assert [t["function"]["name"] for t in stub.requests[0]["tools"]] == ["checkBillingHistory"]
+    assert stub.requests[0]["messages"][1]["content"] == "How many orders does customer cust_123 have?"
+    assert "history" in stub.requests[1]["messages"][-1]["content"] or stub.requests[1]["messages"][-1]["role"] == "tool"
+    assert stub.requests[2]["messages"][0]["content"] == "Uppercase this: 5 orders"
+    assert result.usage["llm_calls"] == 3
+    assert result.usage["prompt_tokens"] == 33 and result.usage["cost"] > 0
+
+
+def test_refund_example_composes_the_confirmation(stub, stub_model):
+    import dagplan
+
+    stub.script(text("Your refund is on its way."))
+    result = dagplan.run(REPO / "examples" / "refund.yaml", tools=_example_tools(),
+                         inputs={"customerId": "cust_123", "amount": 50}, model=stub_model,
+                         completion_kwargs=stub.kwargs())
+    assert result.result == "Your refund is on its way."
+    assert "Receipt: {" in stub.requests[0]["messages"][0]["content"]
+
+
+def test_run_budget_stops_llm_steps(stub, stub_model):
+    import dagplan
+
+    stub.default = text("fine")  # 18 tokens a call
+    result = dagplan.run(AGENT_PLAN.replace("tools: [checkBillingHistory]", "tools: []"), tools=_example_tools(),
+                         inputs={"customerId": "c"}, model=stub_model, completion_kwargs=stub.kwargs(), max_tokens=10)
+    assert stub.count == 1  # the second step is refused before sending anything
+    report = result.steps["answer"].to_json()
+    assert report["status"] == "failed" and "token budget reached: 18 of max_tokens 10" in report["error"]["message"]
+
+
+def test_llm_step_branching_output_through_the_engine(stub, stub_model):
+    import dagplan
+
+    plan = """
+steps:
+  - id: judge
+    llm: "Is 7 prime?"
+    output: $state.yes || $state.no
+  - id: after
+    llm: "Say why: #judge"
+    output: $state.why
+    deps: [judge]
+result: $state.no
+"""
+    stub.script(json_reply({"alternative": "\u2020state.no", "value": "not prime"}), text("because"))
+    result = dagplan.run(plan, tools={}, model=stub_model, completion_kwargs=stub.kwargs())
+    assert result.result == "not prime" and result.state == {"no": "not prime", "why": "because"}
