@@ -33,6 +33,9 @@ ACCEPTED = (
 )
 
 
+_CANONICAL_KEYS = frozenset({"dagplan", "steps", "summary", "mode", "inputs", "initial_state", "on_failure", "result"})
+
+
 @dataclass(frozen=True)
 class Normalized:
     data: Any
@@ -61,8 +64,8 @@ def detect(data: Any) -> str | None:
         return "steps"
     if "goal" in data or (items and not canonical_steps and any("depends_on" in s for s in items)):
         return "plan-tool"
-    if "steps" in data or "dagplan" in data:
-        return "canonical"
+    if not _CANONICAL_KEYS.isdisjoint(data):
+        return "canonical"  # the schema says what is missing
     return None
 
 
