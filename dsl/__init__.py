@@ -10,7 +10,9 @@ runs this file first) must stay cheap for everyone who only needs the IR.
 
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -55,7 +57,8 @@ def check(
 ) -> CheckResult:
     """Every stage of the pipeline on a file (``source``) or on ``text``; never raises for bad input."""
     try:
-        document = _load_document(source, text, name, limits)
+        with _no_gc_pauses():
+            document = _load_document(source, text, name, limits)
     except LoadError as exc:
         label = name or (str(source) if source is not None and text is None else "<string>")
         return CheckResult(label, None, None, tuple(sorted(exc.diagnostics, key=Diagnostic.sort_key)), None)
@@ -65,21 +68,33 @@ def check(
 def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = None) -> CheckResult:
     """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error."""
     from .parse import parse_document
-    from .schedule import analyze
     from .schema import schema_errors
-    from .validate import validate
+    from .validate import validate_and_analyze
 
     found: list[Diagnostic] = list(document.warnings)
     plan = analysis = None
-    found += schema_errors(document)
-    if not _has_error(found):
-        plan, syntax = parse_document(document.data, document.name, document.dialect)
-        found += syntax
-    if plan is not None:
-        found += validate(plan, tools)
+    with _no_gc_pauses():
+        found += schema_errors(document)
         if not _has_error(found):
-            analysis = analyze(plan)
+            plan, syntax = parse_document(document.data, document.name, document.dialect)
+            found += syntax
+        if plan is not None:
+            problems, analysis = validate_and_analyze(plan, tools)
+            found += problems
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+@contextmanager
+def _no_gc_pauses():
+    """Building the IR allocates many small acyclic objects; cyclic GC passes over a large
+    heap would cost more than the work itself (measured: parse of 10,000 steps 1.5-2x slower)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def load(

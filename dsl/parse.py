@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import Diagnostic, PlanInvalid, Span, error
-from .expr import classify, parse_output, parse_template
+from .expr import SPECIAL, classify, parse_output, parse_template
 from .ir import NOT_GIVEN, LLMCall, Plan, Retry, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -149,11 +149,14 @@ def _args(ctx: _Context, raw: Any, path: tuple) -> Mapping[str, Any]:
 
 def _value(ctx: _Context, value: Any, path: tuple) -> Any:
     """A JSON value with every string classified (reference, expression, template or text)."""
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
+        if not SPECIAL.search(value):
+            return value  # most strings: no sigil, no span needed
         return ctx.guard(classify, value, ctx.span(path), default=value)
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         return MappingProxyType({k: _value(ctx, v, path + (k,)) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
+    if kind is list or kind is tuple:
         return tuple(_value(ctx, v, path + (i,)) for i, v in enumerate(value))
     return value
 
@@ -251,6 +254,9 @@ def _seconds(ctx: _Context, raw: Any, path: tuple) -> float | None:
 
 def frozen(value: Any) -> Any:
     """A read-only deep copy of JSON data: mappings become MappingProxyType, lists tuples."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
     if isinstance(value, Mapping):
         return MappingProxyType({k: frozen(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):

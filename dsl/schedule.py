@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
@@ -44,6 +45,7 @@ class Analysis:
 _DIGITS = re.compile(r"(\d+)")
 
 
+@lru_cache(maxsize=1 << 17)
 def natural_key(step_id: str) -> tuple:
     """Sort key that puts E2 before E10 (text and numbers alternate, so types always line up)."""
     parts = _DIGITS.split(step_id)
@@ -53,28 +55,43 @@ def natural_key(step_id: str) -> tuple:
 # --- what a step reads ------------------------------------------------------------------
 
 
-def iter_reads(value: Any) -> Iterator[Ref | AnyOf | AllOf | Placeholder]:
+_NODES = (Ref, AnyOf, AllOf, Placeholder)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, MappingProxyType, tuple, list})
+
+
+def iter_reads(value: Any) -> list[Ref | AnyOf | AllOf | Placeholder]:
     """Every expression and placeholder inside an argument tree or template, in document order."""
-    if isinstance(value, (Ref, AnyOf, AllOf, Placeholder)):
-        yield value
-    elif isinstance(value, Template):
-        for part in value.parts:
-            if not isinstance(part, str):
-                yield part
+    out: list = []
+    _collect(value, out)
+    return out
+
+
+def _collect(value: Any, out: list) -> None:
+    # Exact type tests, not isinstance against typing ABCs: this runs for every value of every step.
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if kind is Template:
+        out.extend(p for p in value.parts if type(p) is not str)
+    elif kind in _CONTAINERS:
+        for v in value.values() if kind is dict or kind is MappingProxyType else value:
+            if type(v) not in _SCALARS:
+                _collect(v, out)
+    elif isinstance(value, _NODES):
+        out.append(value)
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from iter_reads(v)
-    elif isinstance(value, tuple):
-        for v in value:
-            yield from iter_reads(v)
+            _collect(v, out)
 
 
-def step_reads(step: Step) -> Iterator[Ref | AnyOf | AllOf | Placeholder]:
-    yield from iter_reads(step.args)
+def step_reads(step: Step) -> list[Ref | AnyOf | AllOf | Placeholder]:
+    out = iter_reads(step.args)
     if step.llm is not None:
-        yield from iter_reads(step.llm.prompt)
+        _collect(step.llm.prompt, out)
         if step.llm.system is not None:
-            yield from iter_reads(step.llm.system)
+            _collect(step.llm.system, out)
+    return out
 
 
 def refs_of(node: Ref | AnyOf | AllOf) -> tuple[Ref, ...]:
@@ -129,7 +146,12 @@ def writers_of(analysis: Analysis, ref: Ref) -> tuple[Writer, ...]:
 # --- dependencies -----------------------------------------------------------------------
 
 
-def dependencies(plan: Plan, exact: Mapping, below: Mapping) -> dict[str, tuple[str, ...]]:
+def all_reads(plan: Plan) -> list[list]:
+    """``step_reads`` of every step, in step order: computed once per analysis."""
+    return [step_reads(step) for step in plan.steps]
+
+
+def dependencies(plan: Plan, exact: Mapping, below: Mapping, reads: list[list] | None = None) -> dict[str, tuple[str, ...]]:
     """Each step's dependencies (explicit + data flow + placeholders), natural order.
 
     Unknown ids are left out (``validate`` reports them); a step reading what it
@@ -137,9 +159,11 @@ def dependencies(plan: Plan, exact: Mapping, below: Mapping) -> dict[str, tuple[
     """
     known = plan.by_id
     deps: dict[str, tuple[str, ...]] = {}
-    for step in plan.steps:
+    if reads is None:
+        reads = all_reads(plan)
+    for step, step_nodes in zip(plan.steps, reads):
         found = {d for d in step.deps if d in known}
-        for node in step_reads(step):
+        for node in step_nodes:
             if isinstance(node, Placeholder):
                 if node.step in known:
                     found.add(node.step)
@@ -147,7 +171,7 @@ def dependencies(plan: Plan, exact: Mapping, below: Mapping) -> dict[str, tuple[
             for ref in refs_of(node):
                 if ref.root == "state":
                     found.update(w for w, _ in _overlapping(exact, below, ref))
-        deps[step.id] = tuple(sorted(found, key=natural_key))
+        deps[step.id] = tuple(sorted(found, key=natural_key)) if len(found) > 1 else tuple(found)
     return deps
 
 

@@ -13,6 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import Diagnostic, Span, error, warning
@@ -22,6 +23,7 @@ from .schedule import (
     _overlapping,
     _toposort,
     _reverse,
+    all_reads,
     dependencies,
     index_writers,
     iter_reads,
@@ -46,9 +48,13 @@ class Facts:
         return index_writers(self.plan)
 
     @cached_property
+    def reads(self) -> list[list]:
+        return all_reads(self.plan)
+
+    @cached_property
     def deps(self) -> dict[str, tuple[str, ...]]:
         exact, below = self.index
-        return dependencies(self.plan, exact, below)
+        return dependencies(self.plan, exact, below, self.reads)
 
     @cached_property
     def cycles(self) -> list[list[str]]:
@@ -76,13 +82,32 @@ Rule = Callable[[Facts], Iterable[Diagnostic]]
 
 def validate(plan: Plan, tools: Mapping[str, ToolSpec] | None = None) -> list[Diagnostic]:
     """Every problem of ``plan`` (errors and warnings), from every rule in :data:`RULES`."""
+    return validate_and_analyze(plan, tools)[0]
+
+
+def validate_and_analyze(
+    plan: Plan, tools: Mapping[str, ToolSpec] | None = None
+) -> tuple[list[Diagnostic], Analysis | None]:
+    """``validate`` plus the plan's :class:`Analysis` (None when there is an error), sharing the work."""
     facts = Facts(plan, tools)
     found: list[Diagnostic] = []
     for rule in RULES:
         if rule in NEEDS_ACYCLIC and facts.cycles:
             continue
         found.extend(rule(facts))
-    return found
+    if any(d.severity == "error" for d in found):
+        return found, None
+    exact, below = facts.index
+    order, groups = facts.order
+    analysis = Analysis(
+        deps=MappingProxyType(facts.deps),
+        order=order,
+        groups=groups,
+        writers=MappingProxyType({k: tuple(v) for k, v in exact.items()}),
+        dependents=MappingProxyType(_reverse(facts.deps)),
+        below=MappingProxyType({k: tuple(v) for k, v in below.items()}),
+    )
+    return found, analysis
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -94,12 +119,12 @@ def _at(step: Step, *more: str | int) -> Span:
     return step.span.at(*more)
 
 
-def _all_reads(plan: Plan) -> Iterator[tuple[Step | None, Any]]:
+def _all_reads(facts: Facts) -> Iterator[tuple[Step | None, Any]]:
     """(step, node) for every expression/placeholder; step None for the plan's result."""
-    for step in plan.steps:
-        for node in step_reads(step):
+    for step, nodes in zip(facts.plan.steps, facts.reads):
+        for node in nodes:
             yield step, node
-    for node in iter_reads(plan.result):
+    for node in facts.result_reads:
         yield None, node
 
 
@@ -139,7 +164,7 @@ def unknown_steps(facts: Facts) -> Iterator[Diagnostic]:
         for j, dep in enumerate(step.deps):
             if dep not in known:
                 yield _unknown(dep, known, _at(step, "deps", j), "depends on")
-    for step, node in _all_reads(facts.plan):
+    for step, node in _all_reads(facts):
         if isinstance(node, Placeholder) and node.step not in known:
             yield _unknown(node.step, known, node.span, "placeholder names")
 
@@ -182,7 +207,7 @@ def bad_outputs(facts: Facts) -> Iterator[Diagnostic]:
 
 def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
     initial = facts.plan.initial_state
-    for step, node in _all_reads(facts.plan):
+    for step, node in _all_reads(facts):
         if isinstance(node, Placeholder):
             continue
         for ref in refs_of(node):
@@ -225,7 +250,7 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
     inputs = facts.plan.inputs
     if inputs is None:
         return
-    for step, node in _all_reads(facts.plan):
+    for step, node in _all_reads(facts):
         if isinstance(node, Placeholder):
             continue
         for ref in refs_of(node):
@@ -396,12 +421,15 @@ def branch_conditions(facts: Facts) -> dict[str, Condition]:
     """
     plan = facts.plan
     cond: dict[str, Condition] = {}
+    reads = {s.id: nodes for s, nodes in zip(plan.steps, facts.reads)}
+    if not any(s.output is not None and s.output.branching for s in plan.steps):
+        return {}  # nothing branches: no two writers can be exclusive
     for step_id in facts.order[0]:
         step = plan.by_id[step_id]
         acc: set = set()
         for dep in step.deps:
             acc |= cond.get(dep, frozenset())
-        for node in step_reads(step):
+        for node in reads[step_id]:
             if isinstance(node, Placeholder):
                 acc |= cond.get(node.step, frozenset())
             elif isinstance(node, AnyOf):
@@ -565,7 +593,7 @@ def unused_outputs(facts: Facts) -> Iterator[Diagnostic]:
 def _unused(facts: Facts) -> set[str]:
     """Steps with an output that no step, placeholder or result reads."""
     plan = facts.plan
-    read_exact, read_below, by_placeholder = _read_index(plan)
+    read_exact, read_below, by_placeholder = _read_index(facts)
     default_result = facts.order[0][-1] if plan.result is None and plan.steps else None
     return {
         step.id
@@ -577,11 +605,11 @@ def _unused(facts: Facts) -> set[str]:
     }
 
 
-def _read_index(plan: Plan) -> tuple[set, set, set]:
+def _read_index(facts: Facts) -> tuple[set, set, set]:
     exact: set = set()
     below: set = set()
     placeholders: set = set()
-    for _, node in _all_reads(plan):
+    for _, node in _all_reads(facts):
         if isinstance(node, Placeholder):
             placeholders.add(node.step)
             continue
