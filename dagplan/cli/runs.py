@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 import click
 
@@ -164,7 +164,7 @@ def _step_detail(s: dict) -> str:
 def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model) -> None:
     """Resume RUN: completed steps replay from the record, the rest run."""
     from ..interpreter.config import load_config
-    from ..interpreter.store import prepare_resume, resume_plan
+    from ..interpreter.store import prepare_resume
     from .run import Session, load_tools
 
     try:
@@ -175,16 +175,10 @@ def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_di
         plan = _artifact_plan(run, tools)
     except DagplanError as exc:
         reject(exc)
-    progress = run.progress()
-    if progress.status == "running":
-        reject(RunError.make("run-locked", f"run {run.id} is running", hint=f"cancel it with: dagplan discard {run.id}"))
-    if config.resume.get("default") == "discard":
-        _discard_by_policy(store, run.id)
-    decisions = _decide(resume_plan(progress, plan, config.resume).asking() if from_step is None else [],
-                        yes=yes, no_input=no_input)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
     session.execute("aresume", run.id, tools=tools, from_step=from_step, state_dir=store.state_dir, config=config,
-                    decisions=decisions, max_concurrency=max_concurrency, model=model)
+                    on_interrupted=Interrupted(yes=yes, no_input=no_input), max_concurrency=max_concurrency,
+                    model=model)
 
 
 def _artifact_plan(run: Any, tools: dict):
@@ -194,31 +188,27 @@ def _artifact_plan(run: Any, tools: dict):
     return load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=tools)
 
 
-def _discard_by_policy(store: Any, run_id: str) -> None:
-    store.discard(run_id)
-    click.echo(f"run {run_id} discarded (resume.default = \"discard\" in the config); start it again with dagplan run",
-               err=True)
-    sys.exit(EXIT_FAILED)
+class Interrupted:
+    """Asks what to do with an interrupted side-effecting step: ``retry`` | ``adopt`` | ``fail``.
 
+    ``--yes`` runs it again; without a terminal (or with ``--no-input``) nothing is
+    guessed: the step fails, and the message says how to decide.
+    """
 
-def _decide(asking: Iterable[str], *, yes: bool, no_input: bool) -> dict[str, str]:
-    """For each interrupted side-effecting step: run it again (``retry``) or keep what it did (``adopt``)."""
-    asking = list(asking)
-    if not asking:
-        return {}
-    if yes:
-        return {sid: "retry" for sid in asking}
-    if no_input or not sys.stdin.isatty():
-        reject(RunError.make(
-            "resume-needs-decision",
-            "interrupted side-effecting steps may or may not have happened: " + ", ".join(asking),
-            hint="pass --yes to run them again, or set resume.side_effect = \"adopt\" or \"retry\" in dagplan.toml"))
-    return {sid: _ask(sid) for sid in asking}
+    def __init__(self, *, yes: bool, no_input: bool):
+        self.yes, self.interactive = yes, not no_input and sys.stdin.isatty()
 
-
-def _ask(step_id: str) -> str:
-    question = f"Step {step_id} has side effects and was interrupted. Run it again? (no: keep it as done)"
-    return "retry" if click.confirm(question, default=False, err=True) else "adopt"
+    def __call__(self, step_id: str, purity: str) -> str:
+        if self.yes:
+            return "retry"
+        if not self.interactive:
+            click.echo(f"step {step_id} ({purity}) was interrupted and may or may not have happened; not run again "
+                       "(resume with --yes to run it, or set resume.side_effect in dagplan.toml)", err=True)
+            return "fail"
+        question = f"Step {step_id} ({purity}) was interrupted: it may or may not have happened. Run it again?"
+        if click.confirm(question, default=False, err=True):
+            return "retry"
+        return "adopt" if click.confirm("Keep it as done (adopt)?", default=True, err=True) else "fail"
 
 
 # --- dagplan discard -------------------------------------------------------------------------
