@@ -1,0 +1,144 @@
+"""The planner and its repair loop, against the stub server."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from dagplan.dsl import check
+from dagplan.interpreter.llm import Budget, BudgetExceeded
+from dagplan.interpreter.planner import PlanningFailed, plan, repair_text, tool_catalog
+from dagplan.interpreter.tools import load_tool_specs
+from llm_stub import json_reply, text
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "openai/gpt-4o-mini"
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return load_tool_specs([REPO / "examples" / "tools.py"])
+
+
+CYCLIC = {"summary": "Refund", "steps": [
+    {"id": "a", "tool": "checkBillingHistory", "args": {"customerId": "$state.b"}, "output": "$state.a"},
+    {"id": "b", "tool": "checkBillingHistory", "args": {"customerId": "$state.a"}, "output": "$state.b"}]}
+UNKNOWN_TOOL = {"summary": "Refund", "inputs": {"customerId": {"type": "string"}}, "steps": [
+    {"id": "history", "tool": "checkBilling", "args": {"customerId": "$input.customerId"}, "output": "$state.h"},
+    {"id": "answer", "llm": "Summarize #history", "output": "$state.answer"}], "result": "$state.answer"}
+GOOD = json.loads(json.dumps(UNKNOWN_TOOL).replace('"checkBilling"', '"checkBillingHistory"'))
+
+
+def run_planner(stub, specs, *answers, **kw):
+    stub.script(*answers)
+    return plan("Refund the customer's last order", tools=specs, model=kw.pop("model", MODEL),
+                completion_kwargs=stub.kwargs(), **kw)
+
+
+def test_repair_loop_fixes_a_cycle_then_an_unknown_tool(stub, specs):
+    fenced = "Here is the plan:\n```json\n" + json.dumps(CYCLIC, indent=1) + "\n```\nHope it helps {really}."
+    result = run_planner(stub, specs, text(fenced), json_reply(UNKNOWN_TOOL), json_reply(GOOD))
+    assert stub.count == 3 and result.repairs == 2
+    codes = [[d.code for d in a.diagnostics if d.severity == "error"] for a in result.attempts]
+    assert codes == [["cycle"], ["unknown-tool"], []]
+    # the diagnostics go back to the model, located in its own answer, with hints
+    first_repair = stub.requests[1]["messages"][-1]["content"]
+    assert "plan-attempt-1:7:10: error cycle" in first_repair and "error cycle: dependency cycle: a -> b -> a" in first_repair
+    second_repair = stub.requests[2]["messages"][-1]["content"]
+    assert "error unknown-tool: unknown tool 'checkBilling'" in second_repair
+    assert "hint: did you mean 'checkBillingHistory'?" in second_repair
+    # the conversation keeps the model's own answers
+    assert stub.requests[2]["messages"][2] == {"role": "assistant", "content": fenced}
+    assert [s.id for s in result.plan.steps] == ["history", "answer"]
+    assert result.document_yaml.startswith("dagplan: 1\n")
+    assert "customerId: \u2020input.customerId" in result.document_yaml
+    assert check(text=result.document_yaml, tools=specs).ok
+
+
+def test_first_request_carries_the_format_rules_and_the_catalog(stub, specs):
+    run_planner(stub, specs, json_reply(GOOD))
+    body = stub.requests[0]
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert "2 to 7 steps" in system and "#<id>.head=N" in system and "final answer" in system
+    assert user.startswith("Task: Refund the customer's last order")
+    assert '- issueRefund: ' in user and '"amount":{"type":"number"}' in user
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["$id"]
+
+
+def test_json_mode_when_the_model_has_no_structured_output(stub, specs):
+    run_planner(stub, specs, json_reply(GOOD), model="openai/local-llama")
+    assert stub.requests[0]["response_format"] == {"type": "json_object"}
+
+
+DIALECTS = {
+    "calls": [
+        {"_tool": "checkBillingHistory", "customerId": "\u2020input.customerId", "_outputPath": "\u2020state.history"},
+        {"_tool": "issueRefund", "customerId": "\u2020input.customerId", "amount": "\u2020input.amount",
+         "_outputPath": "\u2020state.receipt"},
+    ],
+    "steps": json.loads((REPO / "examples" / "oauth.json").read_text()),
+    "plan-tool": {"goal": "Plan a trip", "steps": [
+        {"id": "flight", "description": "Book a flight to Berlin", "tools": ["bookFlight"]},
+        {"id": "hotel", "description": "Find a pet-friendly hotel in Berlin", "tools": ["findPetFriendlyHotel"],
+         "depends_on": ["flight"]}]},
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_other_dialects_wrapped_in_prose_are_accepted(stub, specs, dialect):
+    answer = f"Sure. The plan:\n\n```json\n{json.dumps(DIALECTS[dialect], indent=2)}\n```\n\nLet me know!"
+    result = run_planner(stub, specs, text(answer))
+    assert stub.count == 1 and result.plan.dialect == dialect
+    assert check(text=result.document_yaml, tools=specs).ok
+
+
+def test_malformed_answers_are_repaired_too(stub, specs):
+    result = run_planner(stub, specs, text("I think you should refund them."), text('{"steps": [ {"id": '),
+                         json_reply(GOOD))
+    first, second, _ = result.attempts
+    assert first.diagnostics and not first.ok
+    assert not second.ok
+    assert stub.count == 3
+
+
+def test_gives_up_after_repair_attempts(stub, specs):
+    with pytest.raises(PlanningFailed) as caught:
+        run_planner(stub, specs, json_reply(CYCLIC), json_reply(CYCLIC), repair=1)
+    failure = caught.value
+    assert stub.count == 2
+    assert failure.code == "planning-failed" and "no valid plan after 2 attempt(s)" in str(failure)
+    assert [d.code for d in failure.diagnostics] == ["planning-failed", "cycle"]
+    assert len(failure.attempts) == 2
+    assert pickle.loads(pickle.dumps(failure)).attempts == failure.attempts
+
+
+def test_repair_zero_means_one_attempt(stub, specs):
+    with pytest.raises(PlanningFailed):
+        run_planner(stub, specs, json_reply(CYCLIC), repair=0)
+    assert stub.count == 1
+
+
+def test_usage_is_summed_over_attempts(stub, specs):
+    result = run_planner(stub, specs, json_reply(CYCLIC), json_reply(GOOD))
+    assert (result.calls, result.prompt_tokens, result.completion_tokens) == (2, 22, 14)
+    assert result.cost == pytest.approx(22 * 0.15e-6 + 14 * 0.6e-6)
+    assert result.model == "gpt-4o-mini"
+
+
+def test_budget_stops_the_planner(stub, specs):
+    with pytest.raises(BudgetExceeded):
+        run_planner(stub, specs, json_reply(CYCLIC), json_reply(GOOD), budget=Budget(max_tokens=18))
+    assert stub.count == 1
+
+
+def test_tool_catalog_and_repair_text(specs):
+    catalog = tool_catalog({"checkBillingHistory": specs["checkBillingHistory"]})
+    assert catalog.startswith("- checkBillingHistory: ")
+    assert '"required":["customerId"]' in catalog
+    assert tool_catalog({}) == "(no tools: use llm steps only)"
+    diags = check(text=json.dumps(CYCLIC), name="p", tools=specs).diagnostics
+    assert repair_text(diags).startswith("p:1:")
