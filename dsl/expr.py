@@ -222,14 +222,32 @@ def parse_expr(text: str, span: Span = Span()) -> tuple[tuple[tuple[Ref, ...], .
 
 
 def parse_output(text: str, span: Span = Span()) -> Output:
+    single = _single_ref(text, span)
+    if single is not None:
+        return Output(((single,),), span)
     alts, _ = parse_expr(text, span)
     return Output(alts, span)
+
+
+_SINGLE_REF_RE = re.compile(_REF + r"\Z")
+
+
+def _single_ref(text: str, span: Span) -> Ref | None:
+    """The commonest string of all, exactly one plain reference, without the general machinery."""
+    m = _SINGLE_REF_RE.match(text)
+    if m is None:
+        return None
+    path = tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(m.group(2)))
+    return Ref(m.group(1), path, span)
 
 
 def classify(text: str, span: Span = Span()) -> Any:
     """An argument string -> str | Ref | AnyOf | AllOf | Template (see module doc)."""
     if not SPECIAL.search(text):
         return text
+    single = _single_ref(text, span)
+    if single is not None:
+        return single
     if _STARTS_WITH_REF.match(text) and ("||" in text or "&&" in text or _ONE_TOKEN.fullmatch(text)):
         alts, ops = parse_expr(text, span)
         if ops == {"&&"}:

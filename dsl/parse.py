@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, classify, parse_output, parse_template

@@ -20,7 +20,8 @@ import re
 from functools import lru_cache
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterator
 
 from .ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, Template
 

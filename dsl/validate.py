@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, error, warning
 from .ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
