@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..dsl.errors import Diagnostic, PlanInvalid, error
 from ..dsl.ir import Plan, ToolSpec
@@ -114,11 +114,13 @@ async def aplan(
     completion_kwargs: Mapping[str, Any] = {},
     inputs: Mapping[str, Any] | None = None,
     budget: Budget | None = None,
+    on_attempt: Callable[[PlanAttempt], None] | None = None,
 ) -> PlanResult:
     """A valid plan for ``task`` using only ``tools``; raises :class:`PlanningFailed`.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
+    ``on_attempt`` sees each checked answer (progress lines in the CLI).
     """
     params = {"response_format": _response_format(model)}
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
@@ -133,6 +135,8 @@ async def aplan(
         answer = record["message"].get("content") or ""
         checked = _check(answer, tools, number)
         attempts.append(PlanAttempt(answer, checked.diagnostics))
+        if on_attempt:
+            on_attempt(attempts[-1])
         if checked.ok and checked.plan is not None:
             return usage.result(checked, tuple(attempts), model)
         messages += [{"role": "assistant", "content": answer},

@@ -142,3 +142,86 @@ def test_tool_catalog_and_repair_text(specs):
     assert tool_catalog({}) == "(no tools: use llm steps only)"
     diags = check(text=json.dumps(CYCLIC), name="p", tools=specs).diagnostics
     assert repair_text(diags).startswith("p:1:")
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+
+def dagplan_cli(*args, cwd, **env):
+    full_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "x",
+                "DAGPLAN_STATE_DIR": str(Path(cwd) / "state"), **env}
+    full_env.pop("DAGPLAN_MODEL", None)
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_plan_writes_a_valid_plan_after_a_repair(stub, tmp_path):
+    stub.script(json_reply(UNKNOWN_TOOL), json_reply(GOOD))
+    out = tmp_path / "plan.yaml"
+    done = dagplan_cli("plan", "Refund the customer's last order", "--tools", str(REPO / "examples" / "tools.py"),
+                       "--model", MODEL, "--api-base", stub.url, "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 error(s) (unknown-tool); asking the model to repair" in done.stderr
+    assert f"wrote {out}" in done.stderr
+    assert "Summary: Refund" in done.stdout and "Parallel groups:" in done.stdout
+    assert stub.count == 2
+    checked = dagplan_cli("check", str(out), "--tools", str(REPO / "examples" / "tools.py"), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_cli_plan_failure_shows_diagnostics_and_the_last_answer(stub, tmp_path):
+    stub.script(json_reply(CYCLIC), json_reply(CYCLIC))
+    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
+                       "--api-base", stub.url, "--repair", "1", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "error planning-failed: no valid plan after 2 attempt(s)" in done.stderr
+    assert "error cycle: dependency cycle: a -> b -> a" in done.stderr
+    assert "the model's last answer was:" in done.stderr and '"id": "a"' in done.stderr
+
+
+def test_cli_plan_without_a_model_is_a_usage_error(tmp_path):
+    done = dagplan_cli("plan", "refund", cwd=tmp_path)
+    assert done.returncode == 2 and "no model" in done.stderr
+
+
+def test_cli_plan_json_format(stub, tmp_path):
+    stub.script(json_reply(GOOD))
+    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
+                       "--api-base", stub.url, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["attempts"] == [{"valid": True, "diagnostics": []}]
+    assert shown["usage"]["calls"] == 1 and shown["plan"].startswith("dagplan: 1")
+
+
+def test_cli_plan_run_needs_approval(stub, tmp_path):
+    stub.script(json_reply(GOOD))
+    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
+                       "--api-base", stub.url, "--run", "--input", "customerId=cust_123", cwd=tmp_path)
+    assert done.returncode == 1 and "not approved" in done.stderr
+    assert stub.count == 1  # planned, but nothing ran
+
+
+def test_cli_plan_then_run(stub, tmp_path):
+    stub.script(json_reply(GOOD), text("Customer cust_123 has 5 orders."))
+    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
+                       "--api-base", stub.url, "--run", "--yes", "--input", "customerId=cust_123",
+                       "-o", str(tmp_path / "p.yaml"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Customer cust_123 has 5 orders." in done.stdout
+    assert stub.count == 2
+    assert "cust_123" in stub.requests[1]["messages"][0]["content"]
+
+
+def test_cli_score(tmp_path):
+    done = dagplan_cli("score", "Crie main.py, adicione testes em test_main.py e depois atualize README.md",
+                       "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0
+    shown = json.loads(done.stdout)
+    assert shown["score"] == 7 and shown["plan_first"] is True
+    text_out = dagplan_cli("score", "read main.go", "--mode", "always", cwd=tmp_path).stdout
+    assert text_out.splitlines()[0] == "score 1/10 -> plan first: yes (mode always, threshold 6)"

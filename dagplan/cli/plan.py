@@ -1,0 +1,197 @@
+"""``dagplan plan`` (ask a model for a plan, validate, repair, write) and ``dagplan score``.
+
+Exit codes: 0 success, 1 no valid plan / refused / failed run, 2 usage or I/O error.
+litellm is imported only once ``plan`` calls the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..dsl.errors import DagplanError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _die(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:
+    for diag in exc.diagnostics:
+        click.echo(diag.format(), err=True)
+    attempts = getattr(exc, "attempts", ())
+    if attempts:  # never silent: show what the model last said
+        click.echo("\nthe model's last answer was:\n" + attempts[-1].text, err=True)
+    sys.exit(code)
+
+
+@click.command()
+@click.argument("task")
+@click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
+              help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).")
+@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the plan here (default: print it on stdout).")
+@click.option("--repair", type=click.IntRange(0), default=2, show_default=True,
+              help="How many times the model may fix its plan from our diagnostics.")
+@click.option("--api-base", default=None, help="OpenAI-compatible endpoint (e.g. a local server).")
+@click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input for --run (repeatable).")
+@click.option("--run", "run_after", is_flag=True, help="Run the plan after approval.")
+@click.option("--yes", "-y", is_flag=True, help="Approve the run without asking.")
+@click.option("--no-input", is_flag=True, help="Never prompt; an unanswered approval is a refusal.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def plan(task: str, tool_sources: tuple[str, ...], model: str | None, output: str | None, repair: int,
+         api_base: str | None, pairs: tuple[str, ...], run_after: bool, yes: bool, no_input: bool, fmt: str) -> None:
+    """Ask a model for a plan for TASK, validate and repair it, write canonical YAML."""
+    from ..interpreter.config import load_config
+    from ..interpreter.planner import plan as make_plan
+
+    config = load_config()
+    model = model or config.default_model
+    if not model:
+        _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
+    specs = _tool_specs(tool_sources, config)
+    kwargs = {**config.llm, **({"api_base": api_base} if api_base else {})}
+    click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
+    try:
+        result = make_plan(task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs,
+                           on_attempt=_report_attempt)
+    except DagplanError as exc:
+        _show_failure(exc)
+    path = _write(result.document_yaml, output) if output or run_after else None
+    _render(result, path, fmt)
+    if run_after:
+        _run(result.plan, path, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt)
+
+
+def _tool_specs(sources: tuple[str, ...], config: Any) -> dict:
+    every = [*config.tools, *sources]
+    if not every:
+        return {}
+    from ..interpreter.tools import load_tool_specs
+
+    try:
+        return load_tool_specs(every)
+    except DagplanError as exc:
+        _show_failure(exc, EXIT_USAGE)
+    return {}
+
+
+def _report_attempt(attempt: Any) -> None:
+    errors = [d for d in attempt.diagnostics if d.severity == "error"]
+    if not errors:
+        click.echo("  plan is valid", err=True)
+        return
+    codes = ", ".join(dict.fromkeys(d.code for d in errors))
+    click.echo(f"  {len(errors)} error(s) ({codes}); asking the model to repair", err=True)
+
+
+def _write(text: str, output: str | None) -> Path:
+    """Write atomically (a half-written plan file must never exist); a temp file for --run alone."""
+    if output is None:
+        handle, name = tempfile.mkstemp(prefix="dagplan-", suffix=".yaml")
+        os.close(handle)
+        output = name
+    target = Path(output)
+    try:
+        temp = target.with_name(f".{target.name}.tmp")
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, target)
+    except OSError as exc:
+        _die(f"cannot write {output}: {exc.strerror or exc}", EXIT_USAGE)
+    return target
+
+
+def _render(result: Any, path: Path | None, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(_as_json(result, path), indent=2, ensure_ascii=False))
+        return
+    if path is None:
+        click.echo(result.document_yaml, nl=False)
+    else:
+        click.echo(f"wrote {path}", err=True)
+    for warning in result.warnings:
+        click.echo(warning.format(), err=True)
+    click.echo(_preview(result.plan), err=path is None)
+    click.echo(f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, "
+               f"${result.cost:.6f}", err=True)
+
+
+def _preview(plan: Any) -> str:
+    from ..api import preview
+    from ..views import preview_text
+
+    return preview_text(preview(plan))
+
+
+def _as_json(result: Any, path: Path | None) -> dict:
+    return {
+        "file": str(path) if path else None,
+        "plan": result.document_yaml,
+        "attempts": [{"valid": a.ok, "diagnostics": [d.to_json() for d in a.diagnostics]} for a in result.attempts],
+        "usage": {"calls": result.calls, "prompt_tokens": result.prompt_tokens,
+                  "completion_tokens": result.completion_tokens, "cost": result.cost, "model": result.model},
+    }
+
+
+def _run(plan: Any, path: Path, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
+    from .run import Session, load_tools, read_inputs
+
+    if not _approved(yes, no_input):
+        _die("not approved: nothing was run (pass --yes to run without asking)", EXIT_FAILED)
+    try:
+        tools = load_tools(tool_sources, config)
+        inputs = read_inputs(pairs, None, plan)
+    except DagplanError as exc:
+        _show_failure(exc, EXIT_USAGE)
+    session = Session(plan, fmt=fmt, events=None, yes=yes, no_input=no_input)
+    session.execute("arun", str(path), tools=tools, inputs=inputs, durable=True, config=config, model=model,
+                    completion_kwargs=kwargs)
+
+
+def _approved(yes: bool, no_input: bool) -> bool:
+    if yes:
+        return True
+    if no_input or not sys.stdin.isatty():
+        return False
+    return click.confirm("Run this plan?", default=False, err=True)
+
+
+@click.command()
+@click.argument("task")
+@click.option("--mode", type=click.Choice(["off", "auto", "always"]), default=None,
+              help="Plan-first mode (default: `plan_first.mode` in the config, else auto).")
+@click.option("--threshold", type=click.IntRange(0, 10), default=None,
+              help="Minimum score for auto (default: `plan_first.threshold` in the config, else 6).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
+    """Complexity score 0-10 of TASK and whether plan-first would fire."""
+    from ..interpreter.config import load_config
+    from ..interpreter.score import DEFAULT_THRESHOLD, score as parts, should_plan_first
+
+    settings = load_config().plan_first
+    mode = mode or settings.get("mode", "auto")
+    threshold = threshold if threshold is not None else int(settings.get("threshold", DEFAULT_THRESHOLD))
+    found = parts(task)
+    try:
+        fires = should_plan_first(task, mode, threshold)
+    except ValueError as exc:  # a bad mode in the config file
+        _die(str(exc), EXIT_USAGE)
+    if fmt == "json":
+        click.echo(json.dumps({**found.to_json(), "mode": mode, "threshold": threshold, "plan_first": fires},
+                              ensure_ascii=False))
+        return
+    click.echo(f"score {found.total}/10 -> plan first: {'yes' if fires else 'no'} (mode {mode}, threshold {threshold})")
+    for name, value, cap, matched in (("verbs", found.verbs, 5, found.matched_verbs),
+                                      ("files", found.files, 3, found.matched_files),
+                                      ("sequencers", found.sequencers, 2, found.matched_sequencers)):
+        click.echo(f"  {name:<10} {value}/{cap}  {', '.join(matched)}".rstrip())
