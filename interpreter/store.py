@@ -480,6 +480,8 @@ class Run:
         thread and back costs about as much as the fsync itself.
         """
         target = self._seq
+        if self._durable_seq < target and self._inflight is None and not _loop_idle():
+            await asyncio.sleep(0)  # let ready callbacks run (and ready steps append: they share this commit)
         if self._durable_seq < target and self._inflight is None and _loop_idle():
             self._flush()  # nothing else could run meanwhile: a thread hop would only add latency
         while self._durable_seq < target:
