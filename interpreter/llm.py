@@ -17,7 +17,6 @@ litellm is imported only inside :func:`litellm_module` (it takes ~3 s).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -83,7 +82,11 @@ class LLMResult:
 
 
 class Memo(Protocol):
-    """The durable store's memo, keyed by content hash; replays completed calls."""
+    """The durable store's memo, keyed by content hash; replays completed calls.
+
+    A memo that also has ``async def commit()`` gets it awaited after every put,
+    so each completed call is durable before the next one is paid for.
+    """
 
     def memo_get(self, key: str) -> tuple[bool, Any]: ...
 
@@ -282,11 +285,18 @@ class _Conversation:
                 self.budget.check(self.step_id)
             record = await complete(self.model, self.messages, self.params, self.completion_kwargs, self.step_id)
             self.calls += 1
-            if self.memo:
-                self.memo.memo_put(key, record)
+            await self._remember(key, record)
         self._account(record)
         self.messages.append(record["message"])
         return record["message"]
+
+    async def _remember(self, key: str, value: Any) -> None:
+        if self.memo is None:
+            return
+        self.memo.memo_put(key, value)
+        commit = getattr(self.memo, "commit", None)
+        if commit is not None:
+            await commit()
 
     def _account(self, record: dict) -> None:
         usage = record.get("usage", {})
@@ -304,8 +314,7 @@ class _Conversation:
             hit, content = self.memo.memo_get(key) if self.memo else (False, None)
             if not hit:
                 content = await _run_tool(call, tools)
-                if self.memo:
-                    self.memo.memo_put(key, content)
+                await self._remember(key, content)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
 
 
@@ -476,71 +485,3 @@ def _clip(text: str, n: int = 200) -> str:
     return repr(text if len(text) <= n else text[:n] + "...")
 
 
-
-# --- the engine's entry point -----------------------------------------------------------------
-
-
-async def execute_step(execution: Any, step: Any, prompt: str, system: str | None) -> Any:
-    """Run ``step`` (an ``llm:`` step) for the engine's :class:`Execution`.
-
-    Resolves the model (step > options > config/``$DAGPLAN_MODEL``), narrows the
-    run's tools to the step's ``tools:`` list, memoizes through the run's journal,
-    charges the run's budget, records usage on the step and the run, and returns
-    the value (a :class:`~dagplan.interpreter.tools.Branch` when the model picked
-    another alternative of a branching output path).
-    """
-    from .tools import Branch
-
-    options, call = execution.options, step.llm
-    names = [n for n in call.tools if n in execution.tools]
-    missing = [n for n in call.tools if n not in execution.tools]
-    if missing:
-        raise _fail("unknown-tool", step.id, f"tools not available to this run: {', '.join(missing)}")
-    output = step.output
-    alternatives = tuple(" && ".join(map(str, alt)) for alt in output.alternatives) if output and output.branching else ()
-    result = await run_llm_step(
-        step.id, call, prompt, system,
-        model=default_model(call.model, options.model),
-        tools={n: _async_tool(execution.tools[n]) for n in names},
-        tool_specs={n: execution.tools[n].spec for n in names},
-        alternatives=alternatives,
-        memo=execution.journal if hasattr(execution.journal, "memo_get") else None,
-        max_iterations=options.step_max_iterations,
-        completion_kwargs=options.completion_kwargs,
-        budget=run_budget(execution),
-    )
-    _record_usage(execution, step.id, result)
-    return Branch(result.alternative, result.output) if result.alternative else result.output
-
-
-def run_budget(execution: Any) -> Budget | None:
-    """The run's Budget, made on first use from its options, seeded with what the run already spent."""
-    budget = getattr(execution, "budget", None)
-    if budget is None and (execution.options.max_cost is not None or execution.options.max_tokens is not None):
-        usage = execution.usage
-        budget = Budget(execution.options.max_cost, execution.options.max_tokens,
-                        usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), usage.get("cost", 0.0))
-        execution.budget = budget
-    return budget
-
-
-def _record_usage(execution: Any, step_id: str, result: LLMResult) -> None:
-    usage = {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-             "cost": result.cost, "llm_calls": result.calls, "replayed_calls": result.replayed, "model": result.model}
-    state = execution.steps.get(step_id)
-    if state is not None:
-        state.usage = usage
-    for key in ("prompt_tokens", "completion_tokens", "cost", "llm_calls"):
-        execution.usage[key] = execution.usage.get(key, 0) + usage[key]
-
-
-def _async_tool(tool: Any) -> ToolFn:
-    """A registry Tool as ``async (**args)``; sync tools run in a worker thread."""
-    if tool.is_async:
-        return tool.fn
-
-    async def call_in_thread(**args: Any) -> Any:
-
-        return await asyncio.to_thread(tool.fn, **args)
-
-    return call_in_thread

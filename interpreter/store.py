@@ -558,6 +558,10 @@ class StepMemo:
     def memo_put(self, key: str, value: Any, **fields: Any) -> None:
         self.run.memo_put(key, value, step=self.step_id, **fields)
 
+    async def commit(self) -> None:
+        """Make the puts so far durable (LLM steps call it after each model call)."""
+        await self.run.commit()
+
 
 def check_step(run: Run, step_id: str, order: list[str] | None = None) -> None:
     """Reject a ``--from`` step id that is not in the run's plan, listing the valid ones."""

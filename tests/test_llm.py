@@ -391,3 +391,69 @@ result: $state.no
     stub.script(json_reply({"alternative": "\u2020state.no", "value": "not prime"}), text("because"))
     result = dagplan.run(plan, tools={}, model=stub_model, completion_kwargs=stub.kwargs())
     assert result.result == "not prime" and result.state == {"no": "not prime", "why": "because"}
+
+
+# --- kill -9 of a durable `dagplan run` in the middle of an LLM step, then `dagplan resume` --------
+
+DURABLE_TOOLS = '''
+import os
+import dagplan
+
+@dagplan.tool(purity="side_effect")
+def lookup(customerId: str) -> dict:
+    """Look up a customer (appends to a journal so the test can count calls)."""
+    with open(os.environ["JOURNAL"], "a") as f:
+        f.write(customerId + "\\n")
+    return {"orders": 5}
+'''
+
+DURABLE_PLAN = """
+inputs:
+  customerId: {type: string}
+steps:
+  - id: answer
+    llm: "How many orders does $input.customerId have?"
+    tools: [lookup]
+    output: $state.answer
+  - id: shout
+    llm: "Uppercase: #answer"
+    output: $state.loud
+result: $state.loud
+"""
+
+
+def test_kill_9_durable_run_then_resume_sends_zero_repeated_requests(stub, tmp_path):
+    from llm_stub import hang
+
+    (tmp_path / "tools.py").write_text(DURABLE_TOOLS)
+    (tmp_path / "plan.yaml").write_text(DURABLE_PLAN)
+    (tmp_path / "dagplan.toml").write_text(
+        f'model = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n')
+    journal = tmp_path / "journal.txt"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "JOURNAL": str(journal),
+           "DAGPLAN_STATE_DIR": str(tmp_path / "state")}
+    env.pop("DAGPLAN_MODEL", None)
+    cli = [sys.executable, "-m", "dagplan"]
+
+    stub.script(tool_calls(("lookup", {"customerId": "c1"})), hang())
+    child = subprocess.Popen([*cli, "run", "plan.yaml", "--tools", "tools.py", "-i", "customerId=c1"], cwd=tmp_path,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while stub.count < 2 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stub.count == 2, child.stderr.read().decode() if child.poll() is not None else "child too slow"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+
+    runs = subprocess.run([*cli, "runs", "--format", "json"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    listed = json.loads(runs.stdout)
+    run_id = (listed["runs"] if isinstance(listed, dict) else listed)[0]["id"]
+    stub.script(text("c1 has 5 orders"), text("C1 HAS 5 ORDERS"))
+    resumed = subprocess.run([*cli, "resume", run_id, "--tools", "tools.py", "--yes", "--format", "json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert json.loads(resumed.stdout)["result"] == "C1 HAS 5 ORDERS"
+    # 2 before the kill; after it only the interrupted call again, then the second step
+    assert stub.count == 4
+    assert stub.requests[2] == stub.requests[1]
+    assert journal.read_text().splitlines() == ["c1"]  # the tool inside the step did not run twice
