@@ -16,6 +16,7 @@ section wins. Every key is optional::
     side_effect = "ask"              # interrupted side-effecting steps: ask | adopt | retry
     pure = "retry"                   # interrupted pure / idempotent steps: retry | adopt
     idempotent = "retry"
+    undeclared = "retry"             # steps that declare no purity: at-least-once
 
     [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
     api_base = "http://127.0.0.1:8000/v1"
@@ -31,12 +32,14 @@ from typing import Any, Mapping
 
 from ..dsl.errors import RunError
 
-RESUME_DEFAULTS = {"default": "retry_pending", "side_effect": "ask", "pure": "retry", "idempotent": "retry"}
+RESUME_DEFAULTS = {"default": "retry_pending", "side_effect": "ask", "pure": "retry", "idempotent": "retry",
+                   "undeclared": "retry"}
 _CHOICES = {
     "default": ("retry_pending", "discard"),
     "side_effect": ("ask", "adopt", "retry"),
     "pure": ("retry", "adopt"),
     "idempotent": ("retry", "adopt"),
+    "undeclared": ("retry", "adopt", "ask"),
 }
 
 

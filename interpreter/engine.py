@@ -174,7 +174,7 @@ class Execution:
             if self._settled < len(self.steps):
                 await self._finished
             return await self._finish()
-        except (asyncio.CancelledError, KeyboardInterrupt):
+        except BaseException:  # Ctrl-C, cancellation, or an error of the store: state is kept
             await self._interrupt()
             raise
         finally:
@@ -185,7 +185,8 @@ class Execution:
         result = self._result()
         failed = any(s.status == "failed" for s in self.steps.values())
         status = "aborted" if self._aborted else ("failed" if failed and self.plan.on_failure == "abort" else "completed")
-        self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason, usage=self.usage)
+        self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason, usage=self.usage,
+                   result=result)
         await self._commit()
         return RunResult(self.run_id, status, failed, result, self._reports(), self.analysis.order, self.state,
                          self.usage, self.abort_reason)
@@ -232,7 +233,11 @@ class Execution:
         if sid in self.replay:
             return not self._replay(step, self.replay[sid])
         if step.precomputed is not NOT_GIVEN:
-            return not self._complete(step, step.precomputed, precomputed=True)
+            try:
+                alternative, value = self._choose(step, step.precomputed)
+            except StepFailure as exc:
+                return not self._fail(step, exc)
+            return not self._complete(step, value, precomputed=True, alternative=alternative)
         try:
             call = self._prepare(step)
         except Dead as dead:
@@ -241,8 +246,14 @@ class Execution:
             return not self._fail(step, exc)
         task = asyncio.ensure_future(self._execute(step, call))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return True
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """A step task that died of anything but cancellation (disk full, a bug) ends the run loudly."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._finished.done():
+            self._finished.set_exception(task.exception())
 
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
@@ -294,14 +305,15 @@ class Execution:
         if self.journal is not None and _needs_intent(step, self.tools):
             await self.journal.commit()  # a side effect never starts before its intent is durable
         try:
-            value = await self._attempts(step, call)
+            alternative, value = self._choose(step, await self._attempts(step, call))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
             state.duration = time.perf_counter() - started
             return self._settle_failure(step, exc)
         state.duration = time.perf_counter() - started
-        return self._settle_success(step, value)
+        self._complete(step, value, alternative=alternative)
+        return self._settle(step.id)
 
     async def _attempts(self, step: Step, call: tuple) -> Any:
         state = self.steps[step.id]
@@ -388,10 +400,6 @@ class Execution:
 
     # --- settling -----------------------------------------------------------------------
 
-    def _settle_success(self, step: Step, value: Any) -> list[str]:
-        self._complete(step, value)
-        return self._settle(step.id)
-
     def _settle_failure(self, step: Step, exc: BaseException) -> list[str]:
         self._fail(step, exc)
         if getattr(exc, "code", None) == "budget-exceeded":
@@ -400,9 +408,8 @@ class Execution:
             self._abort()
         return self._settle(step.id)
 
-    def _complete(self, step: Step, value: Any, precomputed: bool = False) -> bool:
+    def _complete(self, step: Step, value: Any, precomputed: bool = False, alternative: int = 0) -> bool:
         state = self.steps[step.id]
-        alternative, value = self._choose(step, value)
         self._write(step.output, alternative, value)
         state.status, state.output, state.alternative = "completed", value, alternative
         if precomputed:

@@ -24,7 +24,6 @@ import pytest
 
 from dagplan.interpreter.store import COMPLETED, RunStore
 
-pytest.importorskip("dagplan.interpreter.resume", reason="the engine's resume has not landed yet")
 
 HERE = Path(__file__).parent
 TOOLS = str(HERE / "durability_tools.py")

@@ -283,16 +283,20 @@ def test_timeout_is_transient_and_reported():
 
 
 def test_fallback_and_join_expressions():
+    @tool
+    def second():
+        return Branch(1, "other")
+
     plan = plan_of(
         """
 steps:
   - {id: w, tool: echo, args: {text: hi}, output: †state.a && †state.b}
+  - {id: br, tool: second, output: †state.missing || †state.other}
   - {id: f, tool: echo, args: {text: †state.missing || †state.b}}
   - {id: j, tool: echo, args: {text: †state.a && †state.b}}
-initial_state: {other: 1}
 """
     )
-    result = dagplan.run(plan, tools=[echo])
+    result = dagplan.run(plan, tools=[echo, second])
     assert result.state["a"] == result.state["b"] == "hi"
     assert result.steps["f"].output == "hi" and result.steps["j"].output == "hi"
 
