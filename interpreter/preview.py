@@ -57,7 +57,15 @@ class Preview:
 
     @property
     def run_command(self) -> str:
-        return f"dagplan run {self.source} --yes" if self.mode == "lazy" else f"dagplan run {self.source}"
+        """The command that runs this plan, with a placeholder for each required input."""
+        parts = ["dagplan run", self.source, "--tools TOOLS.py"]
+        for name, schema in self.inputs.items():
+            if not (isinstance(schema, Mapping) and "default" in schema):
+                kind = schema.get("type", "value") if isinstance(schema, Mapping) else "value"
+                parts.append(f"--input {name}=<{kind}>")
+        if self.mode == "lazy":
+            parts.append("--yes")
+        return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         return {
