@@ -451,6 +451,8 @@ class Execution:
             state.output = f"(FAILED: {info['type']}: {info['message']})"
             if self.plan.on_failure == "continue":
                 self._write(step.output, 0, state.output)
+                for target in step.output.alternatives[0] if step.output else ():
+                    self.resolver.failed[target.path] = state.output
         if self.journal is not None:
             self.journal.append({"type": ev.STEP_FAILED, "run_id": self.run_id, "step": step.id, "error": info,
                                  "attempts": state.attempts, "handled": state.status == "handled",

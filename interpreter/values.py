@@ -103,6 +103,9 @@ class Resolver:
         self.inputs = inputs
         self.state = state
         self.placeholder_text = placeholder_text
+        # state paths that hold a failed step's "(FAILED: ...)" text: a reader of a path
+        # below one of them receives that text instead of being skipped
+        self.failed: dict[tuple, str] = {}
 
     def value(self, node: Any) -> Any:
         if isinstance(node, (str, int, float, bool)) or node is None:
@@ -127,6 +130,9 @@ class Resolver:
         if found is MISSING:
             if ref.root == "input":
                 raise BadReference(f"{ref} is not among the run's inputs")
+            for end in range(len(ref.path) - 1, 0, -1):
+                if ref.path[:end] in self.failed:
+                    return self.failed[ref.path[:end]]
             raise Dead(ref)
         return found
 

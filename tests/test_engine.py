@@ -217,6 +217,7 @@ steps:
   - {{id: b, tool: echo, args: {{text: "got #a"}}, output: †state.b}}
   - {{id: c, tool: echo, args: {{text: †state.b}}}}
   - {{id: d, tool: echo, args: {{text: independent}}}}
+  - {{id: e, tool: echo, args: {{text: †state.a.field}}}}
 """
 
 
@@ -236,12 +237,13 @@ def test_failed_step_hands_dependents_the_failure_text():
     assert result.steps["a"].status == "failed"
     assert result.steps["b"].output == "got (FAILED: ValueError: bad input)"
     assert result.steps["c"].status == "completed" and result.steps["d"].status == "completed"
+    assert result.steps["e"].output == "(FAILED: ValueError: bad input)"  # a reader below the failed path too
 
 
 def test_skip_dependents_policy():
     result = dagplan.run(plan_of(FAILING.format(on_failure="on_failure: skip_dependents")), tools=[boom, echo])
     statuses = {sid: s.status for sid, s in result.steps.items()}
-    assert statuses == {"a": "failed", "b": "skipped", "c": "skipped", "d": "completed"}
+    assert statuses == {"a": "failed", "b": "skipped", "c": "skipped", "d": "completed", "e": "skipped"}
 
 
 def test_abort_policy_stops_the_run():
@@ -370,7 +372,7 @@ def test_events_cover_the_lifecycle_in_order():
     dagplan.run(plan_of(FAILING.format(on_failure="")), tools=[boom, echo], subscribers=[events.append])
     types = [e.type for e in events]
     assert types[0] == "plan_started" and types[-1] == "plan_completed"
-    assert types.count("plan_step_started") == 4 and "plan_step_failed" in types
+    assert types.count("plan_step_started") == 5 and "plan_step_failed" in types
     run_ids = {e.run_id for e in events}
     assert len(run_ids) == 1
     completed = [e for e in events if e.type == "plan_step_completed"]
