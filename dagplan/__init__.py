@@ -30,6 +30,7 @@ _EXPORTS = {
     "aresume": "dagplan.api",
     # tools
     "tool": "dagplan.interpreter.tools",
+    "load_tools": "dagplan.interpreter.tools",
     "Tool": "dagplan.interpreter.tools",
     "Branch": "dagplan.interpreter.tools",
     "TransientError": "dagplan.interpreter.tools",

@@ -1,0 +1,39 @@
+"""The README's promises: its API example runs and prints what it says; its commands exist."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_api_example_runs_and_prints_what_the_readme_says(monkeypatch):
+    block = re.search(r"### The API\n\n```python\n(.*?)```", README, re.S).group(1)
+    monkeypatch.chdir(ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    printed = out.getvalue().splitlines()
+    expected = re.findall(r"# (\[\[.*\]\]|completed .*)$", block, re.M)
+    assert printed == expected
+
+
+def test_the_two_setup_commands_are_there_and_ci_runs_the_test_one():
+    commands = re.findall(r"```sh\n(python3 -m venv .venv && .*?)\n```", README)
+    assert len(commands) == 2
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert commands[1] in ci
+    assert "dagplan run examples/" in commands[0]
+
+
+def test_every_cli_command_named_in_the_readme_exists():
+    from dagplan.cli import COMMANDS
+
+    named = set(re.findall(r"^dagplan ([a-z]+)", README, re.M)) | set(re.findall(r"`dagplan ([a-z]+)", README))
+    assert named, "the README names no command"
+    assert named <= set(COMMANDS), named - set(COMMANDS)
