@@ -1,0 +1,43 @@
+"""The package as users install it: a wheel with every subpackage and data file, and a light import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return next(out.glob("dagplan-*.whl"))
+
+
+def test_wheel_holds_one_package_with_every_stage(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    top = {n.split("/")[0] for n in names if not n.startswith("dagplan-")}
+    assert top == {"dagplan"}  # no generic top-level `dsl` or `interpreter` in site-packages
+    for required in (
+        "dagplan/__init__.py", "dagplan/cli/__init__.py", "dagplan/dsl/expr.lark", "dagplan/dsl/validate.py",
+        "dagplan/interpreter/engine.py", "dagplan/interpreter/store.py", "dagplan/schemas/plan.schema.json",
+    ):
+        assert required in names, required
+    local = {p.relative_to(ROOT).as_posix() for d in ("dsl", "interpreter") for p in (ROOT / d).glob("*.py")}
+    packaged = {n.replace("dagplan/", "", 1) for n in names if n.startswith(("dagplan/dsl/", "dagplan/interpreter/"))}
+    assert local <= packaged, local - packaged
+
+
+def test_import_dagplan_is_light():
+    code = "import sys, dagplan, dagplan.dsl; print(sorted(m for m in ('litellm', 'rich', 'jinja2') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
