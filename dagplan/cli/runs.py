@@ -120,7 +120,8 @@ def run_report(run: Any) -> dict:
     steps = {}
     for sid in plan_step_ids(run.plan_doc):
         s = progress.steps[sid]
-        steps[sid] = {"status": s.status, "attempts": s.attempts, "duration": s.duration, "replayed": s.replayed,
+        status = "handled" if s.status == "failed" and s.handled else s.status
+        steps[sid] = {"status": status, "attempts": s.attempts, "duration": s.duration, "replayed": s.replayed,
                       "error": s.error, "spilled": s.spilled, "output": s.output}
     return {"run_id": run.id, "plan": run.plan_name, "status": progress.status,
             "started": datetime.fromtimestamp(run.created).isoformat(timespec="seconds"),
