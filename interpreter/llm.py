@@ -450,6 +450,7 @@ class _OutputShape:
 
 
 _NOT_JSON = object()
+NOT_JSON = _NOT_JSON  # what parse_json returns when the text holds no JSON value
 
 
 def parse_json(text: str) -> Any:
