@@ -74,15 +74,9 @@ async def arun(
     cfg = config or load_config()
     values = prepare_inputs(plan, inputs)
     await _approve(plan, analysis, approve)
-    options = Options(
-        max_concurrency=max_concurrency or cfg.max_concurrency,
-        on_limit_exceeded=on_limit_exceeded,
-        subscribers=list(subscribers),
-        model=model or cfg.default_model,
-        completion_kwargs={**cfg.llm, **(completion_kwargs or {})},
-        step_max_iterations=cfg.step_max_iterations,
-        max_cost=max_cost if max_cost is not None else cfg.max_cost,
-        max_tokens=max_tokens if max_tokens is not None else cfg.max_tokens,
+    options = Options.from_config(
+        cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
+        model=model, completion_kwargs=completion_kwargs, max_cost=max_cost, max_tokens=max_tokens,
     )
     journal = None
     if durable:

@@ -39,6 +39,14 @@ class StepFailure(Exception):
     """A step failed for a reason that is not a Python bug in dagplan (bad reference, budget...)."""
 
 
+class Waiting(Exception):
+    """An approval gate has no answer yet: ``request`` says what it waits for (JSON)."""
+
+    def __init__(self, request: dict):
+        super().__init__(request.get("question", ""))
+        self.request = request
+
+
 @dataclass
 class StepState:
     """Mutable bookkeeping of one step during a run."""
@@ -128,6 +136,23 @@ class Options:
     step_max_iterations: int = 5
     max_cost: float | None = None
     max_tokens: int | None = None
+    ask_gate: Callable[[Any], Any] | None = None  # answers approval gates interactively (else the run waits)
+    default_max_items: int | None = None  # for_each cap when a step gives no max_items
+
+    @classmethod
+    def from_config(cls, config: Any, **given: Any) -> "Options":
+        """The config's values, overridden by what the caller gave (None means "not given")."""
+        given = {k: v for k, v in given.items() if v is not None}
+        return cls(
+            max_concurrency=given.pop("max_concurrency", config.max_concurrency),
+            model=given.pop("model", config.default_model),
+            completion_kwargs={**config.llm, **given.pop("completion_kwargs", {})},
+            step_max_iterations=config.step_max_iterations,
+            max_cost=given.pop("max_cost", config.max_cost),
+            max_tokens=given.pop("max_tokens", config.max_tokens),
+            subscribers=list(given.pop("subscribers", ())),
+            **given,
+        )
 
 
 class Execution:
@@ -162,6 +187,7 @@ class Execution:
         self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
         self._pool: ThreadPoolExecutor | None = None
         self._budget: Any = None  # llm.Budget, created with the first LLM step
+        self.waiting: list[dict] = []  # approval gates the run stopped at (see interpreter.compose)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -182,6 +208,8 @@ class Execution:
                 self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _finish(self) -> RunResult:
+        if self.waiting:
+            return await self._stop_waiting()
         result = self._result()
         failed = any(s.status == "failed" for s in self.steps.values())
         status = "aborted" if self._aborted else ("failed" if failed and self.plan.on_failure == "abort" else "completed")
@@ -225,6 +253,8 @@ class Execution:
     def _start(self, sid: str) -> bool:
         """Start the step (True), or record it as settled without running (False)."""
         step = self.plan.by_id[sid]
+        if self.waiting:
+            return True  # waiting for a person: start nothing new, leave it pending (not settled)
         if self._aborted:
             return not self._skip(sid, self.abort_reason)
         blocked = self._blocked_by(step)
@@ -254,6 +284,8 @@ class Execution:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._finished.done():
             self._finished.set_exception(task.exception())
+        elif self.waiting and not self._tasks and not self._finished.done():
+            self._finished.set_result(None)  # nothing left running: stop in the waiting state
 
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
@@ -269,6 +301,10 @@ class Execution:
 
         Raises Dead when it reads a path nobody wrote or a skipped step's placeholder.
         """
+        if step.for_each is not None or step.llm is None and step.tool is None:
+            from . import compose  # fan-out, sub-plans, loops, gates
+
+            return compose.prepare(self, step)
         if step.llm is not None:
             prompt = self.resolver.value(step.llm.prompt)
             system = self.resolver.value(step.llm.system) if step.llm.system else None
@@ -308,6 +344,9 @@ class Execution:
             alternative, value = self._choose(step, await self._attempts(step, call))
         except asyncio.CancelledError:
             raise
+        except Waiting as wait:
+            state.duration = time.perf_counter() - started
+            return self._wait(step, wait)
         except Exception as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
             state.duration = time.perf_counter() - started
             return self._settle_failure(step, exc)
@@ -339,6 +378,10 @@ class Execution:
     async def _invoke(self, step: Step, call: tuple) -> Any:
         if call[0] == "llm":
             return await self._invoke_llm(step, call[1], call[2])
+        if call[0] == "compose":
+            from . import compose
+
+            return await compose.invoke(self, step, call[1])
         tool = self.tools.get(step.tool or "")
         if tool is None:
             raise StepFailure(f"tool {step.tool!r} is not available to this run")
@@ -461,6 +504,22 @@ class Execution:
             self._emit_only(ev.STEP_FAILED, step.id, state.duration, error=info, attempts=state.attempts,
                             handled=state.status == "handled")
         return True
+
+    def _wait(self, step: Step, wait: "Waiting") -> list[str]:
+        """An approval gate without an answer: the step stays unsettled and nothing new starts."""
+        self.steps[step.id].status = "waiting"
+        self.waiting.append(wait.request)
+        if self.journal is not None:  # pending again on resume (a skipped step is re-evaluated)
+            self.journal.append({"type": ev.STEP_SKIPPED, "run_id": self.run_id, "step": step.id,
+                                 "reason": "waiting for an answer"})
+        return []
+
+    async def _stop_waiting(self) -> RunResult:
+        self._emit("plan_waiting", waiting=self.waiting)
+        await self._commit()
+        message = "waiting for an answer at " + ", ".join(w["step"] for w in self.waiting)
+        return RunResult(self.run_id, "waiting", False, None, self._reports(), self.analysis.order, self.state,
+                         self.usage, message)
 
     def _skip(self, sid: str, reason: str) -> bool:
         state = self.steps[sid]

@@ -60,15 +60,9 @@ async def aresume(
                                 hint=f"dagplan discard {run.id}, then start a new run")
         replay = _replay(run, decision.actions, on_interrupted, _with_purities(plan, registered))
         run.append({"type": "plan_resumed", "run_id": run.id, "from": from_step, "replayed": sorted(replay)})
-        options = Options(
-            max_concurrency=max_concurrency or cfg.max_concurrency,
-            on_limit_exceeded=on_limit_exceeded,
-            subscribers=list(subscribers),
-            model=model or cfg.default_model,
-            completion_kwargs={**cfg.llm, **(completion_kwargs or {})},
-            step_max_iterations=cfg.step_max_iterations,
-            max_cost=cfg.max_cost,
-            max_tokens=cfg.max_tokens,
+        options = Options.from_config(
+            cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
+            model=model, completion_kwargs=completion_kwargs,
         )
         return await Execution(plan, analysis, registered, run.inputs, run.id, options, journal=run, replay=replay).run()
     finally:
