@@ -29,10 +29,11 @@ from ..dsl.schedule import Analysis
 from . import events as ev
 from .events import Event, Subscriber
 from .tools import Branch, Tool, TransientError
-from .values import MISSING, BadReference, Dead, Resolver, as_text, get_path, set_path, view_text
+from .values import MISSING, BadReference, Dead, Resolver, as_text, get_path, set_path, thaw, view_text
 
 TRANSIENT = (TimeoutError, ConnectionError, TransientError)
 HEAD = 200
+_SETTLED = object()  # _start's answer for a step settled without running
 
 
 class StepFailure(Exception):
@@ -173,11 +174,14 @@ class Execution:
         self.inputs, self.run_id = inputs, run_id
         self.options = options or Options()
         self.journal = journal
-        self.state: dict = deepcopy(dict(plan.initial_state))
+        self.state: dict = thaw(plan.initial_state)
         self.steps = {sid: StepState() for sid in analysis.order}
         self.replay = dict(replay or {})
         self.resolver = Resolver(inputs, self.state, self._placeholder_text)
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
+        for recorded in self.replay.values():
+            for key in ("prompt_tokens", "completion_tokens", "cost"):
+                self.usage[key] += (recorded.usage or {}).get(key, 0)
         self._waiting = {sid: len(analysis.deps[sid]) for sid in analysis.order}
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
@@ -187,6 +191,7 @@ class Execution:
         self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
         self._pool: ThreadPoolExecutor | None = None
         self._budget: Any = None  # llm.Budget, created with the first LLM step
+        self._sinks = bool(self.options.subscribers) or journal is not None
         self.waiting: list[dict] = []  # approval gates the run stopped at (see interpreter.compose)
 
     # --- the run ------------------------------------------------------------------------
@@ -230,14 +235,29 @@ class Execution:
 
     # --- scheduling ---------------------------------------------------------------------
 
-    def _release(self, ready: list[str]) -> None:
-        """Start or skip each ready step; skipping settles at once, so loop instead of recursing."""
-        queue = deque(ready)
+    def _release(self, ready: list[str], inline: bool = False) -> tuple[Step, tuple] | None:
+        """Start or settle each ready step (settling may free more, so loop instead of recursing).
+
+        With ``inline``, one step to run is handed back to the calling task instead of a
+        new task: a chain then runs in one task, with no task created per step.
+        """
+        queue, mine = deque(ready), None
         while queue:
             sid = queue.popleft()
-            started = self._start(sid)
-            if not started:
+            todo = self._start(sid)
+            if todo is _SETTLED:
                 queue.extend(self._settle(sid))
+            elif todo is not None:
+                if inline and mine is None:
+                    mine = todo
+                else:
+                    self._spawn(*todo)
+        return mine
+
+    def _spawn(self, step: Step, call: tuple) -> None:
+        task = asyncio.ensure_future(self._execute(step, call))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
 
     def _settle(self, sid: str) -> list[str]:
         self._settled += 1
@@ -250,34 +270,35 @@ class Execution:
                 now_ready.append(dep)
         return now_ready
 
-    def _start(self, sid: str) -> bool:
-        """Start the step (True), or record it as settled without running (False)."""
+    def _start(self, sid: str) -> tuple[Step, tuple] | object | None:
+        """What to do with a ready step: ``(step, call)`` to run it, ``_SETTLED`` when it was
+        settled without running (skipped, replayed, failed early), None to leave it pending."""
         step = self.plan.by_id[sid]
         if self.waiting:
-            return True  # waiting for a person: start nothing new, leave it pending (not settled)
-        if self._aborted:
-            return not self._skip(sid, self.abort_reason)
-        blocked = self._blocked_by(step)
+            return None  # waiting for a person: start nothing new, leave it pending (not settled)
+        blocked = self.abort_reason if self._aborted else self._blocked_by(step)
         if blocked:
-            return not self._skip(sid, blocked)
-        if sid in self.replay:
-            return not self._replay(step, self.replay[sid])
-        if step.precomputed is not NOT_GIVEN:
+            self._skip(sid, blocked)
+        elif sid in self.replay:
+            self._replay(step, self.replay[sid])
+        elif step.precomputed is not NOT_GIVEN:
+            self._complete_precomputed(step)
+        else:
             try:
-                alternative, value = self._choose(step, step.precomputed)
-            except StepFailure as exc:
-                return not self._fail(step, exc)
-            return not self._complete(step, value, precomputed=True, alternative=alternative)
+                return step, self._prepare(step)
+            except Dead as dead:
+                self._skip(sid, f"{dead.ref} was never written (branch not taken)")
+            except (BadReference, StepFailure) as exc:
+                self._fail(step, exc)
+        return _SETTLED
+
+    def _complete_precomputed(self, step: Step) -> None:
         try:
-            call = self._prepare(step)
-        except Dead as dead:
-            return not self._skip(sid, f"{dead.ref} was never written (branch not taken)")
-        except (BadReference, StepFailure) as exc:
-            return not self._fail(step, exc)
-        task = asyncio.ensure_future(self._execute(step, call))
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return True
+            alternative, value = self._choose(step, thaw(step.precomputed))
+        except StepFailure as exc:
+            self._fail(step, exc)
+            return
+        self._complete(step, value, precomputed=True, alternative=alternative)
 
     def _task_done(self, task: asyncio.Task) -> None:
         """A step task that died of anything but cancellation (disk full, a bug) ends the run loudly."""
@@ -314,23 +335,28 @@ class Execution:
     # --- executing a step ---------------------------------------------------------------
 
     async def _execute(self, step: Step, call: tuple) -> None:
-        state = self.steps[step.id]
-        state.status = "running"
-        try:
-            if self._limit is None:
-                ready = await self._run_step(step, call)
-            else:
-                async with self._limit:
+        """Run a step, then, in the same task, one of the steps it made ready (and so on)."""
+        todo: tuple[Step, tuple] | None = (step, call)
+        while todo is not None:
+            step, call = todo
+            state = self.steps[step.id]
+            state.status = "running"
+            try:
+                if self._limit is None:
                     ready = await self._run_step(step, call)
-            if self.journal is not None:
-                await self.journal.commit()  # durable before any dependent starts
-            self._release(ready)
-        except asyncio.CancelledError:
-            if not self._aborted:
-                state.status = "interrupted"
-                raise
-            state.status, state.reason = "skipped", self.abort_reason
-            self._release(self._settle(step.id))
+                else:
+                    async with self._limit:
+                        ready = await self._run_step(step, call)
+                if self.journal is not None:
+                    await self.journal.commit()  # durable before any dependent starts
+                todo = self._release(ready, inline=True)
+            except asyncio.CancelledError:
+                if not self._aborted:
+                    state.status = "interrupted"
+                    raise
+                state.status, state.reason = "skipped", self.abort_reason
+                self._release(self._settle(step.id))
+                return
 
     async def _run_step(self, step: Step, call: tuple) -> list[str]:
         """Run the step's attempts and settle it; returns the dependents it made ready."""
@@ -360,7 +386,7 @@ class Execution:
         while True:
             state.attempts += 1
             try:
-                if step.timeout is None:
+                if step.timeout is None or call[0] == "compose":  # a fan-out times each item, not the whole
                     return await self._invoke(step, call)
                 async with asyncio.timeout(step.timeout):
                     return await self._invoke(step, call)
@@ -375,29 +401,32 @@ class Execution:
                 self._emit(ev.STEP_RETRYING, step.id, attempt=state.attempts, delay=round(delay, 3), error=_error_info(step, exc))
                 await asyncio.sleep(delay)
 
-    async def _invoke(self, step: Step, call: tuple) -> Any:
+    def _invoke(self, step: Step, call: tuple) -> Awaitable[Any]:
+        """The awaitable of one attempt (no coroutine of its own: this is the hot path)."""
         if call[0] == "llm":
-            return await self._invoke_llm(step, call[1], call[2])
+            return self._invoke_llm(step, call[1], call[2])
         if call[0] == "compose":
             from . import compose
 
-            return await compose.invoke(self, step, call[1])
+            return compose.invoke(self, step, call[1])
         tool = self.tools.get(step.tool or "")
         if tool is None:
             raise StepFailure(f"tool {step.tool!r} is not available to this run")
         args = call[1]
         if tool.is_async:
-            return await tool.fn(**args)
+            return tool.fn(**args)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.options.max_concurrency), thread_name_prefix="dagplan-tool")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(tool.fn, **args))
+        return asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(tool.fn, **args))
 
     async def _invoke_llm(self, step: Step, prompt: str, system: str | None) -> Any:
         from . import llm  # litellm stays unimported until a plan actually has an LLM step
 
         call = step.llm
-        if self._budget is None:
-            self._budget = llm.Budget(self.options.max_cost, self.options.max_tokens)
+        if self._budget is None:  # seeded with what replayed steps of this run already spent
+            self._budget = llm.Budget(self.options.max_cost, self.options.max_tokens,
+                                      prompt_tokens=self.usage["prompt_tokens"],
+                                      completion_tokens=self.usage["completion_tokens"], cost=self.usage["cost"])
         narrowed = {name: self.tools[name] for name in call.tools if name in self.tools}
         result = await llm.run_llm_step(
             step.id, call, prompt, system,
@@ -578,7 +607,7 @@ class Execution:
     # --- events ---------------------------------------------------------------------------
 
     def _has_sinks(self) -> bool:
-        return bool(self.options.subscribers) or self.journal is not None
+        return self._sinks
 
     def _emit(self, type_: str, step: str | None = None, duration: float | None = None, **data: Any) -> None:
         """Journal the event (if durable) and hand it to subscribers."""

@@ -102,4 +102,4 @@ def _replay(run: Any, actions: Mapping[str, str], ask: AskInterrupted | None, pl
 def _recorded(recorded: Any, status: str, output: Any) -> StepState:
     alternative = int(recorded.fields.get("alternative", 0) or 0)
     return StepState(status=status, output=output, attempts=recorded.attempts, alternative=alternative,
-                     error=recorded.error)
+                     error=recorded.error, usage=recorded.fields.get("usage"))

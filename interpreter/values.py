@@ -70,6 +70,15 @@ def _put(node: Any, key: Any, value: Any) -> None:
         node[key] = value
 
 
+def thaw(value: Any) -> Any:
+    """A plain, mutable copy of a read-only IR value (mappings -> dicts, tuples -> lists)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [thaw(v) for v in value]
+    return value
+
+
 def as_text(value: Any) -> str:
     """A step output as placeholder text: strings as they are, anything else as JSON."""
     if isinstance(value, str):
@@ -134,7 +143,8 @@ class Resolver:
                 if ref.path[:end] in self.failed:
                     return self.failed[ref.path[:end]]
             raise Dead(ref)
-        return found
+        # a copy: a tool that mutates its argument must not change what other steps read
+        return thaw(found) if isinstance(found, (dict, list)) else found
 
     def any_of(self, node: AnyOf) -> Any:
         for option in node.options[:-1]:

@@ -411,3 +411,23 @@ def test_run_result_json_shape():
     assert set(data) >= {"run_id", "status", "had_errors", "result", "steps"}
     assert data["steps"]["a"]["status"] == "failed" and data["steps"]["d"]["output"] == "independent"
     assert set(data["steps"]["d"]) >= {"status", "output", "attempts"}
+
+
+def test_nested_initial_state_and_precomputed_values_are_plain_data():
+    @tool
+    def add(n: int, box: dict) -> int:
+        box["seen"] = True  # a tool may mutate what it is given without touching the plan
+        return n + box["base"]
+
+    plan = plan_of(
+        """
+initial_state: {box: {base: 40, tags: [a]}}
+steps:
+  - {id: two, tool: add, args: {n: 2, box: †state.box}, output: †state.answer}
+"""
+    )
+    first = dagplan.run(plan, tools=[add])
+    second = dagplan.run(plan, tools=[add])
+    assert first.result == second.result == 42
+    assert "seen" not in first.state["box"]  # nor the run's shared state
+    assert plan.initial_state["box"]["tags"] == ("a",)  # the plan itself is untouched
