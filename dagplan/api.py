@@ -20,13 +20,14 @@ Approve = Callable[[Any], "bool | Any"]
 
 
 def load(source: str | os.PathLike | None = None, *, text: str | bytes | None = None, name: str | None = None,
-         tools: ToolsArg = None) -> Plan:
+         tools: ToolsArg = None, config: Any = None) -> Plan:
     """Load, check and parse a plan (any dialect); raises :class:`PlanInvalid` listing every problem.
 
-    With ``tools``, tool names and argument types are checked too.
+    With ``tools``, tool names and argument types are checked too; with ``config``, its
+    ``max_items`` (default cap of for_each steps) and ``max_steps`` budget apply.
     """
     specs = _specs(tools) if tools is not None else None
-    result = _check(source, text=text, name=name, tools=specs)
+    result = _check(source, text=text, name=name, tools=specs, budget=_budget(config))
     if not result.ok:
         raise PlanInvalid(result.diagnostics)
     plan = result.plan
@@ -61,6 +62,7 @@ async def arun(
     max_tokens: int | None = None,
     config: Any = None,
     on_run_created: Callable[[str], None] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`."""
     from .interpreter.config import load_config
@@ -68,15 +70,16 @@ async def arun(
     from .interpreter.inputs import prepare_inputs
     from .interpreter.tools import registry
 
-    plan = _as_plan(plan, tools)
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
     analysis = analyze(plan)
     registered = registry(tools)
-    cfg = config or load_config()
     values = prepare_inputs(plan, inputs)
     await _approve(plan, analysis, approve)
     options = Options.from_config(
         cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
         model=model, completion_kwargs=completion_kwargs, max_cost=max_cost, max_tokens=max_tokens,
+        ask_gate=ask_gate, default_max_items=cfg.max_items,
     )
     journal = None
     if durable:
@@ -95,6 +98,8 @@ def run(plan: Plan | str | os.PathLike, **kwargs: Any):
     ``tools``: decorated functions, :class:`Tool` objects, or a ``{name: callable}``
     mapping; the plan may call only these. ``inputs``: values of ``†input``.
     ``approve(preview) -> bool`` is asked before a ``mode: lazy`` plan runs.
+    ``ask_gate(request) -> answer`` answers approval gates (``gate:`` steps); without it a
+    durable run stops in the ``waiting`` state (answer later: ``dagplan answer``).
     ``subscribers``: callables receiving every :class:`Event`. ``durable=True``
     checkpoints the run under ``state_dir`` so it can be resumed.
     """
@@ -119,8 +124,17 @@ def new_run_id() -> str:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None) -> Plan:
-    return plan if isinstance(plan, Plan) else load(plan, tools=tools)
+def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None) -> Plan:
+    return plan if isinstance(plan, Plan) else load(plan, tools=tools, config=config)
+
+
+def _budget(config: Any):
+    """What check enforces from the configuration: the default max_items cap and max_steps."""
+    if config is None or (getattr(config, "max_items", None) is None and config.max_steps is None):
+        return None
+    from .dsl.compose import Budget
+
+    return Budget(config.max_items, config.max_steps)
 
 
 def _specs(tools: ToolsArg):

@@ -54,19 +54,27 @@ def check(
     name: str | None = None,
     tools: Mapping[str, ToolSpec] | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    budget: Any = None,
 ) -> CheckResult:
-    """Every stage of the pipeline on a file (``source``) or on ``text``; never raises for bad input."""
+    """Every stage of the pipeline on a file (``source``) or on ``text``; never raises for bad input.
+
+    ``budget``: a :class:`dsl.compose.Budget` (default ``max_items`` cap, ``max_steps``)."""
     try:
         with _no_gc_pauses():
             document = _load_document(source, text, name, limits)
     except LoadError as exc:
         label = name or (str(source) if source is not None and text is None else "<string>")
         return CheckResult(label, None, None, tuple(sorted(exc.diagnostics, key=Diagnostic.sort_key)), None)
-    return check_document(document, tools)
+    return check_document(document, tools, budget=budget)
 
 
-def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = None) -> CheckResult:
-    """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error."""
+def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = None, *,
+                   budget: Any = None, includes: tuple[str, ...] = ()) -> CheckResult:
+    """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error.
+
+    ``budget`` (a :class:`dsl.compose.Budget`) sets the default ``max_items`` cap and the
+    ``max_steps`` budget; ``includes`` is the chain of plan files that led here (sub-plans).
+    """
     from .parse import parse_document
     from .schema import schema_errors
     from .validate import validate_and_analyze
@@ -81,7 +89,64 @@ def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = 
         if plan is not None:
             problems, analysis = validate_and_analyze(plan, tools)
             found += problems
+        if plan is not None and (budget is not None or _composes(plan)):
+            plan, more = _compose(plan, document, tools, budget, includes)
+            found += more
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+def _composes(plan: Plan) -> bool:
+    return any(s.for_each is not None or s.plan is not None or s.loop is not None or s.gate is not None
+               for s in plan.steps)
+
+
+def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes: tuple[str, ...]):
+    """Sub-plans, composition rules and the step budget (see :mod:`.compose`)."""
+    from dataclasses import replace
+
+    from .compose import Budget, budget_rule, resolve_children
+    from .load import Document, load_file
+
+    budget = budget or Budget()
+    if not includes and os.path.isfile(document.name):
+        includes = (os.path.realpath(document.name),)
+
+    def check_child(path, inline, parent_name, at, chain):
+        if inline is not None:
+            child = Document(inline, "canonical", _PrefixedMap(document.source_map, at), parent_name)
+            return check_document(child, tools, budget=budget, includes=chain)
+        try:
+            loaded = load_file(path)
+        except LoadError as exc:
+            return CheckResult(path, None, None, tuple(exc.diagnostics), None)
+        return check_document(loaded, tools, budget=budget, includes=chain)
+
+    found: list[Diagnostic] = []
+    if _composes(plan):
+        plan, found, inlined = resolve_children(plan, document.data, check_child, includes, budget)
+        if inlined is not None:
+            plan = replace(plan, document=inlined)
+    if not _has_error(found):
+        found += budget_rule(plan, budget)
+    return plan, found
+
+
+class _PrefixedMap:
+    """The source map of an inline child: its paths live under the parent's ``plan`` key."""
+
+    def __init__(self, parent: Any, prefix: tuple):
+        self.parent, self.prefix = parent, tuple(prefix)
+
+    def locate(self, span):
+        from dataclasses import replace
+
+        return self.parent.locate(replace(span, path=self.prefix + tuple(span.path)))
+
+    def key_position(self, path):
+        return self.parent.key_position(self.prefix + tuple(path))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.parent, name)
 
 
 @contextmanager
@@ -104,10 +169,11 @@ def load(
     name: str | None = None,
     tools: Mapping[str, ToolSpec] | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    budget: Any = None,
 ) -> Plan:
     """The Plan of a valid document; raises :class:`PlanInvalid` (all diagnostics) or :class:`LoadError`."""
     document = _load_document(source, text, name, limits)
-    result = check_document(document, tools)
+    result = check_document(document, tools, budget=budget)
     if not result.ok or result.plan is None:
         raise PlanInvalid(result.diagnostics)
     return result.plan

@@ -28,7 +28,7 @@ from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Template
 SPECIAL = re.compile(r"[\u2020$#\\]")
 # "The whole string is an expression": it starts with a sigil and either is one
 # reference or uses an operator. The grammar has the last word.
-_STARTS_WITH_REF = re.compile(r"\s*(?:\u2020|\$(?:input|state)\b)")
+_STARTS_WITH_REF = re.compile(r"\s*(?:\u2020|\$(?:input|state|item|index)\b)")
 _ONE_TOKEN = re.compile(r"\s*\S+\s*")
 
 
@@ -125,7 +125,7 @@ def _expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]]:
 # anything else -- quoted keys, errors -- which then goes through lark. A property test
 # checks that both paths agree.
 
-_REF = r"(?:\u2020|\$(?=(?:input|state)\b))(input|state)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)"
+_REF = r"(?:\u2020|\$(?=(?:input|state|item|index)\b))(input|state|item|index)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)"
 _REF_RE = re.compile(_REF)
 _SELECTOR_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 _TOKEN_RE = re.compile(
@@ -166,8 +166,9 @@ def _scan_template(text: str) -> Template | None:
 
 def _ref_from(text: str, start: int, end: int) -> Ref:
     sigil_len = 1
-    root = text[start + sigil_len : start + sigil_len + 5]
-    selectors = text[start + sigil_len + 5 : end]
+    size = 4 if text.startswith("item", start + sigil_len) else 5  # item; input, state, index
+    root = text[start + sigil_len : start + sigil_len + size]
+    selectors = text[start + sigil_len + size : end]
     path = tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(selectors))
     return Ref(root, path, Span(offset=start))
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Mapping, Union
 
 from .errors import NOSPAN, Span
 
-Root = Literal["input", "state"]
+Root = Literal["input", "state", "item", "index"]  # item/index: inside a for_each step
 Key = Union[str, int]
 SIGIL = "\u2020"  # the dagger, canonical spelling of a reference
 ASCII_SIGIL = "$"
@@ -137,6 +137,46 @@ class LLMCall:
 
 
 Purity = Literal["pure", "idempotent", "side_effect"]
+
+
+@dataclass(frozen=True, slots=True)
+class FanOut:
+    """``for_each``: run the step once per item of a list, results in item order."""
+
+    over: Any  # a Ref / AnyOf / AllOf giving the list
+    name: str = "item"
+    max_items: int | None = None  # None: the configured default cap
+    max_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class SubPlan:
+    """``plan:``: another plan run as one step (a file relative to the caller, or inline)."""
+
+    path: str | None  # as written; None for an inline plan
+    source: str  # the resolved file name (or the caller's, for an inline plan)
+    plan: "Plan | None" = field(default=None, compare=False, repr=False)  # filled by dsl.compose
+    analysis: Any = field(default=None, compare=False, repr=False)
+    inline: Any = field(default=None, compare=False, repr=False)  # the inline plan's document data
+    at: tuple = field(default=(), compare=False, repr=False)  # document path of the `plan` key
+
+
+@dataclass(frozen=True)
+class Loop:
+    """``loop:``: repeat a sub-plan, each result the next input, until ``until`` holds (bounded)."""
+
+    child: SubPlan
+    max_iterations: int
+    until: Any  # a Ref / AnyOf / AllOf on †result (root "state" of the child's result object)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``gate:``: wait for a person's answer (one of ``choices``, or a value matching ``schema``)."""
+
+    question: Any  # str or Template
+    choices: tuple[str, ...] | None = None
+    schema: Mapping[str, Any] | None = None
 NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
 
 
@@ -154,15 +194,23 @@ class Step:
     purity: Purity | None = None
     precomputed: Any = NOT_GIVEN  # a latent ``_output`` given by the model (calls dialect)
     span: Span = _span()
+    for_each: FanOut | None = None
+    plan: SubPlan | None = None
+    loop: Loop | None = None
+    gate: Gate | None = None
 
     @property
     def kind(self) -> str:
-        return "llm" if self.llm is not None else "tool"
+        if self.llm is not None:
+            return "llm"
+        if self.tool is not None:
+            return "tool"
+        return "plan" if self.plan is not None else "loop" if self.loop is not None else "gate" if self.gate else "tool"
 
     @property
     def label(self) -> str:
         """What a person reads in progress lines: the description, else the call."""
-        return self.description or (self.tool or "llm")
+        return self.description or (self.tool or ("llm" if self.llm is not None else self.kind))
 
 
 @dataclass(frozen=True)
@@ -195,7 +243,7 @@ class Plan:
 # --- canonical spelling ----------------------------------------------------------------
 
 # What would otherwise start a reference, a placeholder or an escape.
-_NEEDS_ESCAPE = re.compile(r"\\(?=[\u2020$#\\])|\u2020|\$(?=(?:input|state)\b)|#(?=[A-Za-z_])")
+_NEEDS_ESCAPE = re.compile(r"\\(?=[\u2020$#\\])|\u2020|\$(?=(?:input|state|item|index)\b)|#(?=[A-Za-z_])")
 
 
 def escape_text(text: str) -> str:

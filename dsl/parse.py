@@ -16,6 +16,7 @@ from types import MappingProxyType
 from collections.abc import Mapping
 from typing import Any
 
+from .compose import composition_fields
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, classify, parse_output, parse_template
 from .ir import NOT_GIVEN, LLMCall, Plan, Retry, Step, Template
@@ -136,7 +137,11 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         purity=raw.get("purity"),
         precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=ctx.span(path),
+        **(composition_fields(ctx, raw, path) if _COMPOSITION_KEYS.intersection(raw) else {}),
     )
+
+
+_COMPOSITION_KEYS = frozenset(("for_each", "plan", "loop", "gate"))
 
 
 def _args(ctx: _Context, raw: Any, path: tuple) -> Mapping[str, Any]:

@@ -92,6 +92,10 @@ def step_reads(step: Step) -> list[Ref | AnyOf | AllOf | Placeholder]:
         _collect(step.llm.prompt, out)
         if step.llm.system is not None:
             _collect(step.llm.system, out)
+    if step.for_each is not None:  # composition (dsl.compose): the list a fan-out reads, a gate's question
+        _collect(step.for_each.over, out)
+    if step.gate is not None:
+        _collect(step.gate.question, out)
     return out
 
 

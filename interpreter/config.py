@@ -9,6 +9,7 @@ section wins. Every key is optional::
     step_max_iterations = 5          # tool-calling loop bound inside an LLM step
     max_cost = 0.50                  # USD per run; max_tokens likewise
     max_steps = 1000                 # `check` fails plans that could execute more
+    max_items = 100                  # default cap of for_each steps without max_items
     state_dir = ".dagplan"
 
     [resume]
@@ -53,6 +54,7 @@ class Config:
     max_cost: float | None = None
     max_tokens: int | None = None
     max_steps: int | None = None
+    max_items: int | None = None  # default cap of for_each steps that give no max_items
     state_dir: str | None = None
     resume: Mapping[str, str] = field(default_factory=lambda: dict(RESUME_DEFAULTS))
     llm: Mapping[str, Any] = field(default_factory=dict)

@@ -80,7 +80,7 @@ def test_str_round_trips():
 # --- property: fast paths == lark ------------------------------------------------------------
 
 ALPHABET = st.sampled_from(
-    list("abcxyz019 _-.[]\"'|&=\\#$†") + ["†state", "†input", "$state", "$input", ".summary", ".head=", "||", "&&", "#E1"]
+    list("abcxyz019 _-.[]\"'|&=\\#$†") + ["†state", "†input", "$state", "$input", "†item", "$item", "†index", "$index", ".summary", ".head=", "||", "&&", "#E1"]
 )
 TEXTS = st.lists(ALPHABET, max_size=14).map("".join)
 
