@@ -152,3 +152,215 @@ def test_item_references_parse_in_templates_and_ascii():
     assert classify("$item.name") == Ref("item", ("name",))
     assert classify("#†index: †item[0]") == Template(("#", Ref("index", ()), ": ", Ref("item", (0,))))
     assert classify("$items") == "$items"
+
+
+# --- sub-plans --------------------------------------------------------------------------------------
+
+CHILD = """\
+inputs:
+  n: {type: integer}
+steps:
+  - id: inc
+    tool: add
+    args: {a: †input.n, b: 1}
+    output: †state.out
+result: †state.out
+"""
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def test_sub_plan_from_a_file_gets_args_as_input_and_returns_its_result(tmp_path):
+    write(tmp_path, "child.yaml", CHILD)
+    parent = write(tmp_path, "parent.yaml", """\
+        steps:
+          - id: sub
+            plan: child.yaml
+            args: {n: 41}
+            output: †state.answer
+        result: †state.answer
+        """)
+    result = dagplan.run(str(parent), tools={"add": add}, durable=True, state_dir=tmp_path / "state")
+    assert result.status == "completed" and result.result == 42
+    run = RunStore(tmp_path / "state").open(result.run_id)
+    steps = run.progress().steps
+    assert steps["sub.inc"].output == 42 and steps["sub"].output == 42  # the child's step id is derived
+    assert run.plan_doc["steps"][0]["plan"]["steps"][0]["id"] == "inc"  # the artifact is self-contained
+    assert run.progress().status == "completed"
+
+
+def test_inline_sub_plan_and_fan_out_over_a_sub_plan(tmp_path):
+    parent = write(tmp_path, "parent.yaml", """\
+        initial_state: {ns: [1, 2, 3]}
+        steps:
+          - id: each
+            for_each: †state.ns
+            max_items: 5
+            plan:
+              inputs: {n: {type: integer}}
+              steps:
+                - {id: inc, tool: add, args: {a: †input.n, b: 10}, output: †state.out}
+              result: †state.out
+            args: {n: †item}
+            output: †state.all
+        result: †state.all
+        """)
+    result = dagplan.run(str(parent), tools={"add": add}, durable=True, state_dir=tmp_path / "state")
+    assert result.result == [11, 12, 13]
+    steps = RunStore(tmp_path / "state").open(result.run_id).progress().steps
+    assert steps["each[2].inc"].output == 13
+
+
+def test_sub_plan_arguments_are_checked_against_the_child_inputs(tmp_path):
+    write(tmp_path, "child.yaml", CHILD)
+    parent = write(tmp_path, "parent.yaml", """\
+        steps:
+          - id: sub
+            plan: child.yaml
+            args: {m: 1}
+        """)
+    messages = [d.message for d in check(parent).errors]
+    assert any("needs input 'n'" in m for m in messages) and any("has no input 'm'" in m for m in messages)
+
+
+def test_errors_inside_a_child_carry_the_child_file_and_line(tmp_path):
+    write(tmp_path, "child.yaml", "steps:\n  - id: a\n    tool: t\n    args: {x: †state.never}\n")
+    parent = write(tmp_path, "parent.yaml", "steps:\n  - id: sub\n    plan: child.yaml\n")
+    (diag,) = check(parent).errors
+    assert diag.code == "unwritten-state"
+    assert diag.span.file.endswith("child.yaml") and diag.span.line == 4
+
+
+def test_errors_inside_an_inline_child_point_into_the_parent_file(tmp_path):
+    parent = write(tmp_path, "parent.yaml", """\
+        steps:
+          - id: sub
+            plan:
+              steps:
+                - id: a
+                  tool: t
+                  args: {x: †state.never}
+        """)
+    (diag,) = check(parent).errors
+    assert diag.code == "unwritten-state" and diag.span.file.endswith("parent.yaml") and diag.span.line == 7
+
+
+def test_include_cycles_are_rejected_with_the_chain(tmp_path):
+    write(tmp_path, "a.yaml", "steps:\n  - id: x\n    plan: b.yaml\n")
+    write(tmp_path, "b.yaml", "steps:\n  - id: y\n    plan: a.yaml\n")
+    found = check(tmp_path / "a.yaml").errors
+    assert [d.code for d in found] == ["include-cycle"]
+    assert "a.yaml -> b.yaml -> a.yaml" in found[0].message
+    assert found[0].span.file.endswith("b.yaml") and found[0].span.line == 3
+
+
+def test_a_plan_including_itself_is_a_cycle(tmp_path):
+    write(tmp_path, "a.yaml", "steps:\n  - id: x\n    plan: ./a.yaml\n")
+    assert codes(check(tmp_path / "a.yaml")) == ["include-cycle"]
+
+
+# --- loops ----------------------------------------------------------------------------------------
+
+COUNTER = """\
+inputs:
+  n: {type: integer}
+steps:
+  - id: step
+    tool: count
+    args: {n: †input.n}
+    output: †state.out
+result: †state.out
+"""
+
+
+def count(n: int) -> dict:
+    return {"n": n + 1, "done": n + 1 >= 3}
+
+
+def loop_plan(tmp_path, bound: int) -> Path:
+    write(tmp_path, "counter.yaml", COUNTER)
+    return write(tmp_path, "loop.yaml", f"""\
+        steps:
+          - id: again
+            loop: {{plan: counter.yaml, max_iterations: {bound}, until: †result.done}}
+            args: {{n: 0}}
+            output: †state.final
+        result: †state.final
+        """)
+
+
+def test_a_loop_repeats_until_its_condition_holds(tmp_path):
+    seen = []
+    result = dagplan.run(str(loop_plan(tmp_path, 10)), tools={"count": count}, subscribers=[seen.append],
+                         durable=True, state_dir=tmp_path / "state")
+    assert result.result == {"n": 3, "done": True}
+    iterations = [(e.data["iteration"], e.data["total"]) for e in seen if e.type == "plan_step_progress"]
+    assert iterations == [(1, 10), (2, 10), (3, 10)]
+    steps = RunStore(tmp_path / "state").open(result.run_id).progress().steps
+    assert steps["again[2].step"].output == {"n": 3, "done": True}
+
+
+def test_a_loop_that_reaches_its_bound_fails_saying_so(tmp_path):
+    result = dagplan.run(str(loop_plan(tmp_path, 2)), tools={"count": count})
+    report = result.steps["again"]
+    assert report.status == "failed"
+    assert "max_iterations (2)" in report.error["message"] and "†result.done" in report.error["message"]
+
+
+def test_a_loop_needs_max_iterations(tmp_path):
+    write(tmp_path, "counter.yaml", COUNTER)
+    plan = write(tmp_path, "p.yaml", "steps:\n  - id: l\n    loop: {plan: counter.yaml, until: †result.done}\n")
+    assert codes(check(plan)) == ["schema"]  # the JSON Schema requires it; the parser would say unbounded-loop
+
+
+# --- durability ------------------------------------------------------------------------------------
+
+KILL_TOOLS = '''
+import os, signal
+import dagplan
+
+LOG = os.environ["FANOUT_LOG"]
+
+@dagplan.tool
+def work(x: int) -> int:
+    with open(LOG, "a") as f:
+        f.write(f"{x}\\n")
+    if x == 10 and not os.path.exists(LOG + ".killed"):
+        open(LOG + ".killed", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9 in the middle of the fan-out
+    return x * x
+'''
+
+KILL_PLAN = """\
+initial_state: {xs: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]}
+steps:
+  - id: square
+    for_each: †state.xs
+    max_items: 20
+    max_concurrency: 1
+    tool: work
+    args: {x: †item}
+    output: †state.squares
+result: †state.squares
+"""
+
+
+def test_kill_9_in_the_middle_of_a_fan_out_resumes_only_the_unfinished_items(tmp_path):
+    write(tmp_path, "tools.py", KILL_TOOLS)
+    plan = write(tmp_path, "plan.yaml", KILL_PLAN)
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    first = subprocess.run([sys.executable, "-m", "dagplan", "run", str(plan), "--tools", str(tmp_path / "tools.py")],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert first.returncode == -9, first.stderr
+    (info,) = RunStore(tmp_path / "state").list()
+    assert info.status == "interrupted"
+    second = subprocess.run([sys.executable, "-m", "dagplan", "resume", info.id, "--tools", str(tmp_path / "tools.py"),
+                             "--format", "json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["result"] == [x * x for x in range(20)]
+    calls = [int(line) for line in log.read_text().split()]
+    assert calls == list(range(11)) + list(range(10, 20))  # 0-9 once, 10 again (it was cut), 11-19 once
