@@ -185,7 +185,7 @@ def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Lim
             continue
         if isinstance(data, (dict, list)) and data:
             cand = _Candidate(start, end, "json", _blank_outside(text, start, end), data)
-            cand.failure = _limits_failure(data, name, limits)
+            cand.failure = _limits_failure(data, name, limits, end - start)
             pos = end
             yield cand
 
@@ -249,17 +249,36 @@ def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
     if not _JSON_START.match(text):
         return "yaml", _read_yaml(text, name, limits)
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(text)
+        shape = _Shape.of(data, limits.max_depth)
+        if shape.depth > limits.max_depth or shape.keys != _key_bound(text):
+            json.loads(text, object_pairs_hook=_no_duplicates)  # raises _DuplicateKey
     except _DuplicateKey:
         return "yaml", _read_yaml(text, name, limits)  # the YAML reader says where
     except RecursionError:
         raise _too_deep(name, limits, None) from None
     except json.JSONDecodeError as exc:
         return _json_or_flow_yaml(text, name, limits, exc)
-    failure = _limits_failure(data, name, limits)
+    failure = _limits_failure(data, name, limits, len(text), shape)
     if failure:
         raise failure
     return "json", data
+
+
+_KEY_END = '":'
+_SPACED_KEY_END = re.compile(r'"[ \t\r\n]+:')
+
+
+def _key_bound(text: str) -> int:
+    """At least the number of object keys in JSON ``text`` (-1 when not cheaply known).
+
+    Every key is a string followed by ``:``; ``":`` inside a string only adds to the count.
+    When the parsed objects hold exactly this many keys, no object repeated a key, and the
+    (three times slower) duplicate-checking parse can be skipped.
+    """
+    if _SPACED_KEY_END.search(text):
+        return -1
+    return text.count(_KEY_END)
 
 
 def _json_or_flow_yaml(text: str, name: str, limits: Limits, json_error: json.JSONDecodeError) -> tuple[str, Any]:
@@ -290,7 +309,50 @@ def _json_syntax(exc: json.JSONDecodeError, name: str) -> LoadError:
     return LoadError.make("json-syntax", exc.msg, Span(name, line=exc.lineno, col=exc.colno), hint)
 
 
-def _limits_failure(data: Any, name: str, limits: Limits) -> LoadError | None:
+def _limits_failure(
+    data: Any, name: str, limits: Limits, text_size: int | None = None, shape: "_Shape | None" = None
+) -> LoadError | None:
+    """Depth, node count and string length of parsed JSON.
+
+    When the text (``text_size`` characters) is no longer than ``max_string``, no string in
+    it can be too long, so only containers need visiting (a tenth of the values): the first
+    failure is then the same as the full walk's.
+    """
+    if text_size is not None and text_size <= limits.max_string:
+        shape = shape or _Shape.of(data, limits.max_depth)
+        if shape.depth > limits.max_depth:
+            return _too_deep(name, limits, None)
+        return _too_many(name, limits, None) if shape.nodes > limits.max_nodes else None
+    return _full_limits(data, name, limits)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Of parsed JSON: nesting depth (counted up to ``max_depth + 1``), values, and object keys."""
+
+    depth: int
+    nodes: int
+    keys: int
+
+    @classmethod
+    def of(cls, data: Any, max_depth: int) -> "_Shape":
+        level = [data] if type(data) is dict or type(data) is list else []
+        nodes, keys, depth = 1, 0, 0
+        while level and depth <= max_depth:
+            depth += 1
+            below: list = []
+            for container in level:
+                size = len(container)
+                nodes += size
+                if type(container) is dict:
+                    keys += size
+                    container = container.values()
+                below += [v for v in container if type(v) is dict or type(v) is list]
+            level = below
+        return cls(depth, nodes, keys)
+
+
+def _full_limits(data: Any, name: str, limits: Limits) -> LoadError | None:
     """Walk parsed JSON once, without recursion: depth, node count, string length."""
     stack: list[tuple[Any, int]] = [(data, 1)]
     nodes = 0

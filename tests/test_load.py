@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 
@@ -129,6 +130,24 @@ def test_errors_have_codes_and_positions(text, code, line, col):
     assert err.code == code
     assert (err.span.line, err.span.col) == (line, col)
     assert err.hint
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"steps": [{"id": "a", "args": {"x": 1, "x": 2}}]}',  # nested
+        '{"steps": [], "a" : 1, "a": 2}',  # a blank before the colon
+        '{"steps": ["a\\":"], "a": 1, "a": 2}',  # `":` inside a string
+        '{"steps": [], "a": {"b": 1}, "a": {"b": 1}}',
+    ],
+)
+def test_json_duplicate_keys_found_whatever_the_spelling(text):
+    assert load_error(text).code == "duplicate-key"
+
+
+@pytest.mark.parametrize("text", ['{"steps": [{"id": "a:\\": 1"}], "b" : {"c": "d"}}', '{"steps": [], "x": "\\":"}'])
+def test_json_without_duplicates_loads_whatever_the_spelling(text):
+    assert load.load_text(text).data == json.loads(text)
 
 
 def test_broken_fence_reports_its_own_error_at_original_line():
