@@ -39,14 +39,19 @@ def preview_text(preview: Any) -> str:
         lines.extend(f"  {s.id}: {' | '.join(s.alternatives)}" for s in preview.branch_points)
     if preview.result:
         lines.append(f"Result: {preview.result}")
+    worst = getattr(preview, "worst_case", None)
+    if worst and any(s.repeat or s.children for s in preview.steps):
+        lines.append(f"Worst case: {worst['steps']} steps, {worst['llm_steps']} LLM steps")
     lines.append("")
     lines.append(f"To run it: {preview.run_command}")
     return "\n".join(lines)
 
 
-def _preview_step(number: int, step: Any) -> list[str]:
-    call = "llm" if step.call == "llm" else f"tool={step.call}"
+def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
+    call = step.call if step.call in ("llm", "plan", "loop", "gate") else f"tool={step.call}"
     out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")]
+    if getattr(step, "repeat", None):
+        out.append(f"     {step.repeat}")
     if step.description:
         out.append(f"     {step.description}")
     if step.prompt:
@@ -57,7 +62,9 @@ def _preview_step(number: int, step: Any) -> list[str]:
         out.append(f"     deps: {', '.join(step.deps)}")
     if step.output:
         out.append(f"     output: {step.output}")
-    return out
+    for i, child in enumerate(getattr(step, "children", ()), 1):  # a sub-plan's steps, nested
+        out.extend("     " + line for line in _preview_step(f"{number}.{i}", child))
+    return [indent + line for line in out]
 
 
 # --- the final report ------------------------------------------------------------------------

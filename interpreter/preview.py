@@ -25,8 +25,17 @@ class StepPreview:
     output: str | None
     alternatives: tuple[str, ...]  # more than one: a branch point
     precomputed: bool
+    kind: str = "tool"  # tool | llm | plan | loop | gate
+    repeat: str | None = None  # "for each of †state.xs (at most 20)" / "at most 10 iterations until ..."
+    children: tuple["StepPreview", ...] = ()  # a sub-plan's steps, nested under their parent
 
     def to_json(self) -> dict[str, Any]:
+        out = self._base_json()
+        if self.kind in ("plan", "loop", "gate") or self.repeat:
+            out.update(kind=self.kind, repeat=self.repeat, children=[c.to_json() for c in self.children])
+        return out
+
+    def _base_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "description": self.description,
@@ -50,6 +59,7 @@ class Preview:
     parallel_groups: tuple[tuple[str, ...], ...]
     result: str | None
     inputs: Mapping[str, Any]
+    worst_case: Mapping[str, int] | None = None  # most steps / LLM steps it can execute (composition)
 
     @property
     def branch_points(self) -> tuple[StepPreview, ...]:
@@ -80,6 +90,7 @@ class Preview:
             "branch_points": [{"step": s.id, "alternatives": list(s.alternatives)} for s in self.branch_points],
             "result": self.result,
             "run": self.run_command,
+            "worst_case": dict(self.worst_case) if self.worst_case else None,
         }
 
 
@@ -94,7 +105,32 @@ def build_preview(plan: Plan, analysis: Analysis) -> Preview:
         parallel_groups=analysis.groups,
         result=symbolic(plan.result) if plan.result is not None else None,
         inputs={k: dict(v) if isinstance(v, Mapping) else v for k, v in (plan.inputs or {}).items()},
+        worst_case=_worst_case(plan),
     )
+
+
+def _worst_case(plan: Plan) -> Mapping[str, int]:
+    from ..dsl.compose import worst_case
+
+    return worst_case(plan).to_json()
+
+
+def _composition(step: Step) -> dict[str, Any]:
+    """kind, repeat and children of a composition step (see dsl.compose)."""
+    from ..dsl.schedule import analyze
+
+    out: dict[str, Any] = {"kind": step.kind}
+    if step.for_each is not None:
+        cap = step.for_each.max_items
+        out["repeat"] = f"for each of {symbolic(step.for_each.over)}" + (f" (at most {cap})" if cap else "")
+    sub = step.plan or (step.loop.child if step.loop else None)
+    if step.loop is not None:
+        until = f" until {str(step.loop.until).replace(chr(0x2020) + 'state', chr(0x2020) + 'result')}" if step.loop.until else ""
+        out["repeat"] = f"at most {step.loop.max_iterations} iterations{until}"
+    if sub is not None and sub.plan is not None:
+        analysis = sub.analysis or analyze(sub.plan)
+        out["children"] = tuple(_step_preview(sub.plan.by_id[sid], analysis) for sid in analysis.order)
+    return out
 
 
 def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
@@ -102,13 +138,14 @@ def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
     return StepPreview(
         id=step.id,
         description=step.description,
-        call=step.tool or "llm",
+        call=step.tool or ("llm" if step.llm is not None else step.kind),
         deps=analysis.deps[step.id],
         args=symbolic(step.args),
         prompt=symbolic(step.llm.prompt) if step.llm else None,
         output=str(step.output) if step.output else None,
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,
+        **(_composition(step) if step.tool is None and step.llm is None or step.for_each is not None else {}),
     )
 
 

@@ -364,3 +364,69 @@ def test_kill_9_in_the_middle_of_a_fan_out_resumes_only_the_unfinished_items(tmp
     assert json.loads(second.stdout)["result"] == [x * x for x in range(20)]
     calls = [int(line) for line in log.read_text().split()]
     assert calls == list(range(11)) + list(range(10, 20))  # 0-9 once, 10 again (it was cut), 11-19 once
+
+
+# --- static bounds ---------------------------------------------------------------------------------
+
+NESTED = """\
+initial_state: {xs: []}
+steps:
+  - id: first
+    llm: "Say hi"
+  - id: each
+    for_each: †state.xs
+    max_items: 4
+    plan:
+      steps:
+        - {id: a, tool: t}
+        - {id: b, llm: "summarise #a"}
+  - id: again
+    loop:
+      max_iterations: 3
+      plan:
+        steps:
+          - {id: c, llm: "again"}
+"""
+
+
+def test_worst_case_counts_items_iterations_and_children(tmp_path):
+    plan = check(write(tmp_path, "p.yaml", NESTED)).plan
+    bounds = worst_case(plan)
+    # first: 1; each: 4 x (sub-plan step + a + b) = 12; again: 1 + 3 x c = 4
+    assert (bounds.steps, bounds.llm_steps) == (17, 1 + 4 + 3)
+
+
+def test_check_fails_plans_over_the_max_steps_budget(tmp_path):
+    path = write(tmp_path, "p.yaml", NESTED)
+    assert check(path, budget=Budget(max_steps=17)).ok
+    over = check(path, budget=Budget(max_steps=16))
+    assert codes(over) == ["too-many-steps"] and "17 steps" in over.errors[0].message
+
+
+def test_check_cli_reads_max_steps_from_the_config_and_shows_the_worst_case(tmp_path):
+    write(tmp_path, "p.yaml", NESTED)
+    (tmp_path / "dagplan.toml").write_text("max_steps = 10\n")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "too-many-steps" in proc.stdout
+    (tmp_path / "dagplan.toml").write_text("max_steps = 100\n")
+    proc = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "worst case 17 steps, 8 LLM steps" in proc.stderr
+
+
+def test_preview_nests_children_under_their_parent_with_worst_case_counts(tmp_path):
+    from dagplan.views import preview_text
+
+    preview = dagplan.preview(str(write(tmp_path, "p.yaml", NESTED)))
+    data = preview.to_json()
+    assert data["worst_case"] == {"steps": 17, "llm_steps": 8}
+    steps = {s["id"]: s for s in data["steps"]}
+    each = steps["each"]
+    assert each["kind"] == "plan" and each["repeat"] == "for each of †state.xs (at most 4)"
+    assert [c["id"] for c in each["children"]] == ["a", "b"]
+    assert steps["again"]["repeat"] == "at most 3 iterations"
+    text = preview_text(preview)
+    assert ".1. [a] tool=t" in text and ".1. [c] llm" in text and "Worst case: 17 steps, 8 LLM steps" in text

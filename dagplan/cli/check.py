@@ -80,11 +80,25 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
         sys.exit(2)
-    results = [check_plan(path, name=path, tools=tools) for path in paths]
+    from ..dsl.compose import budget_from_config
+
+    budget = budget_from_config()
+    results = [check_plan(path, name=path, tools=tools, budget=budget) for path in paths]
     sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
     if fmt == "text":
+        _worst_cases(results, budget)
         click.echo(summary_line(results), err=True)
     sys.exit(_exit_code(results, strict))
+
+
+def _worst_cases(results, budget) -> None:
+    """For plans with fan-out, sub-plans or loops: the most steps they can execute."""
+    from ..dsl.compose import worst_case
+
+    for r in results:
+        if r.plan is not None and any(s.for_each or s.plan or s.loop for s in r.plan.steps):
+            bounds = worst_case(r.plan, budget.default_max_items if budget else None)
+            click.echo(f"{r.name}: worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps", err=True)
 
 
 def _load_or_exit(path: str):
