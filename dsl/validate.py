@@ -59,11 +59,17 @@ class Facts:
 
     @cached_property
     def cycles(self) -> list[list[str]]:
+        if _is_topological(self.order[0], self.deps):
+            return []  # the common case, without a strongly-connected-components pass
         return find_cycles(self.deps, self.plan)
 
     @cached_property
+    def dependents(self) -> dict[str, tuple[str, ...]]:
+        return _reverse(self.deps)
+
+    @cached_property
     def order(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-        return _toposort(self.deps, _reverse(self.deps))
+        return _toposort(self.deps, self.dependents)
 
     def writers(self, ref: Ref) -> list[tuple[str, int]]:
         exact, below = self.index
@@ -76,6 +82,32 @@ class Facts:
     @cached_property
     def result_reads(self) -> list:
         return list(iter_reads(self.plan.result))
+
+    @cached_property
+    def read_refs(self) -> tuple[list[Ref], list[Ref], list[Placeholder]]:
+        """(†state refs, †input refs, placeholders) read by the steps and the result, in
+        document order: the one walk the reference rules share."""
+        state: list[Ref] = []
+        inputs: list[Ref] = []
+        placeholders: list[Placeholder] = []
+        for nodes in (*self.reads, self.result_reads):
+            for node in nodes:
+                kind = type(node)
+                if kind is Placeholder:
+                    placeholders.append(node)
+                    continue
+                for ref in (node,) if kind is Ref else refs_of(node):
+                    if ref.root == "state":
+                        state.append(ref)
+                    elif ref.root == "input":
+                        inputs.append(ref)
+        return state, inputs, placeholders
+
+
+def _is_topological(order: tuple[str, ...], deps: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether every step comes after all of its dependencies (false on any cycle, self-loops included)."""
+    position = {s: i for i, s in enumerate(order)}
+    return all(position[d] < i for i, s in enumerate(order) for d in deps[s])
 
 
 Rule = Callable[[Facts], Iterable[Diagnostic]]
@@ -105,7 +137,7 @@ def validate_and_analyze(
         order=order,
         groups=groups,
         writers=MappingProxyType({k: tuple(v) for k, v in exact.items()}),
-        dependents=MappingProxyType(_reverse(facts.deps)),
+        dependents=MappingProxyType(facts.dependents),
         below=MappingProxyType({k: tuple(v) for k, v in below.items()}),
     )
     return found, analysis
@@ -118,15 +150,6 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 
 def _at(step: Step, *more: str | int) -> Span:
     return step.span.at(*more)
-
-
-def _all_reads(facts: Facts) -> Iterator[tuple[Step | None, Any]]:
-    """(step, node) for every expression/placeholder; step None for the plan's result."""
-    for step, nodes in zip(facts.plan.steps, facts.reads):
-        for node in nodes:
-            yield step, node
-    for node in facts.result_reads:
-        yield None, node
 
 
 # --- ids and names ----------------------------------------------------------------------
@@ -165,8 +188,8 @@ def unknown_steps(facts: Facts) -> Iterator[Diagnostic]:
         for j, dep in enumerate(step.deps):
             if dep not in known:
                 yield _unknown(dep, known, _at(step, "deps", j), "depends on")
-    for step, node in _all_reads(facts):
-        if isinstance(node, Placeholder) and node.step not in known:
+    for node in facts.read_refs[2]:
+        if node.step not in known:
             yield _unknown(node.step, known, node.span, "placeholder names")
 
 
@@ -208,17 +231,18 @@ def bad_outputs(facts: Facts) -> Iterator[Diagnostic]:
 
 def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
     initial = facts.plan.initial_state
-    for step, node in _all_reads(facts):
-        if isinstance(node, Placeholder):
-            continue
-        for ref in refs_of(node):
-            if ref.root == "state" and not facts.writers(ref) and not _provided(initial, ref.path):
-                yield error(
-                    "unwritten-state",
-                    f"{ref} is read but no step writes it and it is not in initial_state",
-                    ref.span,
-                    _writable_hint(facts, ref),
-                )
+    written: dict[tuple, bool] = {}
+    for ref in facts.read_refs[0]:
+        key = ref.path
+        if key not in written:
+            written[key] = bool(facts.writers(ref)) or _provided(initial, key)
+        if not written[key]:
+            yield error(
+                "unwritten-state",
+                f"{ref} is read but no step writes it and it is not in initial_state",
+                ref.span,
+                _writable_hint(facts, ref),
+            )
 
 
 def _provided(initial: Any, path: tuple) -> bool:
@@ -251,17 +275,14 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
     inputs = facts.plan.inputs
     if inputs is None:
         return
-    for step, node in _all_reads(facts):
-        if isinstance(node, Placeholder):
-            continue
-        for ref in refs_of(node):
-            if ref.root == "input" and _input_schema(inputs, ref.path) is _MISSING:
-                yield error(
-                    "unknown-input",
-                    f"{ref} is not declared in `inputs`",
-                    ref.span,
-                    did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
-                )
+    for ref in facts.read_refs[1]:
+        if _input_schema(inputs, ref.path) is _MISSING:
+            yield error(
+                "unknown-input",
+                f"{ref} is not declared in `inputs`",
+                ref.span,
+                did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
+            )
 
 
 _MISSING = object()
@@ -388,6 +409,8 @@ def conflicting_writers(facts: Facts) -> Iterator[Diagnostic]:
     conditions = branch_conditions(facts)
     reported: set[tuple[str, str]] = set()
     for key, writers in exact.items():
+        if len(writers) == 1 and not any(key[:n] in exact for n in range(1, len(key))):
+            continue  # one writer, none above it: the common case
         candidates = [w for n in range(1, len(key) + 1) for w in exact.get(key[:n], ())]
         for later, _ in writers:
             for other, _ in candidates:
@@ -421,10 +444,10 @@ def branch_conditions(facts: Facts) -> dict[str, Condition]:
     all of its writers share.
     """
     plan = facts.plan
-    cond: dict[str, Condition] = {}
-    reads = {s.id: nodes for s, nodes in zip(plan.steps, facts.reads)}
     if not any(s.output is not None and s.output.branching for s in plan.steps):
         return {}  # nothing branches: no two writers can be exclusive
+    cond: dict[str, Condition] = {}
+    reads = {s.id: nodes for s, nodes in zip(plan.steps, facts.reads)}
     for step_id in facts.order[0]:
         step = plan.by_id[step_id]
         acc: set = set()
@@ -607,18 +630,16 @@ def _unused(facts: Facts) -> set[str]:
 
 
 def _read_index(facts: Facts) -> tuple[set, set, set]:
+    state, inputs, placeholders = facts.read_refs
     exact: set = set()
     below: set = set()
-    placeholders: set = set()
-    for _, node in _all_reads(facts):
-        if isinstance(node, Placeholder):
-            placeholders.add(node.step)
-            continue
-        for ref in refs_of(node):
-            key = (ref.root,) + ref.path
+    for ref in (*state, *inputs):
+        key = (ref.root, *ref.path)
+        if key not in exact:
             exact.add(key)
-            below.update(key[:n] for n in range(1, len(key)))
-    return exact, below, placeholders
+            for n in range(1, len(key)):
+                below.add(key[:n])
+    return exact, below, {p.step for p in placeholders}
 
 
 def _is_read(key: tuple, exact: set, below: set) -> bool:
