@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from collections.abc import Mapping
 from typing import Any
@@ -157,14 +158,26 @@ def _value(ctx: _Context, value: Any, path: tuple) -> Any:
     """A JSON value with every string classified (reference, expression, template or text)."""
     kind = type(value)
     if kind is str:
-        if not SPECIAL.search(value):
+        if not _special(value):
             return value  # most strings: no sigil, no span needed
         return ctx.guard(classify, value, ctx.span(path), default=value)
     if kind is dict or isinstance(value, Mapping):
-        return MappingProxyType({k: _value(ctx, v, path + (k,)) for k, v in value.items()})
+        # Values that stay as they are (most of them) are taken inline: no call, no path.
+        return MappingProxyType(
+            {k: v if _as_is(v) else _value(ctx, v, path + (k,)) for k, v in value.items()}
+        )
     if kind is list or kind is tuple:
-        return tuple(_value(ctx, v, path + (i,)) for i, v in enumerate(value))
+        return tuple(v if _as_is(v) else _value(ctx, v, path + (i,)) for i, v in enumerate(value))
     return value
+
+
+_special = SPECIAL.search
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _as_is(value: Any) -> bool:
+    kind = type(value)
+    return kind in _SCALARS or (kind is str and not _special(value))
 
 
 def _output(ctx: _Context, raw: Any, path: tuple):
@@ -212,14 +225,30 @@ def _template(ctx: _Context, raw: Any, path: tuple) -> Template | None:
 # --- numbers ----------------------------------------------------------------------------
 
 
+_DEFAULT_RETRY = Retry()
+_RETRIES: dict[tuple, Retry] = {}  # a plan repeats a few retry settings on many steps
+
+
 def _retry(ctx: _Context, raw: Any, path: tuple) -> Retry:
     if raw is None:
-        return Retry()
+        return _DEFAULT_RETRY
     if isinstance(raw, bool) or isinstance(raw, int):
         return Retry(limit=int(raw))
     if not isinstance(raw, Mapping):
         ctx.fail("schema", "`retry` must be a mapping such as {limit: 3, backoff: 0.5}", path)
         return Retry()
+    # Types are part of the key: True == 1 and 1 == 1.0, but only some of them are durations.
+    key = tuple((k, type(v), v) for k, v in raw.items() if type(v) in _SCALARS or type(v) is str)
+    if len(key) == len(raw) and key in _RETRIES:
+        return _RETRIES[key]
+    found = len(ctx.diagnostics)
+    retry = _retry_from(ctx, raw, path)
+    if len(key) == len(raw) and len(ctx.diagnostics) == found and len(_RETRIES) < 1024:
+        _RETRIES[key] = retry
+    return retry
+
+
+def _retry_from(ctx: _Context, raw: Mapping, path: tuple) -> Retry:
     default = Retry()
     backoff = _seconds(ctx, raw.get("backoff"), path + ("backoff",))
     max_backoff = _seconds(ctx, raw.get("max_backoff"), path + ("max_backoff",))
@@ -244,10 +273,15 @@ def parse_duration(raw: Any) -> float | None:
     return None
 
 
+@lru_cache(maxsize=1024)
+def _string_duration(raw: str) -> float | None:
+    return parse_duration(raw)
+
+
 def _seconds(ctx: _Context, raw: Any, path: tuple) -> float | None:
     if raw is None:
         return None
-    seconds = parse_duration(raw)
+    seconds = _string_duration(raw) if type(raw) is str else parse_duration(raw)
     if seconds is None:
         ctx.fail(
             "bad-duration",

@@ -82,3 +82,22 @@ def test_not_durations(raw):
 def test_bad_duration_is_a_diagnostic():
     plan, diags = parse_document({"steps": [{"id": "a", "tool": "t", "timeout": "forever"}]})
     assert plan is None and diags[0].code == "bad-duration" and diags[0].span.path == ("steps", 0, "timeout")
+
+
+def test_repeated_retry_settings_are_shared_but_a_bad_one_is_still_reported():
+    steps = [
+        {"id": "a", "tool": "t", "retry": {"limit": 2, "backoff": 1}},
+        {"id": "b", "tool": "t", "retry": {"limit": 2, "backoff": 1}},
+        {"id": "c", "tool": "t", "retry": {"limit": 2, "backoff": True}},  # True == 1, but not a duration
+    ]
+    plan, diags = parse_document({"steps": steps[:2]})
+    assert plan.steps[0].retry == plan.steps[1].retry and plan.steps[1].retry.backoff == 1.0
+    plan, diags = parse_document({"steps": steps})
+    assert [(d.code, d.span.path) for d in diags] == [("bad-duration", ("steps", 2, "retry", "backoff"))]
+
+
+def test_values_inside_lists_and_mappings_are_classified_at_their_path():
+    plan, diags = parse_document({"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "x †bad"}], "ok": [None, 2.5]}}]})
+    assert plan is None and diags[0].code == "syntax" and diags[0].span.path == ("steps", 0, "args", "l", 1, "k")
+    plan, _ = parse_document({"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "$state.x"}], "ok": [None, 2.5]}}]})
+    assert plan.steps[0].args["l"][1]["k"] == Ref("state", ("x",)) and plan.steps[0].args["ok"] == (None, 2.5)
