@@ -119,7 +119,13 @@ class PlainProgress:
         pass
 
     def _line(self, event: Any) -> str | None:
+        if event.step and event.step not in self.plan.by_id:
+            return None  # a child of a composition step (review[3], sub.fetch): its progress event tells
         label = cut(self.plan.by_id[event.step].label) if event.step else ""
+        if event.type == "plan_step_progress":  # fan-out and loops (interpreter.compose)
+            what = f"item {event.data['done']}/{event.data['total']}" if "done" in event.data else (
+                f"iteration {event.data['iteration']}/{event.data['total']}")
+            return f"    {label}: {what}"
         if event.type == ev.STEP_STARTED:
             return f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] {label} ..."
         if event.type in (ev.STEP_COMPLETED, ev.STEP_FAILED, ev.STEP_SKIPPED):
@@ -174,7 +180,7 @@ class LiveProgress(PlainProgress):
         self.live.start()
 
     def __call__(self, event: Any) -> None:
-        if event.step:
+        if event.step in self.status:
             self.status[event.step] = {
                 ev.STEP_STARTED: "running",
                 ev.STEP_COMPLETED: "completed",
@@ -193,7 +199,8 @@ class LiveProgress(PlainProgress):
         styles = {"completed": "green", "handled": "yellow", "failed": "red", "skipped": "dim", "running": "cyan"}
         for step in self.plan.steps:
             st = self.status[step.id]
-            table.add_row(f"[{styles.get(st, '')}]{st}[/]", cut(step.label))
+            style = styles.get(st)
+            table.add_row(f"[{style}]{st}[/]" if style else st, cut(step.label))  # "[]x[/]" is a MarkupError
         return table
 
 

@@ -311,18 +311,40 @@ async def _gate(execution: Execution, step: Step, question: str) -> Any:
 
 def check_answer(request: Mapping[str, Any], answer: Any) -> Any:
     """The answer as the step's output; a refusal or an answer outside the choices/schema fails."""
-    choices = request.get("choices")
-    if choices and answer not in choices:
-        raise StepFailure(f"{answer!r} is not one of {', '.join(map(str, choices))}")
+    problem = answer_problem(request, answer)
+    if problem:
+        raise StepFailure(problem)
     if is_refusal(answer):
         raise StepFailure(f"refused by a person ({answer})")
+    return answer
+
+
+def answer_problem(request: Mapping[str, Any], answer: Any) -> str | None:
+    """Why ``answer`` is not acceptable for the gate (not one of its choices, or off its schema)."""
+    choices = request.get("choices")
+    if choices and answer not in choices:
+        return f"{answer!r} is not one of {', '.join(map(str, choices))}"
     if request.get("schema"):
         from jsonschema import Draft202012Validator
 
         errors = [e.message for e in Draft202012Validator(request["schema"]).iter_errors(answer)]
         if errors:
-            raise StepFailure(f"the answer does not match the gate's schema: {errors[0]}")
-    return answer
+            return f"the answer does not match the gate's schema: {errors[0]}"
+    return None
+
+
+def waiting_requests(run: Any) -> list[dict]:
+    """What a waiting run waits for: the gates of its last ``plan_waiting`` event."""
+    found: list[dict] = []
+    for event in run.events({"plan_waiting", "plan_resumed"}):
+        found = list(event.get("waiting") or []) if event["type"] == "plan_waiting" else []
+    return found
+
+
+def record_answer(run: Any, step_id: str, answer: Any) -> None:
+    """Durably record a gate's answer (the run must be acquired); resume then uses it."""
+    run.append({"type": GATE_ANSWERED, "step": step_id, "value": answer})
+    run.commit_sync()
 
 
 def _root(journal: Any) -> Any:

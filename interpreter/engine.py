@@ -600,7 +600,7 @@ class Execution:
         for sid in self.analysis.order:
             step, st = self.plan.by_id[sid], self.steps[sid]
             status = "skipped" if st.status in ("pending", "interrupted") and self._aborted else st.status
-            out[sid] = StepReport(sid, step.tool or "llm", status, st.attempts, st.duration, st.output, st.error,
+            out[sid] = StepReport(sid, step.tool or step.kind, status, st.attempts, st.duration, st.output, st.error,
                                   st.reason, st.replayed)
         return out
 

@@ -36,6 +36,7 @@ async def aresume(
     max_concurrency: int | None = None,
     model: str | None = None,
     completion_kwargs: Mapping[str, Any] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
 ):
     from ..api import load
     from .config import load_config
@@ -45,7 +46,7 @@ async def aresume(
     registered = registry(tools)
     store = RunStore(state_dir or cfg.state_dir)
     run = store.open(run_id)
-    plan = load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=registered)
+    plan = load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=registered, config=cfg)
     analysis = analyze(plan)
     run = prepare_resume(store, run.id, from_step, list(analysis.order))
     run.acquire()
@@ -62,7 +63,7 @@ async def aresume(
         run.append({"type": "plan_resumed", "run_id": run.id, "from": from_step, "replayed": sorted(replay)})
         options = Options.from_config(
             cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
-            model=model, completion_kwargs=completion_kwargs,
+            model=model, completion_kwargs=completion_kwargs, ask_gate=ask_gate, default_max_items=cfg.max_items,
         )
         return await Execution(plan, analysis, registered, run.inputs, run.id, options, journal=run, replay=replay).run()
     finally:

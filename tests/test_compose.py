@@ -430,3 +430,125 @@ def test_preview_nests_children_under_their_parent_with_worst_case_counts(tmp_pa
     assert steps["again"]["repeat"] == "at most 3 iterations"
     text = preview_text(preview)
     assert ".1. [a] tool=t" in text and ".1. [c] llm" in text and "Worst case: 17 steps, 8 LLM steps" in text
+
+
+# --- approval gates --------------------------------------------------------------------------------
+
+GATE_TOOLS = '''
+import os
+import dagplan
+
+LOG = os.environ["GATE_LOG"]
+
+@dagplan.tool
+def work(x: str) -> str:
+    with open(LOG, "a") as f:
+        f.write(x + "\\n")
+    return x.upper()
+'''
+
+GATE_PLAN = """\
+on_failure: skip_dependents
+steps:
+  - id: draft
+    tool: work
+    args: {x: refund}
+    output: †state.draft
+  - id: ok
+    gate: {question: "Send the refund †state.draft?"}
+    output: †state.ok
+  - id: send
+    tool: work
+    args: {x: "sent †state.draft"}
+    deps: [ok]
+    output: †state.sent
+result: †state.sent
+"""
+
+
+def gate_env(tmp_path: Path) -> dict:
+    write(tmp_path, "tools.py", GATE_TOOLS)
+    write(tmp_path, "plan.yaml", GATE_PLAN)
+    return {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "GATE_LOG": str(tmp_path / "calls.log"),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "dumb"}
+
+
+def cli(tmp_path: Path, env: dict, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, input=stdin)
+
+
+def test_a_gate_answered_later_from_another_process_after_the_first_exited(tmp_path):
+    env = gate_env(tmp_path)
+    first = cli(tmp_path, env, "run", "plan.yaml", "--tools", "tools.py")
+    assert first.returncode == 3, first.stderr  # waiting
+    (info,) = RunStore(tmp_path / "state").list()
+    assert info.status == "waiting"
+    assert "answer with: dagplan answer" in first.stderr
+    listed = cli(tmp_path, env, "runs")
+    assert f"{info.id} waits at ok: Send the refund REFUND? [approve/reject]" in listed.stderr
+    bad = cli(tmp_path, env, "answer", info.id, "ok", "maybe")
+    assert bad.returncode == 1 and "not one of approve, reject" in bad.stderr
+    assert cli(tmp_path, env, "answer", info.id, "ok", "approve").returncode == 0
+    done = cli(tmp_path, env, "resume", info.id, "--tools", "tools.py", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "SENT REFUND"
+    assert (tmp_path / "calls.log").read_text().split("\n") == ["refund", "sent REFUND", ""]  # draft ran once
+
+
+def test_a_refused_gate_follows_the_failure_policy(tmp_path):
+    env = gate_env(tmp_path)
+    cli(tmp_path, env, "run", "plan.yaml", "--tools", "tools.py")
+    (info,) = RunStore(tmp_path / "state").list()
+    assert cli(tmp_path, env, "answer", info.id, "ok", "reject").returncode == 0
+    done = cli(tmp_path, env, "resume", info.id, "--tools", "tools.py", "--format", "json")
+    report = json.loads(done.stdout)
+    assert report["steps"]["ok"]["status"] == "failed" and "refused" in report["steps"]["ok"]["error"]["message"]
+    assert report["steps"]["send"]["status"] == "skipped"  # skip_dependents
+
+
+def test_a_gate_answered_interactively_on_a_terminal(tmp_path):
+    import pty
+    import select
+    import time
+
+    env = gate_env(tmp_path)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py"],
+                            stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=env, close_fds=True)
+    os.close(slave)
+    seen, answered, deadline = b"", False, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"Send the refund REFUND?" in seen:
+            os.write(master, b"approve\n")
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    assert answered and proc.returncode == 0, seen.decode(errors="replace")
+    assert (tmp_path / "calls.log").read_text().split("\n") == ["refund", "sent REFUND", ""]
+
+
+def test_gates_through_the_api_with_a_callback_and_a_schema(tmp_path):
+    plan = write(tmp_path, "p.yaml", """\
+        steps:
+          - id: amount
+            gate: {question: "How much?", schema: {type: integer, minimum: 1}}
+            output: †state.amount
+        result: †state.amount
+        """)
+    asked = []
+    result = dagplan.run(str(plan), ask_gate=lambda request: asked.append(request) or 5)
+    assert result.result == 5 and asked[0]["schema"] == {"type": "integer", "minimum": 1}
+    result = dagplan.run(str(plan), ask_gate=lambda request: 0)
+    assert "does not match the gate's schema" in result.steps["amount"].error["message"]

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("dagplan.cli.run", "run", "Run a plan."),
     "runs": ("dagplan.cli.runs", "runs", "List runs, or show one."),
     "resume": ("dagplan.cli.runs", "resume", "Resume an interrupted run."),
+    "answer": ("dagplan.cli.answer", "answer", "Answer an approval gate a run is waiting at."),
     "discard": ("dagplan.cli.runs", "discard", "Cancel a run and remove its state."),
     "events": ("dagplan.cli.runs", "events", "Print a run's event log."),
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),

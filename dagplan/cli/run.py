@@ -13,6 +13,7 @@ import click
 from ..dsl.errors import DagplanError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_WAITING = 3  # stopped at an approval gate: answer it (dagplan answer), then resume
 
 
 def fail(exc: DagplanError, code: int = EXIT_FAILED) -> None:
@@ -116,6 +117,24 @@ def run(file: str, tool_sources, pairs, input_file, dry_run, ephemeral, fmt, eve
     session.execute("arun", plan, **kwargs)
 
 
+def ask_gate_on_terminal(request: dict) -> Any:
+    """Prompt for a gate's answer: one of its choices, or JSON (else text) for a schema."""
+    question = f"{request['step']}: {request['question']}"
+    if request.get("choices"):
+        return click.prompt(question, type=click.Choice(request["choices"]), err=True)
+    raw = click.prompt(question + " (JSON or text)", err=True)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _waiting_hint(result: Any) -> None:
+    for step_id in result.message.removeprefix("waiting for an answer at ").split(", "):
+        click.echo(f"waiting for an answer at {step_id}; answer with: dagplan answer {result.run_id} {step_id} VALUE"
+                   f", then: dagplan resume {result.run_id}", err=True)
+
+
 class Session:
     """What `run` and `resume` share: approval, prompts, progress, rendering, exit code."""
 
@@ -139,6 +158,9 @@ class Session:
             sys.exit(EXIT_INTERRUPTED)
         self._stop_progress()
         self._render(result)
+        if result.status == "waiting":
+            _waiting_hint(result)
+            sys.exit(EXIT_WAITING)
         sys.exit(EXIT_FAILED if result.had_errors or result.status != "completed" else EXIT_OK)
 
     run_id: str | None = None
@@ -157,7 +179,19 @@ class Session:
             "approve": self._approve,
             "on_limit_exceeded": self._extend_retries,
             "on_run_created": self._announce,
+            "ask_gate": self._ask_gate if self.interactive else None,
         }
+
+    def _ask_gate(self, request: dict) -> Any:
+        """An approval gate in an interactive run: ask on the terminal."""
+        pause = getattr(self.progress, "pause", None)
+        if pause:
+            pause()
+        try:
+            return ask_gate_on_terminal(request)
+        finally:
+            if pause:
+                self.progress.resume()
 
     def _announce(self, run_id: str) -> None:
         self.run_id = run_id

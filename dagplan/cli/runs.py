@@ -94,6 +94,18 @@ def runs(ctx: click.Context, state_dir: str | None, fmt: str) -> None:
         for info in infos:
             if info.notice:
                 click.echo(f"{info.id}: {info.notice}", err=True)
+            if info.status == "waiting":
+                _show_waiting(open_store(state_dir), info.id)
+
+
+def _show_waiting(store: Any, run_id: str) -> None:
+    """What a waiting run waits for (approval gates), and how to answer."""
+    from ..interpreter.compose import waiting_requests
+
+    for request in waiting_requests(store.open(run_id)):
+        allowed = f" [{'/'.join(request['choices'])}]" if request.get("choices") else ""
+        click.echo(f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
+                   f" -- dagplan answer {run_id} {request['step']} VALUE", err=True)
 
 
 @runs.command()
@@ -173,7 +185,7 @@ def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_di
         store = open_store(state_dir or config.state_dir)
         run = prepare_resume(store, run_id, from_step)
         tools = load_tools(tool_sources, config)
-        plan = _artifact_plan(run, tools)
+        plan = _artifact_plan(run, tools, config)
     except DagplanError as exc:
         reject(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
@@ -182,11 +194,11 @@ def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_di
                     model=model)
 
 
-def _artifact_plan(run: Any, tools: dict):
+def _artifact_plan(run: Any, tools: dict, config: Any = None):
     """The run's own plan, from its artifact (never re-derived)."""
     from ..api import load
 
-    return load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=tools)
+    return load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=tools, config=config)
 
 
 class Interrupted:
