@@ -235,11 +235,16 @@ _SINGLE_REF_RE = re.compile(_REF + r"\Z")
 
 def _single_ref(text: str, span: Span) -> Ref | None:
     """The commonest string of all, exactly one plain reference, without the general machinery."""
+    parts = _single_ref_parts(text)
+    return None if parts is None else Ref(parts[0], parts[1], span)
+
+
+@lru_cache(maxsize=65536)
+def _single_ref_parts(text: str) -> tuple[str, tuple] | None:
     m = _SINGLE_REF_RE.match(text)
     if m is None:
         return None
-    path = tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(m.group(2)))
-    return Ref(m.group(1), path, span)
+    return m.group(1), tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(m.group(2)))
 
 
 def classify(text: str, span: Span = Span()) -> Any:
