@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from .errors import DagplanError
@@ -64,12 +65,31 @@ def _plain_to_commented(value: Any) -> Any:
     if isinstance(value, dict):
         return CommentedMap((k, _plain_to_commented(v)) for k, v in value.items())
     if isinstance(value, list):
-        seq = CommentedSeq(_plain_to_commented(v) for v in value)
         if all(_is_leaf(v) or (isinstance(v, list) and all(map(_is_leaf, v))) for v in value):
+            seq = CommentedSeq(_flow_safe(v) for v in value)
             seq.fa.set_flow_style()  # deps: [a, b], parallel_groups: [[a], [b, c]]
-        return seq
+            return seq
+        return CommentedSeq(_plain_to_commented(v) for v in value)
     if isinstance(value, str) and "\n" in value.rstrip("\n") and not value.startswith(" "):
         return LiteralScalarString(value)  # prompts read better as | blocks
+    return value
+
+
+# Plain scalars that ruamel (YAML 1.2) writes in flow style but libyaml, our fast reader,
+# refuses (`[:.]`): such strings are double-quoted inside flow sequences.
+_FLOW_RISKY = re.compile(r"^[-?:,\[\]{}#&*!|>'\"%@`]|[:,\[\]{}#]|\s$")
+
+
+def _flow_safe(value: Any) -> Any:
+    from ruamel.yaml.comments import CommentedSeq
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    if isinstance(value, list):
+        seq = CommentedSeq(_flow_safe(v) for v in value)
+        seq.fa.set_flow_style()
+        return seq
+    if isinstance(value, str) and _FLOW_RISKY.search(value):
+        return DoubleQuotedScalarString(value)
     return value
 
 
