@@ -183,3 +183,33 @@ def fetchUserProfile(userName: str) -> dict:
 def summarizeProfile(profile: dict) -> str:
     """Summarize a profile in one sentence."""
     return f"{profile['name']} joined in {profile['joined']} and works on {', '.join(profile['projects'])}."
+
+
+# --- composition (issue 6): fan-out, sub-plans, loops, gates -------------------------------------
+
+
+@dagplan.tool(purity="pure")
+def listPullRequests(repo: str) -> list:
+    """The open pull requests of a repository."""
+    titles = ["Fix typo in README", "Add retry to the HTTP client", "Drop Python 3.8", "Speed up the parser"]
+    return [{"number": 100 + i, "title": t, "repo": repo} for i, t in enumerate(titles)]
+
+
+@dagplan.tool(purity="pure")
+def fetchDiff(number: int) -> str:
+    """The diff of a pull request."""
+    return f"diff --git a/src/pr{number}.py b/src/pr{number}.py\n+# change {number}\n"
+
+
+@dagplan.tool(purity="pure")
+def reviewDiff(title: str, diff: str) -> dict:
+    """A deterministic review: approve small diffs, ask for tests otherwise."""
+    lines = diff.count("\n")
+    return {"title": title, "verdict": "approve" if lines < 5 else "request-changes", "lines": lines}
+
+
+@dagplan.tool(purity="idempotent")
+def pollJob(jobId: str, polls: int = 0) -> dict:
+    """Check a batch job once; it is done on the third check."""
+    polls += 1
+    return {"jobId": jobId, "polls": polls, "done": polls >= 3}

@@ -105,7 +105,9 @@ class Progress:
 
     @property
     def done(self) -> int:
-        return sum(1 for s in self.steps.values() if s.status in SETTLED)
+        """Settled steps of the plan itself (children of composition steps, ``review[3]`` or
+        ``sub.fetch``, have ids no plan step can have, and are not counted)."""
+        return sum(1 for s in self.steps.values() if s.status in SETTLED and "[" not in s.id and "." not in s.id)
 
     def by_status(self, status: str) -> list[str]:
         return [s.id for s in self.steps.values() if s.status == status]

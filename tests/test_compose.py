@@ -552,3 +552,52 @@ def test_gates_through_the_api_with_a_callback_and_a_schema(tmp_path):
     assert result.result == 5 and asked[0]["schema"] == {"type": "integer", "minimum": 1}
     result = dagplan.run(str(plan), ask_gate=lambda request: 0)
     assert "does not match the gate's schema" in result.steps["amount"].error["message"]
+
+
+# --- examples ---------------------------------------------------------------------------------------
+
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def example_tools():
+    from dagplan.interpreter.tools import load_tools
+
+    return load_tools([EXAMPLES / "tools.py"])
+
+
+def test_example_review_prs_fans_out_over_a_sub_plan(example_tools, tmp_path):
+    result = dagplan.run(str(EXAMPLES / "review_prs.yaml"), tools=example_tools, inputs={"repo": "acme/api"},
+                         durable=True, state_dir=tmp_path)
+    assert result.status == "completed" and not result.had_errors
+    assert [r["title"] for r in result.result][:2] == ["Fix typo in README", "Add retry to the HTTP client"]
+    info = RunStore(tmp_path).list()[0]
+    assert (info.done, info.total) == (2, 2)  # children are not counted as plan steps
+
+
+def test_example_wait_for_job_loops_until_done(example_tools):
+    result = dagplan.run(str(EXAMPLES / "wait_for_job.yaml"), tools=example_tools, inputs={"jobId": "job-7"})
+    assert result.result == "Job job-7 finished after 3 checks"
+
+
+@pytest.mark.parametrize("answer, status", [("approve", "completed"), ("reject", "skipped")])
+def test_example_approve_refund(example_tools, answer, status):
+    result = dagplan.run(str(EXAMPLES / "approve_refund.yaml"), tools=example_tools,
+                         inputs={"customerId": "cust_42", "amount": 25}, ask_gate=lambda request: answer)
+    assert result.steps["refund"].status == status
+
+
+def test_example_approve_refund_waits_without_a_person(example_tools, tmp_path):
+    result = dagplan.run(str(EXAMPLES / "approve_refund.yaml"), tools=example_tools,
+                         inputs={"customerId": "cust_42", "amount": 25}, durable=True, state_dir=tmp_path)
+    assert result.status == "waiting" and result.steps["history"].status == "completed"
+    assert result.steps["refund"].status == "pending"
+    from dagplan.interpreter.compose import record_answer
+
+    run = RunStore(tmp_path).open(result.run_id)
+    run.acquire()
+    record_answer(run, "approve", "approve")
+    run.release()
+    resumed = dagplan.resume(result.run_id, tools=example_tools, state_dir=tmp_path)
+    assert resumed.status == "completed" and resumed.result["amount"] == 25
+    assert resumed.steps["history"].replayed
