@@ -485,17 +485,27 @@ def _ignore(event: Any) -> None:
 
 
 class _Frame:
-    __slots__ = ("container", "is_map", "key", "key_mark", "anchor", "size", "height", "path_key")
+    __slots__ = ("container", "is_map", "key", "key_mark", "anchor", "first_node", "height", "path_key")
 
-    def __init__(self, container: Any, anchor: str | None, path_key: Any):
+    def __init__(self, container: Any, anchor: str | None, path_key: Any, first_node: int):
         self.container = container
         self.is_map = isinstance(container, dict)
         self.key: Any = _NO_KEY
         self.key_mark: Any = None
         self.anchor = anchor
-        self.size = 1
+        self.first_node = first_node  # the node count when it started (its size is the difference at its end)
         self.height = 1
         self.path_key = path_key
+
+
+_SCALAR, _START, _END, _OTHER = range(4)
+_EVENT_CODES = {
+    "ScalarEvent": _SCALAR,
+    "MappingStartEvent": _START,
+    "SequenceStartEvent": _START,
+    "MappingEndEvent": _END,
+    "SequenceEndEvent": _END,
+}
 
 
 _NO_KEY: Any = object()
@@ -523,43 +533,73 @@ class _YamlBuilder:
             "SequenceEndEvent": self.end,
             "DocumentStartEvent": self.document,
         }
-        by_class: dict[type, Any] = {}
-        fast = self.index is None
-        scalar = self.scalar  # bound once: `is` below compares this very object
-        handlers["ScalarEvent"] = scalar
-        stack, max_string = self.stack, self.limits.max_string
+        if self.index is None:
+            self.run_plain(events, handlers)
+        else:
+            for event in events:
+                handlers.get(event.__class__.__name__, _ignore)(event)
+        if self.nodes > self.limits.max_nodes:
+            raise _too_many(self.name, self.limits, None)
+        return self.root
+
+    def run_plain(self, events: Iterator[Any], handlers: dict[str, Callable[[Any], None]]) -> None:
+        """``run`` without positions: the commonest events (untagged, unanchored scalars inside a
+        collection, collections starting and ending) handled inline, everything else by its
+        handler. This loop was two thirds of YAML load time; it must do what the handlers do."""
+        codes: dict[type, int] = {}
+        stack, max_string, max_depth = self.stack, self.limits.max_string, self.limits.max_depth
+        max_nodes = self.limits.max_nodes
+        top: _Frame | None = None  # stack[-1]
+        nodes = self.nodes
         for event in events:
             cls = event.__class__
-            handler = by_class.get(cls)
-            if handler is None:
-                handler = by_class[cls] = handlers.get(cls.__name__, _ignore)
-            if handler is scalar and fast and stack and not event.anchor and not event.tag:
-                # The common case, inlined (a third of the load time): an untagged scalar
-                # in a collection, not a mapping key's duplicate.
+            code = codes.get(cls)
+            if code is None:
+                code = codes[cls] = _EVENT_CODES.get(cls.__name__, _OTHER)
+            if code == _SCALAR and top is not None and not event.anchor and not event.tag:
                 value = event.value
                 if len(value) > max_string:
                     raise _too_long_string(self.name, self.limits, len(value), event.start_mark)
                 if event.implicit[0] and not event.style:
                     value = _plain_scalar(value)
-                parent = stack[-1]
-                parent.size += 1
-                self.nodes += 1
-                if not parent.is_map:
-                    parent.container.append(value)
-                elif parent.key is not _NO_KEY:
-                    parent.container[parent.key] = value
-                    parent.key = _NO_KEY
-                elif isinstance(value, str) and value not in parent.container:
-                    parent.key = value
-                    parent.key_mark = event.start_mark
+                nodes += 1
+                if not top.is_map:
+                    top.container.append(value)
+                elif top.key is not _NO_KEY:
+                    top.container[top.key] = value
+                    top.key = _NO_KEY
+                elif type(value) is str and value not in top.container:
+                    top.key = value
+                    top.key_mark = event.start_mark
                 else:
-                    parent.key = self.key_of(value, event)
-                    parent.key_mark = event.start_mark
+                    top.key = self.key_of(value, event)
+                    top.key_mark = event.start_mark
                 continue
-            handler(event)
-        if self.nodes > self.limits.max_nodes:
-            raise _too_many(self.name, self.limits, None)
-        return self.root
+            if code == _START and top is not None and not event.anchor and len(stack) < max_depth:
+                top = _Frame({} if cls.__name__ == "MappingStartEvent" else [], None, None, nodes)
+                stack.append(top)
+                continue
+            if code == _END and len(stack) > 1 and not top.anchor:
+                frame = stack.pop()
+                nodes += 1
+                if nodes > max_nodes:
+                    raise _too_many(self.name, self.limits, event.start_mark)
+                top = stack[-1]
+                if top.height <= frame.height:
+                    top.height = frame.height + 1
+                if not top.is_map:
+                    top.container.append(frame.container)
+                    continue
+                if top.key is _NO_KEY:
+                    self.key_of(frame.container, event)  # raises: a collection as a key
+                top.container[top.key] = frame.container
+                top.key = _NO_KEY
+                continue
+            self.nodes = nodes
+            handlers.get(cls.__name__, _ignore)(event)
+            nodes = self.nodes
+            top = stack[-1] if stack else None
+        self.nodes = nodes
 
     def document(self, event: Any) -> None:
         self.documents += 1
@@ -613,11 +653,12 @@ class _YamlBuilder:
             raise _too_deep(self.name, self.limits, event.start_mark)
         self.record(event, "")
         container: Any = {} if type(event).__name__ == "MappingStartEvent" else []
-        self.stack.append(_Frame(container, event.anchor, self.child_key()))
+        self.stack.append(_Frame(container, event.anchor, self.child_key(), self.nodes))
 
     def end(self, event: Any) -> None:
         frame = self.stack.pop()
-        self.add(frame.container, frame.size, frame.height, event, frame.anchor, collection=True)
+        size = self.nodes - frame.first_node + 1  # its items were counted as they came, aliases by their size
+        self.add(frame.container, size, frame.height, event, frame.anchor, collection=True)
 
     def add(self, value: Any, size: int, height: int, event: Any, anchor: str | None = None, collection: bool = False) -> None:
         self.nodes += 1 if collection else size  # a collection's items were counted as they came
@@ -630,7 +671,6 @@ class _YamlBuilder:
             self.root = value
             return
         parent = self.stack[-1]
-        parent.size += size
         parent.height = max(parent.height, height + 1)
         if not parent.is_map:
             parent.container.append(value)

@@ -6,8 +6,10 @@ import importlib
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dagplan.dsl.errors import LoadError, Span
+from dagplan.dsl.errors import Limits, LoadError, Span
 
 load = importlib.import_module("dagplan.dsl.load")
 
@@ -184,3 +186,32 @@ def test_errors_pickle():
     err = load_error('{"steps": [1,}')
     again = pickle.loads(pickle.dumps(err))
     assert again.diagnostics == err.diagnostics
+
+
+YAML_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "yes", "1.5", "~", "x: y", "", "-"]))
+YAML_DATA = st.recursive(
+    YAML_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["k", "l", "m"]), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(YAML_DATA, st.sampled_from([False, True, None]))
+def test_yaml_builder_fast_path_agrees_with_the_indexed_one_and_pyyaml(data, flow):
+    import yaml
+
+    # The same object twice: PyYAML writes an anchor and aliases (when it is a collection).
+    text = yaml.safe_dump({"steps": [data, [data]], "again": data}, default_flow_style=flow, sort_keys=False)
+    fast = load._read_yaml(text, "t", Limits())
+    indexed = load._read_yaml(text, "t", Limits(), load._Index())
+    assert fast == indexed == yaml.safe_load(text)
+
+
+def test_alias_sizes_count_inside_nested_collections():
+    text = "a: &a [1, 2, 3]\nb: &b {x: [*a, *a], y: *a}\nc: [*b, *b]\nsteps: []\n"
+    assert load.load_text(text).data["c"][1]["x"][0] == [1, 2, 3]
+    with pytest.raises(LoadError) as info:
+        load.load_text(text, "f", Limits(max_nodes=58))
+    assert info.value.code == "too-many-nodes"
+    load.load_text(text, "f", Limits(max_nodes=59))  # keys count too; an alias counts its whole value
