@@ -89,10 +89,14 @@ def _doubt(value: Any) -> bool:
     return False
 
 
+def _anything(value: Any) -> bool:
+    return True
+
+
 def _compile(schema: Any, root: dict) -> Check:
     """A JSON Schema -> a predicate that is True only for valid instances."""
-    if schema is True or schema == {}:
-        return lambda v: True
+    if schema is True or (isinstance(schema, dict) and _ANNOTATIONS.issuperset(schema)):
+        return _anything
     if schema is False:
         return _doubt
     if "$ref" in schema:
@@ -113,6 +117,9 @@ def _compile(schema: Any, root: dict) -> Check:
 
 
 def _all(checks: list[Check]) -> Check:
+    checks = [c for c in checks if c is not _anything]
+    if not checks:
+        return _anything
     if len(checks) == 1:
         return checks[0]
 
@@ -137,7 +144,7 @@ def _object_check(schema: dict, root: dict) -> Check:
         for key, item in value.items():
             known = props.get(key)
             if known is not None:
-                if not known(item):
+                if known is not _anything and not known(item):
                     return False
                 continue
             matched = [c for p, c in patterns if p.search(key)]
@@ -218,6 +225,9 @@ def _required(value: list[str], root: dict) -> Check:
 
 
 def _one_of(value: list, root: dict) -> Check:
+    keys = [s["required"][0] for s in value if isinstance(s, dict) and s.keys() == {"required"} and len(s["required"]) == 1]
+    if len(keys) == len(value) and len(set(keys)) == len(keys):
+        return _exactly_one_key(frozenset(keys))
     options = [_compile(s, root) for s in value]
 
     def check(v: Any) -> bool:
@@ -229,9 +239,23 @@ def _one_of(value: list, root: dict) -> Check:
     return check
 
 
+def _exactly_one_key(keys: frozenset) -> Check:
+    """``oneOf`` of single ``required`` keys (a step's kind): one set intersection instead of one call per option."""
+    if len(keys) == 1:  # a non-object passes the one `required`
+        return lambda v: len(keys.intersection(v)) == 1 if isinstance(v, dict) else True
+    return lambda v: len(keys.intersection(v)) == 1 if isinstance(v, dict) else False  # ... and every one of several
+
+
 def _any_of(value: list, root: dict) -> Check:
     options = [_compile(s, root) for s in value]
-    return lambda v: any(o(v) for o in options)
+
+    def check(v: Any) -> bool:
+        for option in options:
+            if option(v):
+                return True
+        return False
+
+    return check
 
 
 _KEYWORDS: dict[str, Callable[[Any, dict], Check]] = {
