@@ -139,6 +139,8 @@ class Options:
     max_tokens: int | None = None
     ask_gate: Callable[[Any], Any] | None = None  # answers approval gates interactively (else the run waits)
     default_max_items: int | None = None  # for_each cap when a step gives no max_items
+    resume_policy: Mapping[str, str] | None = None  # Config.resume: interrupted children of composition steps
+    on_interrupted: Callable[[str, str], str] | None = None  # ("ask"): (child id, purity) -> retry | adopt | fail
 
     @classmethod
     def from_config(cls, config: Any, **given: Any) -> "Options":
@@ -241,6 +243,8 @@ class Execution:
         With ``inline``, one step to run is handed back to the calling task instead of a
         new task: a chain then runs in one task, with no task created per step.
         """
+        if not ready:
+            return None
         queue, mine = deque(ready), None
         while queue:
             sid = queue.popleft()
