@@ -166,16 +166,21 @@ def dependencies(plan: Plan, exact: Mapping, below: Mapping, reads: list[list] |
     deps: dict[str, tuple[str, ...]] = {}
     if reads is None:
         reads = all_reads(plan)
+    writers: dict[tuple, list[str]] = {}  # path -> writer ids; a path is often read by several steps
     for step, step_nodes in zip(plan.steps, reads):
-        found = {d for d in step.deps if d in known}
+        found = {d for d in step.deps if d in known} if step.deps else set()
         for node in step_nodes:
-            if isinstance(node, Placeholder):
+            kind = type(node)
+            if kind is Placeholder:
                 if node.step in known:
                     found.add(node.step)
                 continue
-            for ref in refs_of(node):
+            for ref in (node,) if kind is Ref else refs_of(node):
                 if ref.root == "state":
-                    found.update(w for w, _ in _overlapping(exact, below, ref))
+                    ids = writers.get(ref.path)
+                    if ids is None:
+                        ids = writers[ref.path] = [w for w, _ in _overlapping(exact, below, ref)]
+                    found.update(ids)
         deps[step.id] = tuple(sorted(found, key=natural_key)) if len(found) > 1 else tuple(found)
     return deps
 
@@ -202,7 +207,7 @@ def _reverse(deps: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         for d in ds:
             if d != step_id:
                 out[d].append(step_id)
-    return {s: tuple(sorted(v, key=natural_key)) for s, v in out.items()}
+    return {s: tuple(sorted(v, key=natural_key)) if len(v) > 1 else tuple(v) for s, v in out.items()}
 
 
 def _toposort(deps: Mapping[str, tuple[str, ...]], dependents: Mapping[str, tuple[str, ...]]):
@@ -211,7 +216,7 @@ def _toposort(deps: Mapping[str, tuple[str, ...]], dependents: Mapping[str, tupl
     Also assigns each step the group one after its deepest dependency. Steps on a
     cycle (which ``validate`` reports) are appended at the end rather than lost.
     """
-    waiting = {s: len(set(d for d in ds if d != s)) for s, ds in deps.items()}
+    waiting = {s: len(ds) - (s in ds) for s, ds in deps.items()}  # deps hold each id once
     level = {s: 0 for s in deps}
     ready = [(natural_key(s), s) for s, n in waiting.items() if n == 0]
     heapq.heapify(ready)

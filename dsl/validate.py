@@ -235,7 +235,7 @@ def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
     for ref in facts.read_refs[0]:
         key = ref.path
         if key not in written:
-            written[key] = bool(facts.writers(ref)) or _provided(initial, key)
+            written[key] = _is_written(facts.index, key) or _provided(initial, key)
         if not written[key]:
             yield error(
                 "unwritten-state",
@@ -243,6 +243,13 @@ def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
                 ref.span,
                 _writable_hint(facts, ref),
             )
+
+
+def _is_written(index: tuple[Mapping, Mapping], path: tuple) -> bool:
+    """Whether some output overlaps †state ``path`` (what ``Facts.writers`` finds, without listing them)."""
+    exact, below = index
+    key = ("state", *path)
+    return key in exact or key in below or any(key[:n] in exact for n in range(1, len(key)))
 
 
 def _provided(initial: Any, path: tuple) -> bool:
@@ -625,25 +632,27 @@ def _unused(facts: Facts) -> set[str]:
         if step.output is not None
         and step.id != default_result
         and step.id not in by_placeholder
-        and not any(_is_read(("state",) + r.path, read_exact, read_below) for r in step.output.targets)
+        and not any(_is_read(r.path, read_exact, read_below) for alt in step.output.alternatives for r in alt)
     }
 
 
 def _read_index(facts: Facts) -> tuple[set, set, set]:
-    state, inputs, placeholders = facts.read_refs
+    """(†state paths read, their proper prefixes, steps named by placeholders)."""
+    state, _, placeholders = facts.read_refs
     exact: set = set()
     below: set = set()
-    for ref in (*state, *inputs):
-        key = (ref.root, *ref.path)
-        if key not in exact:
-            exact.add(key)
-            for n in range(1, len(key)):
-                below.add(key[:n])
+    for ref in state:
+        path = ref.path
+        if path not in exact:
+            exact.add(path)
+            for n in range(len(path)):
+                below.add(path[:n])
     return exact, below, {p.step for p in placeholders}
 
 
-def _is_read(key: tuple, exact: set, below: set) -> bool:
-    return key in below or any(key[:n] in exact for n in range(1, len(key) + 1))
+def _is_read(path: tuple, exact: set, below: set) -> bool:
+    """Whether a read overlaps ``path``: the path itself, something below it, or a prefix of it."""
+    return path in exact or path in below or any(path[:n] in exact for n in range(len(path)))
 
 
 def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
