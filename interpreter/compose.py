@@ -22,7 +22,7 @@ from ..dsl.ir import Ref, Step, SubPlan
 from .engine import Execution, StepFailure, StepState, Waiting
 from .events import Event
 from .values import MISSING, BadReference, Resolver, as_text, get_path
-from .wal import COMPLETED
+from .wal import COMPLETED, INTERRUPTED
 
 PROGRESS = "plan_step_progress"
 GATE_ANSWERED = "gate_answered"
@@ -79,7 +79,7 @@ async def _fan_out(execution: Execution, step: Step, items: Any) -> list:
     cap = spec.max_items or execution.options.default_max_items
     if cap is not None and len(items) > cap:
         raise StepFailure(f"for_each got {len(items)} items, more than max_items ({cap}); nothing was run")
-    recorded = _recorded_children(execution)
+    recorded, interrupted = _recorded_children(execution)
     limit = asyncio.Semaphore(spec.max_concurrency or max(1, execution.options.max_concurrency))
     results: list[Any] = [None] * len(items)
     done = 0
@@ -87,14 +87,16 @@ async def _fan_out(execution: Execution, step: Step, items: Any) -> list:
     async def one(index: int, item: Any) -> None:
         nonlocal done
         child_id = f"{_full_id(execution, step.id)}[{index}]"
-        found = recorded.get(child_id)
-        if found is not None:
+        found = recorded.get(child_id, MISSING)
+        if found is MISSING and child_id in interrupted:
+            found = _after_interruption(execution, step, child_id)
+        if found is not MISSING:
             results[index] = found
         else:
             async with limit:
                 results[index] = await _run_item(execution, step, index, item, child_id)
         done += 1
-        _progress(execution, step, item=index + 1, done=done, total=len(items), replayed=found is not None)
+        _progress(execution, step, item=index + 1, done=done, total=len(items), replayed=found is not MISSING)
 
     await _gather_all([one(i, item) for i, item in enumerate(items)])
     return results
@@ -102,6 +104,9 @@ async def _fan_out(execution: Execution, step: Step, items: Any) -> list:
 
 async def _run_item(execution: Execution, step: Step, index: int, item: Any, child_id: str) -> Any:
     resolver = _ItemResolver(execution.resolver, item, index)
+    if execution.journal is not None and _purity(execution, step) == "side_effect":
+        execution.journal.append({"type": "plan_step_started", "step": child_id, "item": index})
+        await execution.journal.commit()  # the intent is durable before the side effect starts
     try:
         value = await _with_retries(step, lambda: _call_item(execution, step, resolver, index))
     except asyncio.CancelledError:
@@ -268,19 +273,59 @@ def _child_replay(execution: Execution, prefix: str, plan: Any) -> dict[str, Ste
     steps = execution.journal.progress().steps
     replay = {}
     for child in plan.steps:
-        found = steps.get(f"{prefix}.{child.id}")
+        full = f"{prefix}.{child.id}"
+        found = steps.get(full)
         if found is not None and found.status == COMPLETED:
             replay[child.id] = StepState(status="completed", output=found.output, attempts=found.attempts,
                                          alternative=int(found.fields.get("alternative", 0) or 0))
+        elif found is not None and found.status == INTERRUPTED and _purity(execution, child) == "side_effect":
+            action = _interrupted_action(execution, child, full)
+            if action == "adopt":
+                execution.journal.complete_step(full, None, adopted=True)
+                replay[child.id] = StepState(status="completed", output=None, attempts=found.attempts)
+            elif action == "fail":
+                replay[child.id] = StepState(
+                    status="failed", output=f"(FAILED: Interrupted: step {full} was interrupted and not run again)",
+                    error={"step": full, "type": "Interrupted", "message": "interrupted; not run again"})
     return replay
 
 
-def _recorded_children(execution: Execution) -> dict[str, Any]:
-    """Completed children already in the log (a resumed run): id -> output."""
+def _recorded_children(execution: Execution) -> tuple[dict[str, Any], set[str]]:
+    """Children already in the log (a resumed run): completed ones (id -> output), interrupted ids."""
     if execution.journal is None:
-        return {}
+        return {}, set()
     steps = execution.journal.progress().steps
-    return {sid: s.output for sid, s in steps.items() if "[" in sid and s.status == COMPLETED}
+    done = {sid: s.output for sid, s in steps.items() if "[" in sid and s.status == COMPLETED}
+    return done, {sid for sid, s in steps.items() if "[" in sid and s.status == INTERRUPTED}
+
+
+def _purity(execution: Execution, step: Step) -> str | None:
+    tool = execution.tools.get(step.tool or "")
+    return step.purity or (tool.purity if tool is not None else None)
+
+
+def _interrupted_action(execution: Execution, step: Step, child_id: str) -> str:
+    """What to do with a child whose side effect may have happened before a crash (seed 000):
+    the resume policy for its purity; ``ask`` asks the resume's ``on_interrupted`` (no one to
+    ask: ``fail`` -- never repeated silently)."""
+    purity = _purity(execution, step) or "undeclared"
+    action = (execution.options.resume_policy or {}).get(purity, "retry")
+    if action == "ask":
+        ask = execution.options.on_interrupted
+        action = ask(child_id, purity) if ask is not None else "fail"
+    return action
+
+
+def _after_interruption(execution: Execution, step: Step, child_id: str) -> Any:
+    """An interrupted item: MISSING (run it again), None (adopted) or its failure text."""
+    action = _interrupted_action(execution, step, child_id)
+    if action == "retry":
+        return MISSING
+    if action == "adopt":
+        if execution.journal is not None:
+            execution.journal.complete_step(child_id, None, adopted=True)
+        return None
+    return f"(FAILED: Interrupted: item {child_id} was interrupted and not run again)"
 
 
 def _full_id(execution: Execution, step_id: str) -> str:

@@ -59,15 +59,26 @@ async def aresume(
         if decision.policy == "discard":
             raise RunError.make("resume-discarded", f"the resume policy is `discard`: run {run.id} was not resumed",
                                 hint=f"dagplan discard {run.id}, then start a new run")
-        replay = _replay(run, decision.actions, on_interrupted, _with_purities(plan, registered))
+        actions = {sid: _composite_action(plan, sid, action) for sid, action in decision.actions.items()}
+        replay = _replay(run, actions, on_interrupted, _with_purities(plan, registered))
         run.append({"type": "plan_resumed", "run_id": run.id, "from": from_step, "replayed": sorted(replay)})
         options = Options.from_config(
             cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
             model=model, completion_kwargs=completion_kwargs, ask_gate=ask_gate, default_max_items=cfg.max_items,
+            resume_policy=cfg.resume, on_interrupted=on_interrupted,
         )
         return await Execution(plan, analysis, registered, run.inputs, run.id, options, journal=run, replay=replay).run()
     finally:
         run.release()
+
+
+def _composite_action(plan: Plan, step_id: str, action: str) -> str:
+    """An interrupted fan-out, sub-plan, loop or gate runs again: its completed children replay and
+    each interrupted child follows the policy for its own purity (interpreter.compose)."""
+    step = plan.by_id.get(step_id)
+    if action in ("adopt", "ask") and step is not None and (step.for_each is not None or step.kind in ("plan", "loop", "gate")):
+        return "retry"
+    return action
 
 
 def _with_purities(plan: Plan, tools: Mapping[str, Any]) -> Any:

@@ -543,6 +543,8 @@ class Run:
         """
         check_step(self, step_id, order)
         cleared = order[order.index(step_id) :]
+        parents = tuple(p + c for p in cleared for c in ("[", "."))  # children: review[3], sub.fetch
+        cleared += [sid for sid in self._state["steps"] if sid.startswith(parents)]
         self.append({"type": "plan_steps_cleared", "from": step_id, "steps": cleared})
         return cleared
 

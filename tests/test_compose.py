@@ -323,7 +323,7 @@ import dagplan
 
 LOG = os.environ["FANOUT_LOG"]
 
-@dagplan.tool
+@dagplan.tool(purity=os.environ.get("PURITY") or None)
 def work(x: int) -> int:
     with open(LOG, "a") as f:
         f.write(f"{x}\\n")
@@ -347,23 +347,67 @@ result: †state.squares
 """
 
 
-def test_kill_9_in_the_middle_of_a_fan_out_resumes_only_the_unfinished_items(tmp_path):
+def kill_then_resume(tmp_path: Path, purity: str, *resume_args: str) -> tuple[dict, list[int]]:
+    """Run the fan-out, which kill -9s itself at item 10; resume; (resume report, tool calls in order)."""
     write(tmp_path, "tools.py", KILL_TOOLS)
     plan = write(tmp_path, "plan.yaml", KILL_PLAN)
     log = tmp_path / "calls.log"
     env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PURITY": purity}
     first = subprocess.run([sys.executable, "-m", "dagplan", "run", str(plan), "--tools", str(tmp_path / "tools.py")],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert first.returncode == -9, first.stderr
     (info,) = RunStore(tmp_path / "state").list()
     assert info.status == "interrupted"
     second = subprocess.run([sys.executable, "-m", "dagplan", "resume", info.id, "--tools", str(tmp_path / "tools.py"),
-                             "--format", "json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 0, second.stderr
-    assert json.loads(second.stdout)["result"] == [x * x for x in range(20)]
-    calls = [int(line) for line in log.read_text().split()]
+                             "--format", "json", *resume_args], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert second.returncode in (0, 1), second.stderr
+    return json.loads(second.stdout), [int(line) for line in log.read_text().split()]
+
+
+def test_kill_9_in_the_middle_of_a_fan_out_resumes_only_the_unfinished_items(tmp_path):
+    report, calls = kill_then_resume(tmp_path, "")
+    assert report["result"] == [x * x for x in range(20)]
     assert calls == list(range(11)) + list(range(10, 20))  # 0-9 once, 10 again (it was cut), 11-19 once
+
+
+def test_an_interrupted_side_effecting_item_is_not_repeated_without_a_decision(tmp_path):
+    report, calls = kill_then_resume(tmp_path, "side_effect")
+    assert calls == list(range(20))  # item 10 was cut and is not run again
+    assert report["result"][10].startswith("(FAILED: Interrupted")
+    assert report["result"][11:] == [x * x for x in range(11, 20)]
+
+
+def test_an_interrupted_side_effecting_item_runs_again_with_yes(tmp_path):
+    report, calls = kill_then_resume(tmp_path, "side_effect", "--yes")
+    assert calls == list(range(11)) + list(range(10, 20))
+    assert report["result"] == [x * x for x in range(20)]
+
+
+def test_kill_9_inside_a_sub_plan_resumes_at_the_unfinished_child_step(tmp_path):
+    write(tmp_path, "tools.py", KILL_TOOLS)
+    write(tmp_path, "child.yaml", """\
+        steps:
+          - {id: one, tool: work, args: {x: 1}, output: †state.one}
+          - {id: ten, tool: work, args: {x: 10}, deps: [one], output: †state.ten}
+          - {id: two, tool: work, args: {x: 2}, deps: [ten], output: †state.two}
+        result: †state.two
+        """)
+    plan = write(tmp_path, "plan.yaml", "steps:\n  - id: sub\n    plan: child.yaml\n")
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    run = [sys.executable, "-m", "dagplan"]
+    first = subprocess.run([*run, "run", str(plan), "--tools", "tools.py"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == -9, first.stderr
+    (info,) = RunStore(tmp_path / "state").list()
+    second = subprocess.run([*run, "resume", info.id, "--tools", "tools.py", "--format", "json"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["result"] == 4
+    assert [int(x) for x in log.read_text().split()] == [1, 10, 10, 2]  # `one` replayed, `ten` again (cut)
 
 
 # --- static bounds ---------------------------------------------------------------------------------
@@ -601,3 +645,40 @@ def test_example_approve_refund_waits_without_a_person(example_tools, tmp_path):
     resumed = dagplan.resume(result.run_id, tools=example_tools, state_dir=tmp_path)
     assert resumed.status == "completed" and resumed.result["amount"] == 25
     assert resumed.steps["history"].replayed
+
+
+def test_an_interrupted_side_effecting_step_of_a_sub_plan_follows_the_policy(tmp_path):
+    write(tmp_path, "tools.py", KILL_TOOLS)
+    write(tmp_path, "child.yaml", """\
+        steps:
+          - {id: ten, tool: work, args: {x: 10}, output: †state.ten}
+          - {id: two, tool: work, args: {x: 2}, deps: [ten], output: †state.two}
+        result: †state.two
+        """)
+    plan = write(tmp_path, "plan.yaml", "steps:\n  - id: sub\n    plan: child.yaml\n")
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PURITY": "side_effect"}
+    (tmp_path / "dagplan.toml").write_text('[resume]\nside_effect = "adopt"\n')
+    run = [sys.executable, "-m", "dagplan"]
+    assert subprocess.run([*run, "run", str(plan), "--tools", "tools.py"], env=env, cwd=tmp_path,
+                          capture_output=True, timeout=120).returncode == -9
+    (info,) = RunStore(tmp_path / "state").list()
+    second = subprocess.run([*run, "resume", info.id, "--tools", "tools.py", "--format", "json"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert [int(x) for x in log.read_text().split()] == [10, 2]  # `ten` adopted, not repeated
+
+
+def test_resume_from_a_fan_out_step_runs_its_items_again(tmp_path):
+    calls = []
+
+    def double(x: int, at: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    plan = write(tmp_path, "p.yaml", FAN_OUT % {"max_items": 5})
+    first = dagplan.run(str(plan), tools={"double": double}, inputs={"items": [1, 2, 3]}, durable=True,
+                        state_dir=tmp_path / "state")
+    again = dagplan.resume(first.run_id, tools={"double": double}, from_step="double", state_dir=tmp_path / "state")
+    assert again.result == [2, 4, 6] and sorted(calls) == [1, 1, 2, 2, 3, 3]  # children cleared with their parent
