@@ -682,3 +682,43 @@ def test_resume_from_a_fan_out_step_runs_its_items_again(tmp_path):
                         state_dir=tmp_path / "state")
     again = dagplan.resume(first.run_id, tools={"double": double}, from_step="double", state_dir=tmp_path / "state")
     assert again.result == [2, 4, 6] and sorted(calls) == [1, 1, 2, 2, 3, 3]  # children cleared with their parent
+
+
+def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model, tmp_path):
+    from llm_stub import text
+
+    stub.script(text("one"), text("two"), text("three"))
+    plan = write(tmp_path, "p.yaml", """\
+        initial_state: {words: [uno, dos, tres]}
+        steps:
+          - id: tr
+            for_each: †state.words
+            max_items: 3
+            max_concurrency: 1
+            llm: "Translate †item (word †index)"
+            output: †state.english
+          - id: check
+            plan:
+              inputs: {words: {type: array}}
+              steps:
+                - {id: ok, gate: {question: "Fine?"}, output: †state.ok}
+              result: †state.ok
+            args: {words: †state.english}
+            output: †state.verdict
+        result: †state.verdict
+        """)
+    state = tmp_path / "state"
+    waiting = dagplan.run(str(plan), model=stub_model, completion_kwargs=stub.kwargs(), durable=True, state_dir=state)
+    assert waiting.status == "waiting" and waiting.state["english"] == ["one", "two", "three"]
+    prompts = [r["messages"][-1]["content"] for r in stub.requests]
+    assert prompts == ["Translate uno (word 0)", "Translate dos (word 1)", "Translate tres (word 2)"]
+    from dagplan.interpreter.compose import record_answer, waiting_requests
+
+    run = RunStore(state).open(waiting.run_id)
+    assert [r["step"] for r in waiting_requests(run)] == ["check.ok"]
+    run.acquire()
+    record_answer(run, "check.ok", "approve")
+    run.release()
+    done = dagplan.resume(waiting.run_id, model=stub_model, completion_kwargs=stub.kwargs(), state_dir=state)
+    assert done.status == "completed" and done.result == "approve"
+    assert len(stub.requests) == 3  # nothing asked of the model again
