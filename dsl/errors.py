@@ -4,7 +4,7 @@ Every user-facing problem is a :class:`Diagnostic` (a value) and every raised
 error is a :class:`DagplanError` carrying one or more of them. Stages produce
 spans that name a *document path* (``("steps", 2, "args", "x")``) and an
 offset inside a string; line and column are filled in later, only when a
-diagnostic is shown, by :meth:`dagplan.dsl.load.SourceMap.locate`. The happy
+diagnostic is shown, by :meth:`dagplan.dsl.source.SourceMap.locate`. The happy
 path therefore never pays for a position map.
 """
 
