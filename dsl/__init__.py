@@ -89,10 +89,19 @@ def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = 
         if plan is not None:
             problems, analysis = validate_and_analyze(plan, tools)
             found += problems
-        if plan is not None and (budget is not None or _composes(plan)):
+        if plan is not None and (budget is not None or _composes(plan) or _mentions_item(document)):
             plan, more = _compose(plan, document, tools, budget, includes)
             found += more
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+def _mentions_item(document: "Document") -> bool:
+    """Whether the text could hold †item / †index (then `item-outside-for-each` is checked);
+    a substring test on the text costs nothing next to walking every step."""
+    text = getattr(document.source_map, "text", None)
+    if not isinstance(text, str):
+        return True
+    return any(sigil in text for sigil in ("\u2020item", "$item", "\u2020index", "$index"))
 
 
 def _composes(plan: Plan) -> bool:
@@ -122,7 +131,7 @@ def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes
         return check_document(loaded, tools, budget=budget, includes=chain)
 
     found: list[Diagnostic] = []
-    if _composes(plan):
+    if _composes(plan) or _mentions_item(document):
         plan, found, inlined = resolve_children(plan, document.data, check_child, includes, budget)
         if inlined is not None:
             plan = replace(plan, document=inlined)

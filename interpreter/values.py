@@ -135,6 +135,8 @@ class Resolver:
 
     def ref(self, ref: Ref) -> Any:
         root = self.inputs if ref.root == "input" else self.state
+        if ref.root != "state" and root is self.state:  # †item / †index outside a for_each step
+            raise BadReference(f"{ref} is only meaningful in a step with for_each")
         found = get_path(root, ref.path)
         if found is MISSING:
             if ref.root == "input":

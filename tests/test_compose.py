@@ -722,3 +722,9 @@ def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model,
     done = dagplan.resume(waiting.run_id, model=stub_model, completion_kwargs=stub.kwargs(), state_dir=state)
     assert done.status == "completed" and done.result == "approve"
     assert len(stub.requests) == 3  # nothing asked of the model again
+
+
+def test_item_reference_in_a_plan_without_any_composition(tmp_path):
+    plan = write(tmp_path, "p.yaml", "steps:\n  - id: a\n    tool: t\n    args: {x: $item.name}\n")
+    (diag,) = check(plan).errors
+    assert diag.code == "item-outside-for-each" and diag.span.line == 4
