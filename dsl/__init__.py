@@ -101,7 +101,7 @@ def _mentions_item(document: "Document") -> bool:
     text = getattr(document.source_map, "text", None)
     if not isinstance(text, str):
         return True
-    return any(sigil in text for sigil in ("\u2020item", "$item", "\u2020index", "$index"))
+    return any(sigil in text for sigil in ("\u2020item", "$item", "\u2020index", "$index"))  # 4 scans beat one regex
 
 
 def _composes(plan: Plan) -> bool:
