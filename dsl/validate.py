@@ -9,7 +9,6 @@ mistake does not produce a cascade of confusing follow-ups.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, error, warning
-from .ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
+from .ir import AnyOf, Placeholder, Plan, Ref, Step, ToolSpec, format_path
+from .validate_tools import _MISSING, _input_schema, did_you_mean, tool_arguments, tool_names
 from .schedule import (
     Analysis,
     _overlapping,
@@ -141,11 +141,6 @@ def validate_and_analyze(
         below=MappingProxyType({k: tuple(v) for k, v in below.items()}),
     )
     return found, analysis
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _at(step: Step, *more: str | int) -> Span:
@@ -290,34 +285,6 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
                 ref.span,
                 did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
             )
-
-
-_MISSING = object()
-
-
-def _input_schema(inputs: Mapping, path: tuple) -> Any:
-    """The JSON Schema of ``path`` under the inputs' properties; None when unknown; _MISSING when absent."""
-    if not path:
-        return {"type": "object"}
-    if path[0] not in inputs:
-        return _MISSING
-    return _descend(inputs[path[0]], path[1:])
-
-
-def _descend(schema: Any, path: tuple) -> Any:
-    for key in path:
-        if not isinstance(schema, Mapping):
-            return None
-        if isinstance(key, int):
-            schema = schema.get("items")
-            continue
-        props = schema.get("properties")
-        if not isinstance(props, Mapping):
-            return None
-        if key not in props:
-            return None if schema.get("additionalProperties", True) is not False else _MISSING
-        schema = props[key]
-    return schema
 
 
 # --- graph ----------------------------------------------------------------------------------
@@ -493,100 +460,6 @@ def _shared(conditions: Iterable[Condition]) -> Condition:
 def _exclusive(cond: Mapping[str, Condition], a: str, b: str) -> bool:
     taken = dict(cond.get(a, ()))
     return any(s in taken and taken[s] != alt for s, alt in cond.get(b, ()))
-
-
-# --- tools -----------------------------------------------------------------------------------
-
-
-def tool_names(facts: Facts) -> Iterator[Diagnostic]:
-    tools = facts.tools
-    if tools is None:
-        return
-    for step in facts.plan.steps:
-        if step.tool is not None and step.tool not in tools:
-            yield error("unknown-tool", f"unknown tool '{step.tool}'", _at(step, "tool"), did_you_mean(step.tool, tools))
-        for j, name in enumerate(step.llm.tools if step.llm else ()):
-            if name not in tools:
-                yield error("unknown-tool", f"unknown tool '{name}'", _at(step, "tools", j), did_you_mean(name, tools))
-
-
-def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
-    if facts.tools is None:
-        return
-    for step in facts.plan.steps:
-        spec = facts.tools.get(step.tool) if step.tool else None
-        if spec is not None:
-            yield from _check_call(facts.plan, step, spec)
-
-
-def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
-    params = spec.parameters
-    props = params.get("properties") or {}
-    for name in params.get("required") or ():
-        if name not in step.args:
-            yield error("bad-argument", f"tool '{spec.name}' needs argument '{name}'", _at(step, "args"))
-    extra = params.get("additionalProperties", False)
-    closed = bool(props) and not (extra is True or isinstance(extra, Mapping))
-    for name, value in step.args.items():
-        if name not in props:
-            if closed:
-                yield error(
-                    "bad-argument",
-                    f"tool '{spec.name}' has no argument '{name}'",
-                    _at(step, "args", name),
-                    did_you_mean(name, props) or f"its arguments: {', '.join(props)}",
-                )
-            continue
-        wanted = _types(props[name])
-        got = _value_types(plan, value)
-        if wanted and got and not _compatible(got, wanted):
-            yield error(
-                "bad-argument",
-                f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, not {' or '.join(sorted(got))}",
-                _at(step, "args", name),
-            )
-
-
-def _types(schema: Any) -> set[str]:
-    if not isinstance(schema, Mapping):
-        return set()
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return {kind}
-    return set(kind) if isinstance(kind, (list, tuple)) else set()
-
-
-def _value_types(plan: Plan, value: Any) -> set[str]:
-    """JSON types a value may have when the call is made; empty when it cannot be known."""
-    if isinstance(value, (Template, str)):
-        return {"string"}
-    if isinstance(value, Ref):
-        if value.root == "input" and plan.inputs is not None:
-            schema = _input_schema(plan.inputs, value.path)
-        else:
-            schema = _descend(plan.state, value.path) if plan.state else None
-        return _types(schema) if schema is not _MISSING else set()
-    if isinstance(value, (AnyOf, AllOf)):
-        per_ref = [_value_types(plan, r) for r in refs_of(value)]
-        return set().union(*per_ref) if all(per_ref) else set()
-    return {_json_type(value)}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    return "object" if isinstance(value, Mapping) else "array"
-
-
-def _compatible(got: set[str], wanted: set[str]) -> bool:
-    widened = wanted | ({"integer"} if "number" in wanted else set())
-    return got <= widened
 
 
 # --- declared groups, usefulness ----------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The rules that check tool calls against the tool catalog (``validate(plan, tools)``).
+
+A step's tool must exist; its arguments must be ones the tool declares, with every
+required one given, and of a JSON type the tool's parameter schema allows when that
+type can be known before the run (a literal, or a reference whose schema is declared
+in the plan's ``inputs`` or ``state``). Rules take the :class:`.validate.Facts` the
+other rules share; ``validate`` lists them in its ``RULES`` table.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from .errors import Diagnostic, Span, error
+from .ir import AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
+from .schedule import refs_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .validate import Facts
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def _at(step: Step, *more: str | int) -> Span:
+    return step.span.at(*more)
+
+
+def tool_names(facts: Facts) -> Iterator[Diagnostic]:
+    tools = facts.tools
+    if tools is None:
+        return
+    for step in facts.plan.steps:
+        if step.tool is not None and step.tool not in tools:
+            yield error("unknown-tool", f"unknown tool '{step.tool}'", _at(step, "tool"), did_you_mean(step.tool, tools))
+        for j, name in enumerate(step.llm.tools if step.llm else ()):
+            if name not in tools:
+                yield error("unknown-tool", f"unknown tool '{name}'", _at(step, "tools", j), did_you_mean(name, tools))
+
+
+def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
+    if facts.tools is None:
+        return
+    for step in facts.plan.steps:
+        spec = facts.tools.get(step.tool) if step.tool else None
+        if spec is not None:
+            yield from _check_call(facts.plan, step, spec)
+
+
+def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
+    params = spec.parameters
+    props = params.get("properties") or {}
+    for name in params.get("required") or ():
+        if name not in step.args:
+            yield error("bad-argument", f"tool '{spec.name}' needs argument '{name}'", _at(step, "args"))
+    extra = params.get("additionalProperties", False)
+    closed = bool(props) and not (extra is True or isinstance(extra, Mapping))
+    for name, value in step.args.items():
+        if name not in props:
+            if closed:
+                yield error(
+                    "bad-argument",
+                    f"tool '{spec.name}' has no argument '{name}'",
+                    _at(step, "args", name),
+                    did_you_mean(name, props) or f"its arguments: {', '.join(props)}",
+                )
+            continue
+        wanted = _types(props[name])
+        got = _value_types(plan, value)
+        if wanted and got and not _compatible(got, wanted):
+            yield error(
+                "bad-argument",
+                f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, not {' or '.join(sorted(got))}",
+                _at(step, "args", name),
+            )
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, Mapping):
+        return set()
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    return set(kind) if isinstance(kind, (list, tuple)) else set()
+
+
+def _value_types(plan: Plan, value: Any) -> set[str]:
+    """JSON types a value may have when the call is made; empty when it cannot be known."""
+    if isinstance(value, (Template, str)):
+        return {"string"}
+    if isinstance(value, Ref):
+        if value.root == "input" and plan.inputs is not None:
+            schema = _input_schema(plan.inputs, value.path)
+        else:
+            schema = _descend(plan.state, value.path) if plan.state else None
+        return _types(schema) if schema is not _MISSING else set()
+    if isinstance(value, (AnyOf, AllOf)):
+        per_ref = [_value_types(plan, r) for r in refs_of(value)]
+        return set().union(*per_ref) if all(per_ref) else set()
+    return {_json_type(value)}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    return "object" if isinstance(value, Mapping) else "array"
+
+
+def _compatible(got: set[str], wanted: set[str]) -> bool:
+    widened = wanted | ({"integer"} if "number" in wanted else set())
+    return got <= widened
+
+
+# --- the schema of a referenced value -----------------------------------------------------------
+
+
+_MISSING = object()
+
+
+def _input_schema(inputs: Mapping, path: tuple) -> Any:
+    """The JSON Schema of ``path`` under the inputs' properties; None when unknown; _MISSING when absent."""
+    if not path:
+        return {"type": "object"}
+    if path[0] not in inputs:
+        return _MISSING
+    return _descend(inputs[path[0]], path[1:])
+
+
+def _descend(schema: Any, path: tuple) -> Any:
+    for key in path:
+        if not isinstance(schema, Mapping):
+            return None
+        if isinstance(key, int):
+            schema = schema.get("items")
+            continue
+        props = schema.get("properties")
+        if not isinstance(props, Mapping):
+            return None
+        if key not in props:
+            return None if schema.get("additionalProperties", True) is not False else _MISSING
+        schema = props[key]
+    return schema
