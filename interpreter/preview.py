@@ -120,6 +120,8 @@ def _composition(step: Step) -> dict[str, Any]:
     from ..dsl.schedule import analyze
 
     out: dict[str, Any] = {"kind": step.kind}
+    if step.gate is not None:
+        out["repeat"] = "asks a person: " + (" / ".join(step.gate.choices) if step.gate.choices else "a value (schema)")
     if step.for_each is not None:
         cap = step.for_each.max_items
         out["repeat"] = f"for each of {symbolic(step.for_each.over)}" + (f" (at most {cap})" if cap else "")
@@ -141,7 +143,7 @@ def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
         call=step.tool or ("llm" if step.llm is not None else step.kind),
         deps=analysis.deps[step.id],
         args=symbolic(step.args),
-        prompt=symbolic(step.llm.prompt) if step.llm else None,
+        prompt=symbolic(step.llm.prompt) if step.llm else symbolic(step.gate.question) if step.gate else None,
         output=str(step.output) if step.output else None,
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,

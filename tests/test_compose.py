@@ -728,3 +728,10 @@ def test_item_reference_in_a_plan_without_any_composition(tmp_path):
     plan = write(tmp_path, "p.yaml", "steps:\n  - id: a\n    tool: t\n    args: {x: $item.name}\n")
     (diag,) = check(plan).errors
     assert diag.code == "item-outside-for-each" and diag.span.line == 4
+
+
+def test_preview_of_a_gate_shows_its_question_and_choices():
+    data = dagplan.preview(str(EXAMPLES / "approve_refund.yaml")).to_json()
+    gate = {s["id"]: s for s in data["steps"]}["approve"]
+    assert gate["kind"] == "gate" and gate["repeat"] == "asks a person: approve / reject"
+    assert gate["prompt"].startswith("Refund †input.amount")
