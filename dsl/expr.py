@@ -14,13 +14,10 @@ Parsed strings are cached without positions; spans are attached per use.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, UnexpectedInput
 
 from .errors import PlanInvalid, Span, error
 from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Template
@@ -32,63 +29,26 @@ _STARTS_WITH_REF = re.compile(r"\s*(?:\u2020|\$(?:input|state|item|index)\b)")
 _ONE_TOKEN = re.compile(r"\s*\S+\s*")
 
 
-@lru_cache(maxsize=None)
-def _parser(start: str) -> Lark:
-    grammar = resources.files(__package__).joinpath("expr.lark").read_text(encoding="utf-8")
-    return Lark(grammar, start=start, parser="lalr", maybe_placeholders=False)
+class _Unparsable(Exception):
+    """A syntax error found by the grammar; ``pos_in_stream`` is where, as lark gives it."""
+
+    def __init__(self, pos_in_stream: int):
+        super().__init__(pos_in_stream)
+        self.pos_in_stream = pos_in_stream
 
 
-class _Build(Transformer):
-    """Tree -> IR nodes. Spans carry only the offset inside the string; never raises."""
+def _lark_parse(start: str, text: str) -> Any:
+    """The grammar's answer for ``text`` (lark is imported only when a string needs it)."""
+    from .expr_grammar import UnexpectedInput, build
 
-    def template(self, parts):
-        merged: list = []
-        for part in parts:
-            if isinstance(part, str) and merged and isinstance(merged[-1], str):
-                merged[-1] += part
-            else:
-                merged.append(part)
-        return Template(tuple(merged))
-
-    def text(self, items):
-        (tok,) = items
-        return tok[1:] if tok.type == "ESCAPE" else str(tok)
-
-    def ref(self, items):
-        sigil, root, *path = items
-        return Ref(str(root), tuple(path), Span(offset=sigil.start_pos))
-
-    def key(self, items):
-        return str(items[1])
-
-    def index(self, items):
-        return int(items[1])
-
-    def quoted_key(self, items):
-        return json.loads(items[1])
-
-    def placeholder(self, items):
-        tok: Token = items[0]
-        view, n = "full", None
-        if len(items) > 1:
-            suffix = str(items[1])[1:]
-            view, _, count = suffix.partition("=")
-            n = int(count) if count else None
-        return Placeholder(tok[1:], view, n, Span(offset=tok.start_pos))
-
-    def alt(self, refs):
-        return tuple(refs)
-
-    def expr(self, alts):
-        ops = {"||"} if len(alts) > 1 else set()
-        return alts, ops | ({"&&"} if any(len(a) > 1 for a in alts) else set())
+    try:
+        return build(start, text)
+    except UnexpectedInput as exc:
+        raise _Unparsable(getattr(exc, "pos_in_stream", None) or 0) from None
 
 
-_BUILD = _Build()
-
-
-def _syntax_error(text: str, exc: UnexpectedInput, span: Span, what: str) -> PlanInvalid:
-    offset = getattr(exc, "pos_in_stream", None) or 0
+def _syntax_error(text: str, exc: _Unparsable, span: Span, what: str) -> PlanInvalid:
+    offset = exc.pos_in_stream
     got = text[offset : offset + 12] or "end of text"
     hint = _hint_for(text, offset)
     return PlanInvalid(
@@ -111,12 +71,12 @@ def _hint_for(text: str, offset: int) -> str:
 
 @lru_cache(maxsize=65536)
 def _template(text: str) -> Template:
-    return _scan_template(text) or _BUILD.transform(_parser("template").parse(text))
+    return _scan_template(text) or _lark_parse("template", text)
 
 
 @lru_cache(maxsize=65536)
 def _expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]]:
-    return _scan_expr(text) or _BUILD.transform(_parser("expr").parse(text))
+    return _scan_expr(text) or _lark_parse("expr", text)
 
 
 # --- fast paths -------------------------------------------------------------------------
@@ -205,7 +165,7 @@ def parse_template(text: str, span: Span = Span()) -> Template:
     """Parse text with interpolations. Raises :class:`PlanInvalid` on a syntax error."""
     try:
         return _rebase(_template(text), span)
-    except UnexpectedInput as exc:
+    except _Unparsable as exc:
         raise _syntax_error(text, exc, span, "reference") from None
 
 
@@ -215,8 +175,8 @@ def parse_expr(text: str, span: Span = Span()) -> tuple[tuple[tuple[Ref, ...], .
     lead = len(text) - len(stripped)
     try:
         alts, ops = _expr(stripped.rstrip())
-    except UnexpectedInput as exc:
-        exc.pos_in_stream = (getattr(exc, "pos_in_stream", 0) or 0) + lead
+    except _Unparsable as exc:
+        exc.pos_in_stream += lead
         raise _syntax_error(text, exc, span, "expression") from None
     span = _with_offset(span, lead) if lead else span
     return tuple(tuple(_rebase(r, span) for r in alt) for alt in alts), ops

@@ -151,6 +151,20 @@ def test_check_never_imports_litellm_or_the_interpreter():
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
 
 
+def test_lark_is_imported_only_for_strings_the_fast_paths_do_not_read():
+    # lark costs ~45 ms of the 300 ms budget of one `dagplan check`; common references never need it.
+    code = (
+        "import sys\n"
+        "from dagplan.dsl import check\n"
+        f"assert check({str(EXAMPLES / 'weather.yaml')!r}).ok\n"
+        "print('lark' in sys.modules)\n"
+        "check(text='steps: [{id: a, tool: t, args: {x: \"$state[\\\\\"a b\\\\\"]\"}}]')\n"
+        "print('lark' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr
+
+
 def test_module_entry_point_exit_code():
     out = subprocess.run(
         [sys.executable, "-m", "dagplan", "check", str(EXAMPLES / "invalid" / "cycle.yaml")],
