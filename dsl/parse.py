@@ -19,8 +19,8 @@ from typing import Any
 
 from .compose import composition_fields
 from .errors import Diagnostic, PlanInvalid, Span, error
-from .expr import SPECIAL, classify, parse_output, parse_template
-from .ir import EMPTY, NOT_GIVEN, LLMCall, Plan, Retry, Step, Template
+from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
+from .ir import EMPTY, NOT_GIVEN, LLMCall, Plan, Ref, Retry, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -162,6 +162,9 @@ def _value(ctx: _Context, value: Any, path: tuple) -> Any:
     if kind is str:
         if not _special(value):
             return value  # most strings: no sigil, no span needed
+        ref = _single_ref_parts(value)
+        if ref is not None:  # the commonest of the rest, as classify would read it
+            return Ref(ref[0], ref[1], Span(ctx.name, path))
         return ctx.guard(classify, value, ctx.span(path), default=value)
     if kind is dict or isinstance(value, Mapping):
         # Values that stay as they are (most of them) are taken inline: no call, no path.
