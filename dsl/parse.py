@@ -20,7 +20,7 @@ from typing import Any
 from .compose import composition_fields
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
-from .ir import EMPTY, NOT_GIVEN, LLMCall, Plan, Ref, Retry, Step, Template
+from .ir import EMPTY, NOT_GIVEN, LLMCall, Output, Plan, Ref, Retry, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -189,6 +189,10 @@ def _output(ctx: _Context, raw: Any, path: tuple):
     if not isinstance(raw, str):
         ctx.fail("schema", "`output` must be a string such as †state.result", path)
         return None
+    ref = _single_ref_parts(raw)
+    if ref is not None:  # one target, as parse_output would read it
+        span = Span(ctx.name, path)
+        return Output(((Ref(ref[0], ref[1], span),),), span)
     return ctx.guard(parse_output, raw, ctx.span(path))
 
 

@@ -225,13 +225,14 @@ def bad_outputs(facts: Facts) -> Iterator[Diagnostic]:
 
 
 def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
+    reads = facts.read_refs[0]
     initial = facts.plan.initial_state
-    written: dict[tuple, bool] = {}
-    for ref in facts.read_refs[0]:
-        key = ref.path
-        if key not in written:
-            written[key] = _is_written(facts.index, key) or _provided(initial, key)
-        if not written[key]:
+    unwritten = {
+        path for path in {ref.path for ref in reads}
+        if not _is_written(facts.index, path) and not _provided(initial, path)
+    }
+    for ref in reads if unwritten else ():
+        if ref.path in unwritten:
             yield error(
                 "unwritten-state",
                 f"{ref} is read but no step writes it and it is not in initial_state",
@@ -512,14 +513,8 @@ def _unused(facts: Facts) -> set[str]:
 def _read_index(facts: Facts) -> tuple[set, set, set]:
     """(†state paths read, their proper prefixes, steps named by placeholders)."""
     state, _, placeholders = facts.read_refs
-    exact: set = set()
-    below: set = set()
-    for ref in state:
-        path = ref.path
-        if path not in exact:
-            exact.add(path)
-            for n in range(len(path)):
-                below.add(path[:n])
+    exact = {ref.path for ref in state}
+    below = {path[:n] for path in exact for n in range(len(path))}
     return exact, below, {p.step for p in placeholders}
 
 
