@@ -61,7 +61,7 @@ class SourceMap:
                 if self.syntax == "json":
                     _json_positions(self.parse_text, self._index)
                 else:
-                    from .load import _read_yaml  # load imports this module
+                    from .yaml_reader import _read_yaml
 
                     _read_yaml(self.parse_text, self.name, self.limits, self._index)
             except (LoadError, ValueError, IndexError):
