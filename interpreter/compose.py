@@ -116,6 +116,7 @@ async def _run_item(execution: Execution, step: Step, index: int, item: Any, chi
             raise StepFailure(f"item {index + 1} failed: {_message(exc)}") from exc
         _emit(execution, "plan_step_failed", child_id, error={"step": child_id, "type": type(exc).__name__,
                                                              "message": _message(exc)})
+        execution.child_failures += 1  # the run reports had_errors
         return f"(FAILED: {type(exc).__name__}: {_message(exc)})"
     if execution.journal is not None:
         execution.journal.complete_step(child_id, value, item=index)

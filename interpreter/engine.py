@@ -188,6 +188,7 @@ class Execution:
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
         self._aborted = False
+        self.child_failures = 0  # failed fan-out items: their slots hold the failure text
         self.abort_reason = ""
         limit = max(1, self.options.max_concurrency)
         self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
@@ -218,7 +219,7 @@ class Execution:
         if self.waiting:
             return await self._stop_waiting()
         result = self._result()
-        failed = any(s.status == "failed" for s in self.steps.values())
+        failed = self.child_failures > 0 or any(s.status == "failed" for s in self.steps.values())
         status = "aborted" if self._aborted else ("failed" if failed and self.plan.on_failure == "abort" else "completed")
         self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason, usage=self.usage,
                    result=result)

@@ -110,6 +110,7 @@ def test_one_item_failure_fills_its_slot_and_the_others_still_run(tmp_path):
     result = dagplan.run(str(plan), tools={"double": double}, inputs={"items": [0, 1, 2, 3]})
     assert result.result[:2] == [0, 2] and result.result[3] == 6
     assert result.result[2] == "(FAILED: ValueError: two is bad)"
+    assert result.had_errors and result.status == "completed"
 
 
 def test_item_failure_under_abort_fails_the_step(tmp_path):
