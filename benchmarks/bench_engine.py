@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import statistics
 import time
-from typing import Callable
+from typing import Annotated, Callable, TypedDict
 
 from dagplan.dsl.parse import parse_document
 from dagplan.dsl.schedule import analyze
@@ -101,20 +101,11 @@ def floor(doc: dict, fn) -> Callable[[], float]:
 
 def langgraph(doc: dict, fn) -> Callable[[], float] | None:
     try:
-        from typing import Annotated, TypedDict
-
         from langgraph.graph import END, START, StateGraph
     except ImportError:
         return None
     deps = deps_of(doc)
     is_async = asyncio.iscoroutinefunction(fn)
-
-    def merge(a: dict, b: dict) -> dict:
-        return {**a, **b}
-
-    class State(TypedDict):
-        values: Annotated[dict, merge]
-
     graph = StateGraph(State)
     for sid, parents in deps.items():
         def make(sid=sid, parents=parents):
@@ -144,6 +135,16 @@ def langgraph(doc: dict, fn) -> Callable[[], float] | None:
         return asyncio.run(timed())
 
     return once
+
+
+def merge(a: dict, b: dict) -> dict:
+    return {**a, **b}
+
+
+class State(TypedDict):
+    """LangGraph's state for the benchmark DAG: every node adds its value under its id."""
+
+    values: Annotated[dict, merge]
 
 
 def median(fn: Callable[[], float], repeat: int) -> float:
