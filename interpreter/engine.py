@@ -260,9 +260,7 @@ class Execution:
         return mine
 
     def _spawn(self, step: Step, call: tuple) -> None:
-        task = asyncio.ensure_future(self._execute(step, call))
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._tasks.add(asyncio.ensure_future(self._execute(step, call)))
 
     def _settle(self, sid: str) -> list[str]:
         self._settled += 1
@@ -305,14 +303,6 @@ class Execution:
             return
         self._complete(step, value, precomputed=True, alternative=alternative)
 
-    def _task_done(self, task: asyncio.Task) -> None:
-        """A step task that died of anything but cancellation (disk full, a bug) ends the run loudly."""
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and not self._finished.done():
-            self._finished.set_exception(task.exception())
-        elif self.waiting and not self._tasks and not self._finished.done():
-            self._finished.set_result(None)  # nothing left running: stop in the waiting state
-
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
             status = self.steps[dep].status
@@ -340,6 +330,20 @@ class Execution:
     # --- executing a step ---------------------------------------------------------------
 
     async def _execute(self, step: Step, call: tuple) -> None:
+        """A step task: its chain of steps, then its bookkeeping (no done-callback: the hot path)."""
+        try:
+            await self._run_chain(step, call)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # disk full, a bug: the run ends loudly instead of hanging
+            if not self._finished.done():
+                self._finished.set_exception(exc)
+        finally:
+            self._tasks.discard(asyncio.current_task())
+            if self.waiting and not self._tasks and not self._finished.done():
+                self._finished.set_result(None)  # nothing left running: stop in the waiting state
+
+    async def _run_chain(self, step: Step, call: tuple) -> None:
         """Run a step, then, in the same task, one of the steps it made ready (and so on)."""
         todo: tuple[Step, tuple] | None = (step, call)
         while todo is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable
 
 from ..dsl.ir import AllOf, AnyOf, Placeholder, Ref, Template
@@ -101,6 +102,9 @@ def view_text(text: str, view: str, n: int | None) -> str:
     return text
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 class Resolver:
     """Resolves IR values against ``inputs``, ``state`` and step outputs as text.
 
@@ -117,15 +121,19 @@ class Resolver:
         self.failed: dict[tuple, str] = {}
 
     def value(self, node: Any) -> Any:
-        if isinstance(node, (str, int, float, bool)) or node is None:
+        """The run-time value of an IR value (dispatch on the exact type first: this is the hot path)."""
+        kind = type(node)
+        if kind in _PLAIN:
             return node
-        if isinstance(node, Ref):
+        if kind is MappingProxyType or kind is dict:
+            return {k: v if type(v) in _PLAIN else self.value(v) for k, v in node.items()}
+        if kind is Ref:
             return self.ref(node)
-        if isinstance(node, Template):
+        if kind is Template:
             return "".join(self.text(p) for p in node.parts)
-        if isinstance(node, AnyOf):
+        if kind is AnyOf:
             return self.any_of(node)
-        if isinstance(node, AllOf):
+        if kind is AllOf:
             return [self.ref(r) for r in node.refs][-1]
         if isinstance(node, Mapping):
             return {k: self.value(v) for k, v in node.items()}
