@@ -553,34 +553,13 @@ def test_a_refused_gate_follows_the_failure_policy(tmp_path):
 
 
 def test_a_gate_answered_interactively_on_a_terminal(tmp_path):
-    import pty
-    import select
-    import time
+    from terminal import run_on_terminal
 
-    env = gate_env(tmp_path)
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py"],
-                            stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=env, close_fds=True)
-    os.close(slave)
-    seen, answered, deadline = b"", False, time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        if not answered and b"Send the refund REFUND?" in seen:
-            os.write(master, b"approve\n")
-            answered = True
-        if proc.poll() is not None and not ready:
-            break
-    proc.wait(timeout=30)
-    os.close(master)
-    assert answered and proc.returncode == 0, seen.decode(errors="replace")
+    out, code, answered = run_on_terminal(
+        [sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py"], cwd=tmp_path,
+        env=gate_env(tmp_path), prompt=b"Send the refund REFUND?", answer=b"approve",
+    )
+    assert answered and code == 0, out
     assert (tmp_path / "calls.log").read_text().split("\n") == ["refund", "sent REFUND", ""]
 
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -143,28 +140,10 @@ def test_lazy_plan_approval_prompt_on_a_terminal(tmp_path, answer, code):
 
 
 def run_in_pty(args: list[str], state_dir: Path, answer: str) -> tuple[str, int]:
-    """Run dagplan with a pseudo-terminal as stdin/stdout/stderr; answer its first prompt."""
-    master, slave = pty.openpty()
+    """Run dagplan with a pseudo-terminal as stdin/stdout/stderr; answer its approval prompt."""
+    from terminal import run_on_terminal
+
     env = {**os.environ, "DAGPLAN_STATE_DIR": str(state_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "dumb"}
-    proc = subprocess.Popen([sys.executable, "-m", "dagplan", *args], stdin=slave, stdout=slave, stderr=slave,
-                            cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
-    seen, answered, deadline = b"", False, time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        if not answered and b"Run this plan?" in seen:
-            os.write(master, answer.encode() + b"\n")
-            answered = True
-        if proc.poll() is not None and not ready:
-            break
-    proc.wait(timeout=30)
-    os.close(master)
-    return seen.decode("utf-8", "replace"), proc.returncode
+    out, code, _ = run_on_terminal([sys.executable, "-m", "dagplan", *args], cwd=ROOT, env=env,
+                                   prompt=b"Run this plan?", answer=answer.encode())
+    return out, code
