@@ -58,8 +58,9 @@ class Diagnostic:
     hint: str | None = None
 
     def format(self) -> str:
-        """``PATH:LINE:COL: error CODE: message`` plus a ``hint:`` line."""
-        head = f"{self.span}: {self.severity} {self.code}: {self.message}"
+        """``PATH:LINE:COL: error CODE: message`` plus a ``hint:`` line (no location when there is none)."""
+        where = "" if self.span.file == NOSPAN.file and not self.span.located else f"{self.span}: "
+        head = f"{where}{self.severity} {self.code}: {self.message}"
         return head if not self.hint else f"{head}\n    hint: {self.hint}"
 
     def to_json(self) -> dict:

@@ -36,10 +36,16 @@ def tool_names(facts: Facts) -> Iterator[Diagnostic]:
         return
     for step in facts.plan.steps:
         if step.tool is not None and step.tool not in tools:
-            yield error("unknown-tool", f"unknown tool '{step.tool}'", _at(step, "tool"), did_you_mean(step.tool, tools))
+            yield error("unknown-tool", f"unknown tool '{step.tool}'", _at(step, "tool"), _tool_hint(step.tool, tools))
         for j, name in enumerate(step.llm.tools if step.llm else ()):
             if name not in tools:
-                yield error("unknown-tool", f"unknown tool '{name}'", _at(step, "tools", j), did_you_mean(name, tools))
+                yield error("unknown-tool", f"unknown tool '{name}'", _at(step, "tools", j), _tool_hint(name, tools))
+
+
+def _tool_hint(name: str, tools: Mapping) -> str | None:
+    if not tools:
+        return "no tools were given: pass --tools tools.py (or `tools` in dagplan.toml; tools= in the API)"
+    return did_you_mean(name, tools) or f"the tools given are: {', '.join(sorted(tools))}"
 
 
 def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
