@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .dsl import CheckResult
 from .dsl.errors import Diagnostic
@@ -74,9 +74,12 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def render_json(results: Sequence[CheckResult]) -> str:
+def render_json(results: Sequence[CheckResult], worst: Mapping[str, Any] | None = None) -> str:
+    """One object; ``worst`` maps a file to the worst case of a composed plan (steps, LLM steps)."""
     files = [
         {"file": r.name, "valid": r.ok, "diagnostics": [d.to_json() for d in r.diagnostics]}
+        | ({"worst_case": {"steps": worst[r.name].steps, "llm_steps": worst[r.name].llm_steps}}
+           if worst and r.name in worst else {})
         for r in results
     ]
     return json.dumps({"files": files, "summary": summarize(results)}, ensure_ascii=False, indent=2) + "\n"

@@ -171,3 +171,12 @@ def test_module_entry_point_exit_code():
         capture_output=True, text=True, env=_env(), cwd=ROOT,
     )
     assert out.returncode == 1 and "error cycle: dependency cycle: plan -> code -> test -> plan" in out.stdout
+
+
+def test_json_output_carries_the_worst_case_of_composed_plans(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    r = invoke("check", "examples/review_prs.yaml", "examples/weather.yaml", "--format", "json")
+    files = {f["file"]: f for f in json.loads(r.output)["files"]}
+    bound = files["examples/review_prs.yaml"]["worst_case"]
+    assert bound["steps"] > 1 and bound["llm_steps"] >= 0
+    assert "worst_case" not in files["examples/weather.yaml"]  # nothing repeats: no bound to show

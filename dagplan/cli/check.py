@@ -72,7 +72,7 @@ def _exit_code(results, strict: bool) -> int:
 def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
     from ..dsl import check as check_plan
-    from ..render import DIAGNOSTIC_RENDERERS, summary_line
+    from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
     try:
         paths = expand(files)
@@ -84,21 +84,27 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
 
     budget = budget_from_config()
     results = [check_plan(path, name=path, tools=tools, budget=budget) for path in paths]
-    sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
+    worst = _worst_cases(results, budget)
+    if fmt == "json":
+        sys.stdout.write(render_json(results, worst))
+    else:
+        sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
     if fmt == "text":
-        _worst_cases(results, budget)
+        for name, bounds in worst.items():
+            click.echo(f"{name}: worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps", err=True)
         click.echo(summary_line(results), err=True)
     sys.exit(_exit_code(results, strict))
 
 
-def _worst_cases(results, budget) -> None:
-    """For plans with fan-out, sub-plans or loops: the most steps they can execute."""
+def _worst_cases(results, budget) -> dict:
+    """For plans with fan-out, sub-plans or loops: the most steps (and LLM steps) they can execute."""
     from ..dsl.compose import worst_case
 
-    for r in results:
-        if r.plan is not None and any(s.for_each or s.plan or s.loop for s in r.plan.steps):
-            bounds = worst_case(r.plan, budget.default_max_items if budget else None)
-            click.echo(f"{r.name}: worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps", err=True)
+    return {
+        r.name: worst_case(r.plan, budget.default_max_items if budget else None)
+        for r in results
+        if r.plan is not None and any(s.for_each or s.plan or s.loop for s in r.plan.steps)
+    }
 
 
 def _load_or_exit(path: str):
