@@ -376,7 +376,12 @@ class Execution:
         if self.journal is not None and _needs_intent(step, self.tools):
             await self.journal.commit()  # a side effect never starts before its intent is durable
         try:
-            alternative, value = self._choose(step, await self._attempts(step, call))
+            state.attempts += 1
+            try:
+                result = await self._attempt(step, call)
+            except Exception as exc:  # retried if transient, else the step's failure
+                result = await self._retry(step, call, exc)
+            alternative, value = self._choose(step, result)
         except asyncio.CancelledError:
             raise
         except Waiting as wait:
@@ -389,26 +394,35 @@ class Execution:
         self._complete(step, value, alternative=alternative)
         return self._settle(step.id)
 
-    async def _attempts(self, step: Step, call: tuple) -> Any:
+    def _attempt(self, step: Step, call: tuple) -> Awaitable[Any]:
+        if step.timeout is None or call[0] == "compose":  # a fan-out times each item, not the whole
+            return self._invoke(step, call)
+        return self._timed(step, call)
+
+    async def _timed(self, step: Step, call: tuple) -> Any:
+        async with asyncio.timeout(step.timeout):
+            return await self._invoke(step, call)
+
+    async def _retry(self, step: Step, call: tuple, error: Exception) -> Any:
+        """After a failed attempt: back off and try again while the error is transient and budget remains."""
         state = self.steps[step.id]
         budget = step.retry.limit
         while True:
+            if not self._transient(step, error):
+                raise error
+            if state.attempts > budget and not await self._extend(step, error, state.attempts):
+                raise error
+            if state.attempts > budget:
+                budget += step.retry.limit
+            delay = _backoff(step, state.attempts)
+            self._emit(ev.STEP_RETRYING, step.id, attempt=state.attempts, delay=round(delay, 3),
+                       error=_error_info(step, error))
+            await asyncio.sleep(delay)
             state.attempts += 1
             try:
-                if step.timeout is None or call[0] == "compose":  # a fan-out times each item, not the whole
-                    return await self._invoke(step, call)
-                async with asyncio.timeout(step.timeout):
-                    return await self._invoke(step, call)
-            except Exception as exc:
-                if not self._transient(step, exc):
-                    raise
-                if state.attempts > budget and not await self._extend(step, exc, state.attempts):
-                    raise
-                if state.attempts > budget:
-                    budget += step.retry.limit
-                delay = _backoff(step, state.attempts)
-                self._emit(ev.STEP_RETRYING, step.id, attempt=state.attempts, delay=round(delay, 3), error=_error_info(step, exc))
-                await asyncio.sleep(delay)
+                return await self._attempt(step, call)
+            except Exception as exc:  # noqa: BLE001 - judged at the top of the loop
+                error = exc
 
     def _invoke(self, step: Step, call: tuple) -> Awaitable[Any]:
         """The awaitable of one attempt (no coroutine of its own: this is the hot path)."""
