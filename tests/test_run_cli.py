@@ -147,3 +147,10 @@ def run_in_pty(args: list[str], state_dir: Path, answer: str) -> tuple[str, int]
     out, code, _ = run_on_terminal([sys.executable, "-m", "dagplan", *args], cwd=ROOT, env=env,
                                    prompt=b"Run this plan?", answer=answer.encode())
     return out, code
+
+
+def test_missing_files_are_usage_errors(tmp_path):
+    assert dagplan("run", "nothere.yaml", state_dir=tmp_path).returncode == 2
+    proc = dagplan("run", "examples/weather.yaml", "--tools", "nothere.py", state_dir=tmp_path)
+    assert proc.returncode == 2 and "tools-import" in proc.stderr
+    assert dagplan("preview", "nothere.yaml", state_dir=tmp_path).returncode == 2

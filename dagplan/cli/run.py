@@ -16,10 +16,14 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_WAITING = 3  # stopped at an approval gate: answer it (dagplan answer), then resume
 
 
-def fail(exc: DagplanError, code: int = EXIT_FAILED) -> None:
+USAGE_CODES = {"io", "tools-import", "config", "unknown-run", "ambiguous-run"}
+
+
+def fail(exc: DagplanError, code: int | None = None) -> None:
+    """Print every diagnostic; exit 2 for usage and I/O problems, else 1 (or ``code``)."""
     for diag in exc.diagnostics:
         click.echo(diag.format(), err=True)
-    sys.exit(code)
+    sys.exit(code if code is not None else EXIT_USAGE if exc.code in USAGE_CODES else EXIT_FAILED)
 
 
 def tools_option(f):
