@@ -55,6 +55,8 @@ _EXPORTS = {
     "aplan": "dagplan.interpreter.planner",
     "complexity_score": "dagplan.interpreter.score",
     "should_plan_first": "dagplan.interpreter.score",
+    "agent_loop": "dagplan.interpreter.agent",
+    "durable_agent_loop": "dagplan.interpreter.agent",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

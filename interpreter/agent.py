@@ -12,18 +12,29 @@ first parallel group; ``batch="plan"`` runs it whole) goes to ``run_plan``, whic
 returns the new state, and the model sees the result in the next turn. A non-null ``output`` (validated against ``output_schema``)
 ends the loop once its calls, if any, have run. Bounded by ``max_turns``; every turn
 is handed to ``checkpoint`` and every model call goes through ``memo``.
+
+Durable mode (``run=``, or :func:`durable_agent_loop` which owns the run): every
+model call goes through the run's memo (committed before the next one is paid
+for) and every turn is appended to the run's log as an ``agent_turn`` event and
+committed. Resuming the run replays its completed turns: their model calls come
+from the memo and their state from the log (``run_plan`` is not called again), so
+only the interrupted turn runs again (its completed model calls replayed too).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping
 
 from ..dsl.errors import DagplanError, Diagnostic, error
 from ..dsl.ir import Plan, ToolSpec
 from .llm import NOT_JSON, Budget, Memo, complete, memo_key, parse_json
 from .planner import repair_text, tool_catalog
+
+if TYPE_CHECKING:
+    from .store import Run, RunStore
 
 SYSTEM_PROMPT = """\
 You are an agent working through a plan. Each turn you get the input, the tools, the current \
@@ -53,6 +64,7 @@ class Turn:
     output: Any  # the final output when this turn ended the loop, else None
     state: Mapping[str, Any]  # the live state after this turn
     diagnostics: tuple[Diagnostic, ...] = ()  # what repairs were asked for this turn
+    replayed: bool = False  # a completed turn of a resumed run: its state came from the log
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,7 @@ class AgentResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    run_id: str | None = None  # the durable run, in durable mode
 
 
 RunPlan = Callable[[Plan], Awaitable[Mapping[str, Any]]]
@@ -87,6 +100,9 @@ class _Loop:
                                     self.completion_kwargs, "agent")
             if self.memo:
                 self.memo.memo_put(key, record)
+                commit = getattr(self.memo, "commit", None)
+                if commit is not None:  # durable before the next call is paid for
+                    await commit()
         usage = record.get("usage", {})
         for name in ("prompt_tokens", "completion_tokens"):
             self.spent[name] += usage.get(name, 0)
@@ -113,13 +129,19 @@ async def agent_loop(
     budget: Budget | None = None,
     checkpoint: Callable[[Turn], Any] | None = None,
     batch: Literal["group", "plan"] = "group",
+    run: Run | None = None,
 ) -> AgentResult:
     """Plan, run, re-plan from the live state until the model gives the final output.
 
     ``plan``: a current plan (text, any dialect) to start from. ``run_plan(plan)``
     executes a validated plan whose ``initial_state`` is the live state and returns
     the state after it (e.g. ``(await dagplan.arun(plan, tools=..., inputs=...)).state``).
+    ``run``: a store run acquired by the caller (durable mode, see the module doc);
+    ``memo`` defaults to its memo.
     """
+    if run is not None and memo is None:
+        memo = run.memo_for("agent")
+    recorded = recorded_turns(run) if run is not None else {}
     loop = _Loop(model, tools, completion_kwargs, memo, budget)
     live, current, turns = dict(state or {}), plan, []
     for number in range(1, max_turns + 1):
@@ -128,17 +150,24 @@ async def agent_loop(
         answer, solution, checked, diags = await _valid_turn(loop, messages, live, number, repair, output_schema)
         final = solution.get("output") is not None
         ran = None if checked is None else (checked.plan if final or batch == "plan" else first_batch(checked))
+        done = recorded.get(number)
+        if done is not None:  # completed before the interruption: its tools ran, its state is in the log
+            live = _replayed_state(done, answer, number)
         if ran is not None:
             ran = replace(ran, initial_state=_thaw(ran.initial_state))
-            live = dict(await run_plan(ran))
+            if done is None:
+                live = dict(await run_plan(ran))
             current = json.dumps({"calls": solution.get("calls")}, ensure_ascii=False) if "calls" in solution else answer
         output = solution.get("output")
-        turn = Turn(number, answer, ran, output, dict(live), diags)
+        turn = Turn(number, answer, ran, output, dict(live), diags, replayed=done is not None)
         turns.append(turn)
+        if run is not None and done is None:
+            run.append(turn_event(turn, checked))
+            await run.commit()
         if checkpoint:
             checkpoint(turn)
         if output is not None:
-            return AgentResult(output, live, tuple(turns), **loop.spent)
+            return AgentResult(output, live, tuple(turns), **loop.spent, run_id=run.id if run is not None else None)
     raise AgentError(error("max-turns", f"no final output after {max_turns} turn(s)",
                            hint="raise max_turns, or give the model a narrower task"))
 
@@ -231,3 +260,123 @@ def _context(task_or_input: Any, tools: Mapping[str, ToolSpec], current: str | N
     if output_schema is not None:
         parts += ["", f"Output schema: {json.dumps(dict(output_schema), ensure_ascii=False)}"]
     return "\n".join(parts)
+
+
+# --- durable mode ---------------------------------------------------------------------------
+
+TURN_EVENT = "agent_turn"
+
+
+def recorded_turns(run: Run) -> dict[int, dict]:
+    """The turns a run completed before, by number (the last record of a number wins)."""
+    return {int(e["turn"]): e for e in run.events({TURN_EVENT})}
+
+
+def turn_event(turn: Turn, checked: Any) -> dict:
+    """What the log keeps of a turn: enough to replay it without its tools, and to audit it."""
+    return {"type": TURN_EVENT, "turn": turn.number, "answer": turn.answer,
+            "plan": _plan_data(checked, turn.plan), "state": _thaw(turn.state), "output": turn.output,
+            "diagnostics": [{"code": d.code, "message": d.message} for d in turn.diagnostics]}
+
+
+def _plan_data(checked: Any, ran: Plan | None) -> dict | None:
+    """The canonical document of what ran this turn (its batch), without the live state."""
+    if ran is None or checked is None or checked.document is None:
+        return None
+    data = dict(checked.document.data)
+    data.pop("initial_state", None)
+    ids = {s.id for s in ran.steps}
+    steps = [s for s in data.get("steps") or [] if isinstance(s, Mapping) and s.get("id") in ids]
+    if len(steps) != len(data.get("steps") or []):  # a cut batch: the plan's result is not its
+        data.pop("result", None)
+        data.pop("parallel_groups", None)
+    return _thaw({**data, "steps": steps})
+
+
+def _replayed_state(done: dict, answer: str, number: int) -> dict:
+    if done.get("answer") != answer:
+        raise AgentError(error(
+            "agent-replay-mismatch", f"turn {number}: the model's answer differs from the one the run recorded",
+            hint="resume with the task, tools, model and starting plan the run began with, or start a new run"))
+    return dict(done.get("state") or {})
+
+
+async def durable_agent_loop(
+    task_or_input: str | Mapping[str, Any] | None = None,
+    *,
+    tools: Mapping[str, ToolSpec],
+    run_plan: RunPlan,
+    model: str | None = None,
+    run_id: str | None = None,
+    state_dir: str | os.PathLike | None = None,
+    store: RunStore | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    plan: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], Any] | None = None,
+    **options: Any,
+) -> AgentResult:
+    """:func:`agent_loop` in a durable run of the store (``state_dir``, default ``$DAGPLAN_STATE_DIR``).
+
+    Without ``run_id`` a new run is created (``on_run_created(run_id)`` is called
+    once it exists); with one, that run is resumed: what shapes the prompts (task,
+    model, output schema, starting plan and state) is taken from the run when not
+    given, and must match it when given. ``options`` go to :func:`agent_loop`
+    (``max_turns``, ``repair``, ``completion_kwargs``, ``budget``, ``checkpoint``, ``batch``).
+    """
+    from .store import RunStore
+
+    store = store or RunStore(state_dir)
+    given = {"task": task_or_input, "model": model, "output_schema": output_schema, "plan": plan, "state": state}
+    if run_id is None:
+        run, args = _new_agent_run(store, given)
+    else:
+        run = store.open(run_id)
+        args = _resumed_args(run, given)
+    run.acquire()
+    try:
+        if on_run_created:
+            on_run_created(run.id)
+        run.append({"type": "plan_resumed" if run_id else "plan_started"})
+        try:
+            result = await agent_loop(args["task"], tools=tools, model=args["model"], run_plan=run_plan,
+                                      output_schema=args["output_schema"], plan=args["plan"], state=args["state"],
+                                      run=run, **options)
+        except AgentError as exc:
+            run.append({"type": "plan_completed", "status": "failed", "error": {"code": exc.code, "message": str(exc)}})
+            raise
+        run.append({"type": "plan_completed", "status": "completed", "output": result.output})
+        return result
+    finally:
+        run.release()  # commits what was appended
+
+
+def _new_agent_run(store: RunStore, given: dict) -> tuple[Run, dict]:
+    if given["task"] is None or not given["model"]:
+        raise AgentError(error("agent-args", "a new agent run needs a task and a model"))
+    args = {k: _jsonable(v) for k, v in given.items()}  # the first run prompts with what a resume reads back
+    run = store.create(plan_doc={"steps": []}, plan_name="agent", inputs={"task": args["task"]},
+                       meta={"kind": "agent", **{k: v for k, v in args.items() if k != "task"}})
+    return run, args
+
+
+def _resumed_args(run: Run, given: dict) -> dict:
+    """The run's recorded arguments; a given one must equal the recorded one (else the memo would miss)."""
+    from ..dsl.errors import RunError
+
+    if run.meta.get("kind") != "agent":
+        raise RunError.make("not-an-agent-run", f"run {run.id} is not an agent run",
+                            hint=f"resume it with: dagplan resume {run.id}")
+    recorded = {**{k: run.meta.get(k) for k in given if k != "task"}, "task": run.inputs.get("task")}
+    for name, value in given.items():
+        if value is not None and _jsonable(value) != recorded[name]:
+            raise RunError.make("agent-run-mismatch", f"run {run.id} was started with another {name}",
+                                hint="leave it out to use the run's own, or start a new run")
+    return recorded
+
+
+def _jsonable(value: Any) -> Any:
+    """The value as the log reads it back (JSON round trip), so a resume compares like with like."""
+    from .wal import dumps
+
+    return None if value is None else json.loads(dumps(_thaw(value)))

@@ -122,3 +122,183 @@ def test_turns_are_checkpointed_and_replayed_from_the_memo(stub, tools):
     again, _ = run_agent(stub, tools, "say done", memo=memo)
     assert stub.count == 1 and again.output == "done"
     assert [t.number for t in seen] == [1]
+
+
+# --- durable mode: kill -9 / interruption, then resume ---------------------------------------
+
+JOURNAL_TOOLS = '''
+import dagplan
+
+def _journal(name):
+    with open({journal!r}, "a") as f:
+        f.write(name + "\\n")
+
+@dagplan.tool(purity="pure")
+async def lookupOrder(orderId: str) -> dict:
+    """Look up an order."""
+    _journal("lookupOrder")
+    return {{"orderId": orderId, "total": 42.0}}
+
+@dagplan.tool(purity="side_effect")
+async def refundOrder(order: dict) -> dict:
+    """Refund an order."""
+    _journal("refundOrder")
+    return {{"refundId": "r-" + order["orderId"], "amount": order["total"]}}
+'''
+
+KILLED_CHILD = '''
+import asyncio, sys
+import dagplan
+from dagplan.interpreter.agent import durable_agent_loop
+
+tools_file, state_dir, api_base, model, marker = sys.argv[1:6]
+tools = dagplan.load_tools([tools_file])
+
+async def run_plan(plan):
+    if "refundOrder" in [s.tool for s in plan.steps]:  # turn 2's batch: say so, then wait for the kill
+        open(marker, "w").close()
+        await asyncio.Event().wait()
+    return (await dagplan.arun(plan, tools=tools, inputs={"orderId": "o7"})).state
+
+asyncio.run(durable_agent_loop({"orderId": "o7", "request": "refund my order"},
+                               tools={n: t.spec for n, t in tools.items()}, model=model,
+                               run_plan=run_plan, state_dir=state_dir,
+                               completion_kwargs={"api_base": api_base, "api_key": "x"}))
+'''
+
+LOOKUP = {"_tool": "lookupOrder", "orderId": f"{D}input.orderId", "_outputPath": f"{D}state.order"}
+REFUND = {"_tool": "refundOrder", "order": f"{D}state.order", "_outputPath": f"{D}state.refund"}
+REFUND_TASK = {"orderId": "o7", "request": "refund my order"}
+TURN1 = json_reply({"calls": [LOOKUP, REFUND], "output": None})  # two batches: lookup now, refund next turn
+TURN2 = json_reply({"calls": [REFUND], "output": None})
+TURN3 = json_reply({"calls": [], "output": {"refunded": True}})
+
+
+def journal_tools(folder: Path):
+    """Tools that append their name to ``folder/journal.txt`` each time they run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    journal = folder / "journal.txt"
+    (folder / "journal_tools.py").write_text(JOURNAL_TOOLS.format(journal=str(journal)))
+    return folder / "journal_tools.py", journal
+
+
+def ran_tools(journal: Path) -> list[str]:
+    return journal.read_text().split() if journal.exists() else []
+
+
+def durable(stub, tools_file: Path, state_dir: Path, *, fail_on: str | None = None, **kw):
+    """durable_agent_loop on the journal tools; ``fail_on``: run_plan raises (once) before running that tool."""
+    from dagplan.interpreter.agent import durable_agent_loop
+
+    tools = dagplan.load_tools([tools_file])
+    failing = [fail_on]
+
+    async def run_plan(plan):
+        if failing[0] in [s.tool for s in plan.steps]:
+            failing[0] = None
+            raise KeyboardInterrupt  # the process is interrupted before the batch's tools run
+        return (await dagplan.arun(plan, tools=tools, inputs={"orderId": "o7"})).state
+
+    return asyncio.run(durable_agent_loop(tools={n: t.spec for n, t in tools.items()}, run_plan=run_plan,
+                                          state_dir=state_dir, completion_kwargs=stub.kwargs(), **kw))
+
+
+def uninterrupted(stub, tmp_path: Path):
+    """The reference: the same three turns in one go (own tools journal and state dir)."""
+    tools_file, journal = journal_tools(tmp_path / "reference")
+    stub.script(TURN1, TURN2, TURN3)
+    result = durable(stub, tools_file, tmp_path / "reference" / "state", task_or_input=REFUND_TASK, model=MODEL)
+    requests = [r["messages"] for r in stub.requests]
+    stub.reset()
+    assert ran_tools(journal) == ["lookupOrder", "refundOrder"] and len(requests) == 3
+    return result, requests
+
+
+def only_run(state_dir: Path) -> str:
+    from dagplan.interpreter.store import RunStore
+
+    (info,) = RunStore(state_dir).list()
+    return info.id
+
+
+def test_agent_run_killed_in_turn_two_resumes_without_repaying_or_rerunning(stub, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    expected, reference_requests = uninterrupted(stub, tmp_path)
+    tools_file, journal = journal_tools(tmp_path / "killed")
+    state_dir = tmp_path / "killed" / "state"
+    (tmp_path / "child.py").write_text(KILLED_CHILD)
+    marker = tmp_path / "in-turn-2"
+
+    stub.script(TURN1, TURN2)  # turn 1 completes; turn 2's answer is in when its batch is killed
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    child = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(tools_file), str(state_dir),
+                              stub.url, MODEL, str(marker)], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120  # a bound on waiting (litellm's import), not a timing assertion
+    while not marker.exists():
+        assert child.poll() is None, child.stderr.read().decode()
+        assert time.monotonic() < deadline, "the child never reached turn 2's batch"
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stderr.close()
+    assert stub.count == 2 and ran_tools(journal) == ["lookupOrder"]
+
+    stub.reset()
+    stub.script(TURN3)
+    result = durable(stub, tools_file, state_dir, run_id=only_run(state_dir))  # task, model: from the run
+
+    assert stub.count == 1  # turn 3 only: turns 1 and 2's model calls were committed before the kill
+    assert ran_tools(journal) == ["lookupOrder", "refundOrder"]  # turn 1's tool did not run again
+    assert stub.requests[0]["messages"] == reference_requests[2]  # same prompt: the state replayed exactly
+    assert result.output == expected.output == {"refunded": True}
+    assert result.state == expected.state and result.state["refund"] == {"refundId": "r-o7", "amount": 42.0}
+    assert [t.replayed for t in result.turns] == [True, False, False]
+
+
+def test_interrupted_agent_run_replays_memoized_calls_and_completed_turns(stub, tmp_path):
+    from dagplan.interpreter.store import RunStore
+
+    expected, _ = uninterrupted(stub, tmp_path)
+    tools_file, journal = journal_tools(tmp_path / "run")
+    state_dir = tmp_path / "run" / "state"
+    stub.script(TURN1, TURN2)
+    with pytest.raises(KeyboardInterrupt):  # turn 2's answer is in, its batch never ran
+        durable(stub, tools_file, state_dir, fail_on="refundOrder", task_or_input=REFUND_TASK, model=MODEL)
+    assert stub.count == 2 and ran_tools(journal) == ["lookupOrder"]
+    run_id = only_run(state_dir)
+    assert RunStore(state_dir).open(run_id).progress().status == "interrupted"
+
+    stub.reset()
+    stub.script(TURN3)
+    result = durable(stub, tools_file, state_dir, run_id=run_id, task_or_input=REFUND_TASK)
+    assert stub.count == 1  # only turn 3: turn 2's completed model call came from the memo
+    assert ran_tools(journal) == ["lookupOrder", "refundOrder"]
+    assert (result.output, result.state) == (expected.output, expected.state)
+    assert result.run_id == run_id and [t.replayed for t in result.turns] == [True, False, False]
+
+    run = RunStore(state_dir).open(run_id)
+    turns = list(run.events({"agent_turn"}))
+    assert [e["turn"] for e in turns] == [1, 2, 3]
+    assert turns[0]["plan"]["steps"] == [{"id": "E1", "tool": "lookupOrder", "output": f"{D}state.order",
+                                          "args": {"orderId": f"{D}input.orderId"}}]
+    assert turns[1]["state"]["refund"]["refundId"] == "r-o7" and turns[2]["output"] == {"refunded": True}
+    assert run.progress().status == "completed"
+
+    again = durable(stub, tools_file, state_dir, run_id=run_id)  # a finished run replays whole, for free
+    assert stub.count == 1 and ran_tools(journal) == ["lookupOrder", "refundOrder"]
+    assert again.output == expected.output and all(t.replayed for t in again.turns)
+
+
+def test_resuming_an_agent_run_with_another_task_is_refused(stub, tmp_path):
+    tools_file, journal = journal_tools(tmp_path / "run")
+    state_dir = tmp_path / "run" / "state"
+    stub.script(TURN3)
+    durable(stub, tools_file, state_dir, task_or_input=REFUND_TASK, model=MODEL)
+    with pytest.raises(dagplan.RunError) as caught:
+        durable(stub, tools_file, state_dir, run_id=only_run(state_dir), task_or_input={"orderId": "o8"})
+    assert caught.value.code == "agent-run-mismatch" and stub.count == 1 and ran_tools(journal) == []
