@@ -46,6 +46,9 @@ async def aresume(
     registered = registry(tools)
     store = RunStore(state_dir or cfg.state_dir)
     run = store.open(run_id)
+    if run.meta.get("kind") == "agent":
+        raise RunError.make("agent-run", f"run {run.id} is an agent loop, not a plan run",
+                            hint=f"resume it with dagplan.durable_agent_loop(run_id={run.id!r}, tools=..., run_plan=...)")
     plan = load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=registered, config=cfg)
     analysis = analyze(plan)
     run = prepare_resume(store, run.id, from_step, list(analysis.order))

@@ -293,6 +293,10 @@ def test_interrupted_agent_run_replays_memoized_calls_and_completed_turns(stub, 
     assert stub.count == 1 and ran_tools(journal) == ["lookupOrder", "refundOrder"]
     assert again.output == expected.output and all(t.replayed for t in again.turns)
 
+    with pytest.raises(dagplan.RunError) as err:  # `dagplan resume` points at the agent API instead
+        dagplan.resume(run_id, state_dir=state_dir)
+    assert err.value.code == "agent-run" and "durable_agent_loop" in err.value.hint
+
 
 def test_resuming_an_agent_run_with_another_task_is_refused(stub, tmp_path):
     tools_file, journal = journal_tools(tmp_path / "run")
