@@ -31,8 +31,6 @@ def test_example_is_valid(path):
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
 def test_example_is_valid_against_its_tools(path):
     tools_py = ROOT / "tools.py"
-    if not tools_py.exists():
-        pytest.skip("examples/tools.py not there")
     from dagplan.interpreter.tools import load_tool_specs
 
     result = check(path, tools=load_tool_specs([tools_py]))
