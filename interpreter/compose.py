@@ -128,7 +128,9 @@ async def _call_item(execution: Execution, step: Step, resolver: Resolver, index
     if step.llm is not None:
         prompt = resolver.value(step.llm.prompt)
         system = resolver.value(step.llm.system) if step.llm.system else None
-        return await execution._invoke_llm(step, prompt, system)  # the memo key holds the prompt
+        from . import llm_step
+
+        return await llm_step.invoke(execution, step, prompt, system)  # the memo key holds the prompt
     if step.plan is not None:
         return await run_child(execution, step.plan, resolver.value(step.args), f"{step.id}[{index}]")
     return await execution._invoke(step, ("tool", resolver.value(step.args)))

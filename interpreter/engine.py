@@ -427,7 +427,9 @@ class Execution:
     def _invoke(self, step: Step, call: tuple) -> Awaitable[Any]:
         """The awaitable of one attempt (no coroutine of its own: this is the hot path)."""
         if call[0] == "llm":
-            return self._invoke_llm(step, call[1], call[2])
+            from . import llm_step  # litellm stays unimported until a plan actually has an LLM step
+
+            return llm_step.invoke(self, step, call[1], call[2])
         if call[0] == "compose":
             from . import compose
 
@@ -442,40 +444,6 @@ class Execution:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.options.max_concurrency), thread_name_prefix="dagplan-tool")
         return asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(tool.fn, **args))
 
-    async def _invoke_llm(self, step: Step, prompt: str, system: str | None) -> Any:
-        from . import llm  # litellm stays unimported until a plan actually has an LLM step
-
-        call = step.llm
-        if self._budget is None:  # seeded with what replayed steps of this run already spent
-            self._budget = llm.Budget(self.options.max_cost, self.options.max_tokens,
-                                      prompt_tokens=self.usage["prompt_tokens"],
-                                      completion_tokens=self.usage["completion_tokens"], cost=self.usage["cost"])
-        narrowed = {name: self.tools[name] for name in call.tools if name in self.tools}
-        result = await llm.run_llm_step(
-            step.id, call, prompt, system,
-            model=llm.default_model(call.model, self.options.model),
-            tools={name: _as_async(t) for name, t in narrowed.items()},
-            tool_specs={name: t.spec for name, t in narrowed.items()},
-            alternatives=tuple(" && ".join(map(str, alt)) for alt in step.output.alternatives)
-            if step.output is not None and step.output.branching else (),
-            memo=self.journal.memo_for(step.id) if self.journal is not None else None,
-            max_iterations=call.max_iterations or self.options.step_max_iterations,
-            completion_kwargs=self.options.completion_kwargs,
-            budget=self._budget,
-        )
-        self._account(step, result)
-        if step.output is not None and step.output.branching:
-            return Branch(result.alternative, result.output)
-        return result.output
-
-    def _account(self, step: Step, result: Any) -> None:
-        self.steps[step.id].usage = {"model": result.model, "prompt_tokens": result.prompt_tokens,
-                                     "completion_tokens": result.completion_tokens, "cost": result.cost,
-                                     "calls": result.calls, "replayed_calls": result.replayed}
-        self.usage["prompt_tokens"] += result.prompt_tokens
-        self.usage["completion_tokens"] += result.completion_tokens
-        self.usage["cost"] += result.cost
-        self.usage["llm_calls"] += result.calls
 
     def _transient(self, step: Step, exc: BaseException) -> bool:
         if isinstance(exc, DagplanError):
@@ -652,16 +620,6 @@ class Execution:
         if self.journal is not None:
             await self.journal.commit()
 
-
-
-def _as_async(tool: Tool) -> Callable[..., Awaitable[Any]]:
-    if tool.is_async:
-        return tool.fn
-
-    async def call(**args: Any) -> Any:
-        return await asyncio.to_thread(tool.fn, **args)
-
-    return call
 
 
 def _needs_intent(step: Step, tools: Mapping[str, Tool]) -> bool:
