@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
-from .dsl import load as _load
 from .dsl.errors import PlanInvalid, RunError
 from .dsl.ir import Plan
 from .dsl.schedule import Analysis, analyze

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span, error
+from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
 from .source import SourceMap, _Index  # noqa: F401 - SourceMap is part of this module's interface
 from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many
 

@@ -30,7 +30,6 @@ from .schedule import (
     iter_reads,
     natural_key,
     refs_of,
-    step_reads,
 )
 
 ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$")

@@ -32,6 +32,7 @@ from ..dsl.errors import DagplanError, Diagnostic, error
 from ..dsl.ir import Plan, ToolSpec
 from .llm import NOT_JSON, Budget, Memo, complete, memo_key, parse_json
 from .planner import repair_text, tool_catalog
+from .values import thaw
 
 if TYPE_CHECKING:
     from .store import Run, RunStore
@@ -154,7 +155,7 @@ async def agent_loop(
         if done is not None:  # completed before the interruption: its tools ran, its state is in the log
             live = _replayed_state(done, answer, number)
         if ran is not None:
-            ran = replace(ran, initial_state=_thaw(ran.initial_state))
+            ran = replace(ran, initial_state=thaw(ran.initial_state))
             if done is None:
                 live = dict(await run_plan(ran))
             current = json.dumps({"calls": solution.get("calls")}, ensure_ascii=False) if "calls" in solution else answer
@@ -232,14 +233,6 @@ def _check_with_state(answer: str, live: dict, tools: Mapping[str, ToolSpec], nu
     return check_document(replace(document, data=data), tools)
 
 
-def _thaw(value: Any) -> Any:
-    """Read-only mappings and tuples from the parser -> plain dicts and lists (the engine deep-copies state)."""
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
-
 
 def _output_problems(output: Any, schema: Mapping[str, Any] | None) -> list[Diagnostic]:
     if output is None or schema is None:
@@ -275,7 +268,7 @@ def recorded_turns(run: Run) -> dict[int, dict]:
 def turn_event(turn: Turn, checked: Any) -> dict:
     """What the log keeps of a turn: enough to replay it without its tools, and to audit it."""
     return {"type": TURN_EVENT, "turn": turn.number, "answer": turn.answer,
-            "plan": _plan_data(checked, turn.plan), "state": _thaw(turn.state), "output": turn.output,
+            "plan": _plan_data(checked, turn.plan), "state": thaw(turn.state), "output": turn.output,
             "diagnostics": [{"code": d.code, "message": d.message} for d in turn.diagnostics]}
 
 
@@ -290,7 +283,7 @@ def _plan_data(checked: Any, ran: Plan | None) -> dict | None:
     if len(steps) != len(data.get("steps") or []):  # a cut batch: the plan's result is not its
         data.pop("result", None)
         data.pop("parallel_groups", None)
-    return _thaw({**data, "steps": steps})
+    return thaw({**data, "steps": steps})
 
 
 def _replayed_state(done: dict, answer: str, number: int) -> dict:
@@ -379,4 +372,4 @@ def _jsonable(value: Any) -> Any:
     """The value as the log reads it back (JSON round trip), so a resume compares like with like."""
     from .wal import dumps
 
-    return None if value is None else json.loads(dumps(_thaw(value)))
+    return None if value is None else json.loads(dumps(thaw(value)))

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import random
 import time
 from collections import deque
@@ -23,13 +21,13 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable
 
-from ..dsl.errors import DagplanError, RunError
+from ..dsl.errors import DagplanError
 from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step
 from ..dsl.schedule import Analysis
 from . import events as ev
 from .events import Event, Subscriber
 from .tools import Branch, Tool, TransientError
-from .values import MISSING, BadReference, Dead, Resolver, as_text, get_path, set_path, thaw, view_text
+from .values import MISSING, BadReference, Dead, Resolver, as_text, set_path, thaw, view_text
 
 TRANSIENT = (TimeoutError, ConnectionError, TransientError)
 HEAD = 200
@@ -656,10 +654,6 @@ def _alternative_index(output: Output, chosen: int | str, step_id: str) -> int:
     raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
 
 
-def memo_key(*parts: Any) -> str:
-    """A content hash for the memo of completed calls."""
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
-__all__ = ["Execution", "Options", "RunResult", "StepReport", "StepState", "memo_key", "get_path"]
+__all__ = ["Execution", "Options", "RunResult", "StepReport", "StepState"]

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..dsl.errors import RunError
 from . import wal
+from .config import RESUME_DEFAULTS  # one source of the resume policy's defaults
 from .wal import COMPLETED, FAILED, INTERRUPTED, PENDING, SETTLED, SKIPPED, empty_state, fold, owner_pid
 
 INLINE_LIMIT = 32 * 1024  # bytes of JSON above which a value is spilled to its own file
@@ -595,8 +596,6 @@ def _file_safe(key: str) -> str:
 
 # --- resume analysis ---------------------------------------------------------------------
 
-RESUME_DEFAULTS = {"default": "retry_pending", "side_effect": "ask", "pure": "retry", "idempotent": "retry",
-                   "undeclared": "retry"}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..dsl.errors import DagplanError, RunError
+from ..dsl.errors import DagplanError
 from .run import EXIT_FAILED, EXIT_USAGE, fail, output_options, tools_option
 
 USAGE_CODES = {"unknown-run", "ambiguous-run", "unknown-step"}
