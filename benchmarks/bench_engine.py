@@ -3,8 +3,10 @@
     python benchmarks/bench_engine.py [--repeat 7]
 
 Shapes: a chain of 1,000 no-op steps and a fan-out of 1,000 independent no-op
-steps, with async and with sync tools; and 100 steps sleeping 50 ms each
-(parallel efficiency = 50 ms / wall time). Figures are medians of the repeats;
+steps, with async and with sync tools; a `for_each` step over 1,000 items; and 100
+steps sleeping 50 ms each (parallel efficiency = 50 ms / wall time). Each is run
+through the public API (`dagplan.arun` on a loaded plan: what users call) and
+through the engine alone (`Execution`). Figures are medians of the repeats;
 ratios are against the floor measured in the same run. LangGraph is measured
 when installed (`pip install -e '.[bench]'`).
 """
@@ -17,9 +19,11 @@ import statistics
 import time
 from typing import Annotated, Callable, TypedDict
 
-from dagplan.dsl.parse import parse_document
-from dagplan.dsl.schedule import analyze
-from dagplan.interpreter.engine import Execution, Options
+import json
+
+import dagplan
+from dagplan.interpreter.engine import Execution
+from dagplan.interpreter.scope import Options, RunScope
 from dagplan.interpreter.tools import registry, tool
 
 
@@ -49,23 +53,38 @@ def fan_doc(n: int, name: str) -> dict:
     return {"steps": [{"id": f"s{i}", "tool": name, "output": f"†state.s{i}"} for i in range(n)]}
 
 
+def items_doc(n: int, name: str) -> dict:
+    return {"initial_state": {"xs": list(range(n))},
+            "steps": [{"id": "each", "tool": name, "for_each": "†state.xs", "max_items": n,
+                       "args": {"x": "†item"}, "output": "†state.out"}]}
+
+
 def deps_of(doc: dict) -> dict[str, list[str]]:
+    if "initial_state" in doc:  # a fan-out over items: independent nodes
+        return {f"s{i}": [] for i in doc["initial_state"]["xs"]}
     return {s["id"]: ([f"s{int(s['id'][1:]) - 1}"] if "args" in s else []) for s in doc["steps"]}
 
 
 # --- the three executors ---------------------------------------------------------------------
 
 
-def ours(doc: dict, max_concurrency: int) -> Callable[[], float]:
-    plan, diags = parse_document(doc)
-    assert plan is not None and not diags, diags
-    analysis = analyze(plan)
-    tools = registry([anoop, snoop, nap])
+TOOLS = [anoop, snoop, nap]
+
+
+def ours(doc: dict, max_concurrency: int, api: bool = True) -> Callable[[], float]:
+    """dagplan on the plan: through ``dagplan.arun`` (api) or the engine alone."""
+    plan = dagplan.load(text=json.dumps(doc), tools=TOOLS)
+    tools = registry(TOOLS)
 
     async def timed() -> float:
         start = time.perf_counter()
-        result = await Execution(plan, analysis, tools, {}, "bench", Options(max_concurrency=max_concurrency)).run()
-        assert result.status == "completed"
+        if api:
+            result = await dagplan.arun(plan, tools=TOOLS, max_concurrency=max_concurrency)
+        else:
+            scope = RunScope("bench", tools, Options(max_concurrency=max_concurrency))
+            result = await Execution(plan, {}, scope).run()
+            scope.close()
+        assert result.status == "completed" and not result.had_errors
         return time.perf_counter() - start
 
     def once() -> float:
@@ -159,17 +178,19 @@ def main() -> None:
     args = parser.parse_args()
     n = args.steps
     print(f"per-step overhead, median of {args.repeat} runs, {n} no-op steps (us/step; ratio vs floor)")
-    print(f"{'shape':<18}{'floor':>10}{'dagplan':>10}{'ratio':>8}{'langgraph':>11}{'ratio':>8}")
+    print(f"{'shape':<18}{'floor':>8}{'api':>8}{'ratio':>8}{'engine':>8}{'ratio':>8}{'langgraph':>11}{'ratio':>8}")
     for kind, name, fn in (("async", "anoop", anoop.__wrapped__ if hasattr(anoop, "__wrapped__") else anoop),
                            ("sync", "snoop", snoop)):
-        for shape, make in (("chain", chain_doc), ("fan-out", fan_doc)):
+        for shape, make in (("chain", chain_doc), ("fan-out", fan_doc), ("for_each", items_doc)):
             doc = make(n, name)
             base = median(floor(doc, fn), args.repeat) / n * 1e6
-            mine = median(ours(doc, max_concurrency=n), args.repeat) / n * 1e6
-            lg = langgraph(doc, fn)
+            api = median(ours(doc, max_concurrency=n), args.repeat) / n * 1e6
+            engine = median(ours(doc, max_concurrency=n, api=False), args.repeat) / n * 1e6
+            lg = langgraph(doc, fn) if shape != "for_each" else None
             lg_us = median(lg, max(1, args.repeat // 2)) / n * 1e6 if lg else None
             lg_txt = f"{lg_us:>11.1f}{lg_us / base:>7.1f}x" if lg_us else f"{'n/a':>11}{'':>8}"
-            print(f"{kind + ' ' + shape:<18}{base:>10.1f}{mine:>10.1f}{mine / base:>7.2f}x{lg_txt}")
+            print(f"{kind + ' ' + shape:<18}{base:>8.1f}{api:>8.1f}{api / base:>7.2f}x{engine:>8.1f}"
+                  f"{engine / base:>7.2f}x{lg_txt}")
     doc = fan_doc(100, "nap")
     print("\nparallelism, 100 steps sleeping 50 ms (efficiency = 50 ms / wall; median of repeats):")
     for label, runner in (("floor", floor(doc, nap)), ("dagplan", ours(doc, max_concurrency=100)), ("langgraph", langgraph(doc, nap))):

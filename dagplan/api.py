@@ -1,18 +1,18 @@
-"""The public API: load -> preview / run, with an async twin of every run function."""
+"""The public API: load -> preview / run, the recorded runs, with an async twin of every run function.
+
+Each function is a thin layer over the pipeline (:mod:`dagplan.dsl`) and the interpreter
+(:mod:`dagplan.interpreter`); the CLI calls only these.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-import time
-from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
-from .dsl.errors import PlanInvalid, RunError
+from .dsl.errors import PlanInvalid
 from .dsl.ir import Plan
-from .dsl.schedule import Analysis, analyze
 
 ToolsArg = Iterable[Any] | Mapping[str, Any] | None
 Approve = Callable[[Any], "bool | Any"]
@@ -23,16 +23,16 @@ def load(source: str | os.PathLike | None = None, *, text: str | bytes | None = 
     """Load, check and parse a plan (any dialect); raises :class:`PlanInvalid` listing every problem.
 
     With ``tools``, tool names and argument types are checked too; with ``config``, its
-    ``max_items`` (default cap of for_each steps) and ``max_steps`` budget apply.
+    ``max_items`` (default cap of for_each steps) and ``max_steps`` budget apply. The plan
+    carries its analysis (graph, order, groups): running it again costs no re-analysis.
     """
+    from .dsl.compose import Budget
+
     specs = _specs(tools) if tools is not None else None
-    result = _check(source, text=text, name=name, tools=specs, budget=_budget(config))
-    if not result.ok:
+    result = _check(source, text=text, name=name, tools=specs, budget=Budget.of(config))
+    if not result.ok or result.plan is None:
         raise PlanInvalid(result.diagnostics)
-    plan = result.plan
-    if plan.document is None and result.document is not None:
-        plan = replace(plan, document=result.document.data)
-    return plan
+    return result.plan
 
 
 def preview(plan: Plan | str | os.PathLike):
@@ -40,7 +40,7 @@ def preview(plan: Plan | str | os.PathLike):
     from .interpreter.preview import build_preview
 
     plan = _as_plan(plan)
-    return build_preview(plan, analyze(plan))
+    return build_preview(plan, plan.analysis)
 
 
 async def arun(
@@ -53,7 +53,7 @@ async def arun(
     max_concurrency: int | None = None,
     on_limit_exceeded: Callable | None = None,
     durable: bool = False,
-    state_dir: str | os.PathLike | None = None,
+    state_dir: Any = None,
     run_id: str | None = None,
     model: str | None = None,
     completion_kwargs: Mapping[str, Any] | None = None,
@@ -64,31 +64,20 @@ async def arun(
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`."""
-    from .interpreter.config import load_config
-    from .interpreter.engine import Execution, Options
-    from .interpreter.inputs import prepare_inputs
+    from .interpreter.driver import start
+    from .interpreter.scope import Options
     from .interpreter.tools import registry
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
-    analysis = analyze(plan)
-    registered = registry(tools)
-    values = prepare_inputs(plan, inputs)
-    await _approve(plan, analysis, approve)
     options = Options.from_config(
         cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
         model=model, completion_kwargs=completion_kwargs, max_cost=max_cost, max_tokens=max_tokens,
-        ask_gate=ask_gate, default_max_items=cfg.max_items,
+        ask_gate=ask_gate,
     )
-    journal = None
-    if durable:
-        journal = _create_run(plan, values, state_dir or cfg.state_dir)
-        run_id = journal.id
-    run_id = run_id or new_run_id()
-    if on_run_created:
-        on_run_created(run_id)
-    execution = Execution(plan, analysis, registered, values, run_id, options, journal=journal)
-    return await _execute(execution, journal)
+    return await start(plan, tools=registry(tools), inputs=inputs, options=options, approve=approve,
+                       durable=durable, state=state_dir or cfg.state_dir, run_id=run_id,
+                       on_run_created=on_run_created)
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -98,26 +87,115 @@ def run(plan: Plan | str | os.PathLike, **kwargs: Any):
     mapping; the plan may call only these. ``inputs``: values of ``†input``.
     ``approve(preview) -> bool`` is asked before a ``mode: lazy`` plan runs.
     ``ask_gate(request) -> answer`` answers approval gates (``gate:`` steps); without it a
-    durable run stops in the ``waiting`` state (answer later: ``dagplan answer``).
+    durable run stops in the ``waiting`` state (answer later: :func:`answer`).
     ``subscribers``: callables receiving every :class:`Event`. ``durable=True``
-    checkpoints the run under ``state_dir`` so it can be resumed.
+    checkpoints the run under ``state_dir`` (a directory, or a registry such as
+    ``MemoryRegistry()``) so it can be resumed.
     """
     return asyncio.run(arun(plan, **kwargs))
 
 
-async def aresume(run_id: str, **kwargs: Any):
-    from .interpreter.resume import aresume as _aresume
+async def aresume(
+    run_id: str,
+    *,
+    tools: ToolsArg = None,
+    from_step: str | None = None,
+    state_dir: Any = None,
+    on_interrupted: Callable[[str, str], str] | None = None,
+    subscribers: Iterable[Callable] = (),
+    on_limit_exceeded: Callable | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+    config: Any = None,
+    max_concurrency: int | None = None,
+    model: str | None = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+):
+    """Resume a durable run. See :func:`resume`."""
+    from .interpreter.driver import resume as _resume
+    from .interpreter.scope import Options
+    from .interpreter.tools import registry
 
-    return await _aresume(run_id, **kwargs)
+    cfg = config or load_config()
+    options = Options.from_config(
+        cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
+        model=model, completion_kwargs=completion_kwargs, ask_gate=ask_gate,
+    )
+    return await _resume(run_id, tools=registry(tools), options=options, config=cfg, state=state_dir or cfg.state_dir,
+                         from_step=from_step, on_interrupted=on_interrupted, on_run_created=on_run_created)
 
 
 def resume(run_id: str, **kwargs: Any):
-    """Resume an interrupted durable run: completed steps replay, the rest runs."""
+    """Resume an interrupted (or waiting) durable run: completed steps replay, the rest runs.
+
+    ``on_interrupted(step, purity) -> "retry" | "adopt" | "fail"`` decides about steps with a
+    side effect that were running when the run stopped (without it they fail, never silently repeated).
+    """
     return asyncio.run(aresume(run_id, **kwargs))
 
 
+# --- recorded runs ---------------------------------------------------------------------------
+
+
+def runs(state_dir: Any = None):
+    """Every recorded run, newest first: a list of :class:`RunInfo`."""
+    from .interpreter.runs import list_runs
+
+    return list_runs(_state(state_dir))
+
+
+def run_report(run_id: str, state_dir: Any = None):
+    """One run's :class:`RunReport`: status, each step's status, attempts, output and error."""
+    from .interpreter.runs import run_report as report
+
+    return report(run_id, _state(state_dir))
+
+
+def events(run_id: str, state_dir: Any = None, types: Iterable[str] | None = None):
+    """A run's journaled :class:`Event` values, oldest first (``types``: only those)."""
+    from .interpreter.runs import run_events
+
+    return run_events(run_id, _state(state_dir), types)
+
+
+def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: bool = False) -> str:
+    """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it."""
+    from .interpreter.runs import answer_gate
+
+    return answer_gate(run_id, step, value, _state(state_dir), text=text)
+
+
+def discard(run_id: str, state_dir: Any = None) -> str:
+    """Cancel a run (if running), record ``plan_aborted`` and remove it; returns its full id."""
+    from .interpreter.runs import discard_run
+
+    return discard_run(run_id, _state(state_dir))
+
+
+def stored_plan(run_id: str, tools: ToolsArg = None, state_dir: Any = None, *, config: Any = None,
+                from_step: str | None = None) -> Plan:
+    """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
+    (and ``from_step``, a ``resume --from`` step, checked first)."""
+    from .interpreter.driver import stored_plan as plan_of
+    from .interpreter.journal import open_registry
+    from .interpreter.tools import registry
+
+    cfg = config or load_config()
+    journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
+    return plan_of(journal, registry(tools), cfg, from_step)
+
+
+def load_config(start: str | os.PathLike | None = None):
+    """The project configuration that applies in ``start`` (default: the working directory)."""
+    from .interpreter.config import load_config as read
+
+    return read(start)
+
+
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    from .interpreter.store import new_run_id as new
+
+    return new()
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -127,53 +205,11 @@ def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any
     return plan if isinstance(plan, Plan) else load(plan, tools=tools, config=config)
 
 
-def _budget(config: Any):
-    """What check enforces from the configuration: the default max_items cap and max_steps."""
-    if config is None or (getattr(config, "max_items", None) is None and config.max_steps is None):
-        return None
-    from .dsl.compose import Budget
-
-    return Budget(config.max_items, config.max_steps)
+def _state(state_dir: Any) -> Any:
+    return state_dir if state_dir is not None else load_config().state_dir
 
 
 def _specs(tools: ToolsArg):
     from .interpreter.tools import registry
 
     return {name: t.spec for name, t in registry(tools).items()}
-
-
-async def _approve(plan: Plan, analysis: Analysis, approve: Approve | None) -> None:
-    if plan.mode != "lazy":
-        return
-    if approve is None:
-        raise RunError.make(
-            "approval-required",
-            "this plan is lazy: it runs only after approval",
-            hint="pass approve=callback (API) or --yes (CLI), or preview it first",
-        )
-    from .interpreter.preview import build_preview
-
-    answer = approve(build_preview(plan, analysis))
-    if asyncio.iscoroutine(answer):
-        answer = await answer
-    if not answer:
-        raise RunError.make("not-approved", "the plan was not approved; nothing ran")
-
-
-def _create_run(plan: Plan, inputs: Mapping[str, Any], state_dir: Any):
-    from .interpreter.store import RunStore
-
-    if plan.document is None:
-        raise RunError.make("not-durable", "a durable run needs a plan loaded from a document", hint="use dagplan.load()")
-    store = RunStore(state_dir)
-    run = store.create(plan_doc=plan.document, plan_name=plan.source, inputs=dict(inputs), meta={"dialect": plan.dialect})
-    run.acquire()
-    return run
-
-
-async def _execute(execution, journal):
-    try:
-        return await execution.run()
-    finally:
-        if journal is not None:
-            journal.release()

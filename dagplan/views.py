@@ -11,10 +11,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .interpreter import events as ev
+from .interpreter.vocabulary import EventType, StepStatus
 
 DESCRIPTION_WIDTH = 60
-MARKS = {"completed": "ok", "handled": "ok*", "failed": "FAILED", "skipped": "skipped", "running": "..."}
 
 
 def cut(text: str, width: int = DESCRIPTION_WIDTH) -> str:
@@ -77,7 +76,7 @@ def report_text(result: Any) -> str:
     rows = [("step", "call", "status", "attempts", "duration", "output")]
     for sid in result.order:
         s = result.steps[sid]
-        detail = s.reason if s.status == "skipped" else s.head
+        detail = s.reason if s.status is StepStatus.SKIPPED else s.head
         rows.append((sid, s.call, s.status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     table = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
@@ -122,16 +121,16 @@ class PlainProgress:
         if event.step and event.step not in self.plan.by_id:
             return None  # a child of a composition step (review[3], sub.fetch): its progress event tells
         label = cut(self.plan.by_id[event.step].label) if event.step else ""
-        if event.type == "plan_step_progress":  # fan-out and loops (interpreter.compose)
-            what = f"item {event.data['done']}/{event.data['total']}" if "done" in event.data else (
-                f"iteration {event.data['iteration']}/{event.data['total']}")
-            return f"    {label}: {what}"
-        if event.type == ev.STEP_STARTED:
+        if event.type is EventType.STEP_PROGRESS:  # fan-out and loops
+            return f"    {label}: {progress_text(event.data)}"
+        if event.type is EventType.STEP_STARTED:
             return f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] {label} ..."
-        if event.type in (ev.STEP_COMPLETED, ev.STEP_FAILED, ev.STEP_SKIPPED):
+        if event.type in _SETTLING:
             self.done += 1
             return f"[{self.done:>{len(str(self.total))}}/{self.total}] {label}: {_outcome(event)}"
-        if event.type == ev.STEP_RETRYING:
+        if event.type is EventType.STEP_WAITING:
+            return f"    {label}: waiting for an answer"
+        if event.type is EventType.STEP_RETRYING:
             err = event.data["error"]
             return f"    retrying {label} (attempt {event.data['attempt'] + 1}, in {event.data['delay']}s): {err['type']}: {err['message']}"
         return None
@@ -140,10 +139,20 @@ class PlainProgress:
         print(line, file=self.stream, flush=True)
 
 
+_SETTLING = frozenset({EventType.STEP_COMPLETED, EventType.STEP_FAILED, EventType.STEP_SKIPPED})
+
+
+def progress_text(data: Any) -> str:
+    """``review 7/12`` (the fan-out's ``as:`` name, else ``item``) or ``iteration 3/10``."""
+    if "done" in data:
+        return f"{data.get('name') or 'item'} {data['done']}/{data['total']}"
+    return f"iteration {data['iteration']}/{data['total']}"
+
+
 def _outcome(event: Any) -> str:
-    if event.type == ev.STEP_SKIPPED:
+    if event.type is EventType.STEP_SKIPPED:
         return f"skipped ({event.data.get('reason')})"
-    if event.type == ev.STEP_FAILED:
+    if event.type is EventType.STEP_FAILED:
         err = event.data["error"]
         kind = "handled" if event.data.get("handled") else "FAILED"
         return f"{kind}: {err['type']}: {cut(err['message'], 80)}"
@@ -161,7 +170,7 @@ class LiveProgress(PlainProgress):
         from rich.console import Console
         from rich.live import Live
 
-        self.status = {s.id: "pending" for s in plan.steps}
+        self.status = {s.id: StepStatus.PENDING for s in plan.steps}
         self.started: dict[str, float] = {}
         self.console = Console(file=stream)
         self.live = Live(self._table(), console=self.console, refresh_per_second=8, transient=False)
@@ -181,14 +190,8 @@ class LiveProgress(PlainProgress):
 
     def __call__(self, event: Any) -> None:
         if event.step in self.status:
-            self.status[event.step] = {
-                ev.STEP_STARTED: "running",
-                ev.STEP_COMPLETED: "completed",
-                ev.STEP_FAILED: "handled" if event.data.get("handled") else "failed",
-                ev.STEP_SKIPPED: "skipped",
-                ev.STEP_RETRYING: "retrying",
-            }.get(event.type, self.status[event.step])
-            if event.type == ev.STEP_STARTED:
+            self.status[event.step] = _status_after(event, self.status[event.step])
+            if event.type is EventType.STEP_STARTED:
                 self.started[event.step] = time.monotonic()
         self.live.update(self._table())
 
@@ -196,12 +199,22 @@ class LiveProgress(PlainProgress):
         from rich.table import Table
 
         table = Table(box=None, show_header=False)
-        styles = {"completed": "green", "handled": "yellow", "failed": "red", "skipped": "dim", "running": "cyan"}
+        styles = {StepStatus.COMPLETED: "green", StepStatus.HANDLED: "yellow", StepStatus.FAILED: "red",
+                  StepStatus.SKIPPED: "dim", StepStatus.RUNNING: "cyan", StepStatus.WAITING: "magenta"}
         for step in self.plan.steps:
             st = self.status[step.id]
             style = styles.get(st)
             table.add_row(f"[{style}]{st}[/]" if style else st, cut(step.label))  # "[]x[/]" is a MarkupError
         return table
+
+
+def _status_after(event: Any, current: StepStatus) -> StepStatus:
+    """A step's status once ``event`` happened to it (the live view's one mapping)."""
+    if event.type is EventType.STEP_FAILED:
+        return StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
+    return {EventType.STEP_STARTED: StepStatus.RUNNING, EventType.STEP_RETRYING: StepStatus.RUNNING,
+            EventType.STEP_COMPLETED: StepStatus.COMPLETED, EventType.STEP_SKIPPED: StepStatus.SKIPPED,
+            EventType.STEP_WAITING: StepStatus.WAITING}.get(event.type, current)
 
 
 def progress_for(plan: Any, stream: TextIO = sys.stderr) -> PlainProgress:

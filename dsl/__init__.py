@@ -89,6 +89,8 @@ def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = 
         if plan is not None:
             problems, analysis = validate_and_analyze(plan, tools)
             found += problems
+            if analysis is not None:
+                vars(plan)["analysis"] = analysis  # the plan carries its analysis (Plan.analysis is cached)
         if plan is not None and (budget is not None or _composes(plan) or _mentions_item(document)):
             plan, more = _compose(plan, document, tools, budget, includes)
             found += more

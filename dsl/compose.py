@@ -132,6 +132,13 @@ class Budget:
     default_max_items: int | None = None
     max_steps: int | None = None
 
+    @classmethod
+    def of(cls, config: Any) -> "Budget | None":
+        """The budget of a configuration object (its ``max_items`` and ``max_steps``), None when it sets neither."""
+        if config is None or (getattr(config, "max_items", None) is None and getattr(config, "max_steps", None) is None):
+            return None
+        return cls(config.max_items, config.max_steps)
+
 
 def resolve_children(plan: Plan, data: Any, check_child: Callable, includes: tuple[str, ...],
                      budget: Budget) -> tuple[Plan, list[Diagnostic], Any]:

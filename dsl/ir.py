@@ -7,12 +7,17 @@ expression nodes below in any leaf.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, Union
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Union
 
 from .errors import NOSPAN, Span
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .schedule import Analysis
 
 Root = Literal["input", "state", "item", "index"]  # item/index: inside a for_each step
 Key = Union[str, int]
@@ -177,6 +182,16 @@ class Gate:
     question: Any  # str or Template
     choices: tuple[str, ...] | None = None
     schema: Mapping[str, Any] | None = None
+class StepKind(enum.StrEnum):
+    """What a step does: call a tool, ask a model, run a sub-plan, loop a sub-plan, ask a person."""
+
+    TOOL = "tool"
+    LLM = "llm"
+    PLAN = "plan"
+    LOOP = "loop"
+    GATE = "gate"
+
+
 NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
 
 
@@ -200,12 +215,14 @@ class Step:
     gate: Gate | None = None
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> StepKind:
         if self.llm is not None:
-            return "llm"
-        if self.tool is not None:
-            return "tool"
-        return "plan" if self.plan is not None else "loop" if self.loop is not None else "gate" if self.gate else "tool"
+            return StepKind.LLM
+        if self.plan is not None:
+            return StepKind.PLAN
+        if self.loop is not None:
+            return StepKind.LOOP
+        return StepKind.GATE if self.gate is not None else StepKind.TOOL
 
     @property
     def label(self) -> str:
@@ -238,6 +255,13 @@ class Plan:
 
     def step(self, step_id: str) -> Step:
         return self.by_id[step_id]
+
+    @cached_property
+    def analysis(self) -> "Analysis":
+        """The plan's graph (dependencies, order, parallel groups): computed once per plan, then carried."""
+        from .schedule import analyze
+
+        return analyze(self)
 
 
 # --- canonical spelling ----------------------------------------------------------------

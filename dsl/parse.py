@@ -40,7 +40,7 @@ def parse_document(
     plan_kwargs = _plan_fields(ctx, data)
     if ctx.diagnostics:
         return None, ctx.diagnostics
-    plan = Plan(steps=steps, dialect=dialect, source=name, span=Span(name), **plan_kwargs)
+    plan = Plan(steps=steps, dialect=dialect, source=name, span=Span(name), document=data, **plan_kwargs)
     return plan, []
 
 

@@ -26,16 +26,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping
+from typing import Any, Awaitable, Callable, Literal, Mapping
 
 from ..dsl.errors import DagplanError, Diagnostic, error
 from ..dsl.ir import Plan, ToolSpec
+from .journal import Journal, Registry, StepMemo, json_copy, open_registry
 from .llm import NOT_JSON, Budget, Memo, complete, memo_key, parse_json
 from .planner import repair_text, tool_catalog
 from .values import thaw
-
-if TYPE_CHECKING:
-    from .store import Run, RunStore
+from .vocabulary import Event, EventType, RunStatus
 
 SYSTEM_PROMPT = """\
 You are an agent working through a plan. Each turn you get the input, the tools, the current \
@@ -130,7 +129,7 @@ async def agent_loop(
     budget: Budget | None = None,
     checkpoint: Callable[[Turn], Any] | None = None,
     batch: Literal["group", "plan"] = "group",
-    run: Run | None = None,
+    run: Journal | None = None,
 ) -> AgentResult:
     """Plan, run, re-plan from the live state until the model gives the final output.
 
@@ -141,7 +140,7 @@ async def agent_loop(
     ``memo`` defaults to its memo.
     """
     if run is not None and memo is None:
-        memo = run.memo_for("agent")
+        memo = StepMemo(run, "agent")
     recorded = recorded_turns(run) if run is not None else {}
     loop = _Loop(model, tools, completion_kwargs, memo, budget)
     live, current, turns = dict(state or {}), plan, []
@@ -163,7 +162,7 @@ async def agent_loop(
         turn = Turn(number, answer, ran, output, dict(live), diags, replayed=done is not None)
         turns.append(turn)
         if run is not None and done is None:
-            run.append(turn_event(turn, checked))
+            run.record(Event(EventType.AGENT_TURN, run.id, data=turn_data(turn, checked)))
             await run.commit()
         if checkpoint:
             checkpoint(turn)
@@ -257,17 +256,14 @@ def _context(task_or_input: Any, tools: Mapping[str, ToolSpec], current: str | N
 
 # --- durable mode ---------------------------------------------------------------------------
 
-TURN_EVENT = "agent_turn"
-
-
-def recorded_turns(run: Run) -> dict[int, dict]:
+def recorded_turns(run: Journal) -> dict[int, Mapping[str, Any]]:
     """The turns a run completed before, by number (the last record of a number wins)."""
-    return {int(e["turn"]): e for e in run.events({TURN_EVENT})}
+    return {int(e.data["turn"]): e.data for e in run.events({EventType.AGENT_TURN})}
 
 
-def turn_event(turn: Turn, checked: Any) -> dict:
+def turn_data(turn: Turn, checked: Any) -> dict:
     """What the log keeps of a turn: enough to replay it without its tools, and to audit it."""
-    return {"type": TURN_EVENT, "turn": turn.number, "answer": turn.answer,
+    return {"turn": turn.number, "answer": turn.answer,
             "plan": _plan_data(checked, turn.plan), "state": thaw(turn.state), "output": turn.output,
             "diagnostics": [{"code": d.code, "message": d.message} for d in turn.diagnostics]}
 
@@ -302,7 +298,7 @@ async def durable_agent_loop(
     model: str | None = None,
     run_id: str | None = None,
     state_dir: str | os.PathLike | None = None,
-    store: RunStore | None = None,
+    store: Registry | None = None,
     output_schema: Mapping[str, Any] | None = None,
     plan: str | None = None,
     state: Mapping[str, Any] | None = None,
@@ -317,9 +313,7 @@ async def durable_agent_loop(
     given, and must match it when given. ``options`` go to :func:`agent_loop`
     (``max_turns``, ``repair``, ``completion_kwargs``, ``budget``, ``checkpoint``, ``batch``).
     """
-    from .store import RunStore
-
-    store = store or RunStore(state_dir)
+    store = store or open_registry(state_dir)
     given = {"task": task_or_input, "model": model, "output_schema": output_schema, "plan": plan, "state": state}
     if run_id is None:
         run, args = _new_agent_run(store, given)
@@ -330,21 +324,23 @@ async def durable_agent_loop(
     try:
         if on_run_created:
             on_run_created(run.id)
-        run.append({"type": "plan_resumed" if run_id else "plan_started"})
+        run.record(Event(EventType.PLAN_RESUMED if run_id else EventType.PLAN_STARTED, run.id))
         try:
             result = await agent_loop(args["task"], tools=tools, model=args["model"], run_plan=run_plan,
                                       output_schema=args["output_schema"], plan=args["plan"], state=args["state"],
                                       run=run, **options)
         except AgentError as exc:
-            run.append({"type": "plan_completed", "status": "failed", "error": {"code": exc.code, "message": str(exc)}})
+            run.record(Event(EventType.PLAN_COMPLETED, run.id, data={
+                "status": RunStatus.FAILED, "error": {"code": exc.code, "message": str(exc)}}))
             raise
-        run.append({"type": "plan_completed", "status": "completed", "output": result.output})
+        run.record(Event(EventType.PLAN_COMPLETED, run.id,
+                         data={"status": RunStatus.COMPLETED, "output": result.output}))
         return result
     finally:
         run.release()  # commits what was appended
 
 
-def _new_agent_run(store: RunStore, given: dict) -> tuple[Run, dict]:
+def _new_agent_run(store: Registry, given: dict) -> tuple[Journal, dict]:
     if given["task"] is None or not given["model"]:
         raise AgentError(error("agent-args", "a new agent run needs a task and a model"))
     args = {k: _jsonable(v) for k, v in given.items()}  # the first run prompts with what a resume reads back
@@ -353,7 +349,7 @@ def _new_agent_run(store: RunStore, given: dict) -> tuple[Run, dict]:
     return run, args
 
 
-def _resumed_args(run: Run, given: dict) -> dict:
+def _resumed_args(run: Journal, given: dict) -> dict:
     """The run's recorded arguments; a given one must equal the recorded one (else the memo would miss)."""
     from ..dsl.errors import RunError
 
@@ -370,6 +366,4 @@ def _resumed_args(run: Run, given: dict) -> dict:
 
 def _jsonable(value: Any) -> Any:
     """The value as the log reads it back (JSON round trip), so a resume compares like with like."""
-    from .wal import dumps
-
-    return None if value is None else json.loads(dumps(thaw(value)))
+    return None if value is None else json_copy(thaw(value))

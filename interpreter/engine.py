@@ -1,77 +1,59 @@
-"""The eager executor: runs a valid plan with as much concurrency as its graph allows.
+"""The engine: runs a valid plan with as much concurrency as its graph allows.
 
-A ready-set scheduler (graphlib's protocol, by hand for speed): every step
-waits on a counter of unsettled dependencies; when it reaches zero the step's
-arguments are resolved and it either starts, or is skipped (a branch not taken,
-a failed dependency under ``skip_dependents``). Settling a step releases its
-dependents. With a journal (the durable store), every completion is committed
-before any dependent starts; completions that land together share one fsync.
+A ready-set scheduler (graphlib's protocol, by hand for speed): every step waits on a
+counter of unsettled dependencies; when it reaches zero the step's runner resolves what
+it needs (:mod:`.runners`) and it either starts, or is skipped (a branch not taken, a
+failed dependency under ``skip_dependents``). Settling a step releases its dependents.
+
+Every unit of work -- a step, a fan-out item, a loop iteration, a sub-plan's step (a step
+of a child :class:`Execution` sharing the run's :class:`~.scope.RunScope`) -- goes
+through the same path: replayed when the journal has its result, else started (a side
+effect's intent durable first), tried under the attempt policy (:mod:`.attempts`), and
+settled with one event that feeds the journal and the subscribers. With a journal,
+every completion is committed before any dependent starts; completions that land
+together share one commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import random
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
-from collections.abc import Mapping
 from typing import Any, Awaitable, Callable
 
-from ..dsl.errors import DagplanError
-from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step
-from ..dsl.schedule import Analysis
-from . import events as ev
-from .events import Event, Subscriber
-from .tools import Branch, Tool, TransientError
-from .values import MISSING, BadReference, Dead, Resolver, as_text, set_path, thaw, view_text
+from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step, SubPlan
+from . import attempts
+from .attempts import StepFailure, Waiting
+from .context import Runner
+from .resume import Recorded
+from .runners import runner_for
+from .scope import Options, RunScope, Unit
+from .tools import Branch
+from .values import MISSING, BadReference, Dead, NotJSON, Resolver, as_text, get_path, json_value, set_path, thaw, \
+    view_text
+from .vocabulary import EventType, RunStatus, StepStatus
 
-TRANSIENT = (TimeoutError, ConnectionError, TransientError)
 HEAD = 200
 _SETTLED = object()  # _start's answer for a step settled without running
-
-
-class StepFailure(Exception):
-    """A step failed for a reason that is not a Python bug in dagplan (bad reference, budget...)."""
-
-
-class Waiting(Exception):
-    """An approval gate has no answer yet: ``request`` says what it waits for (JSON)."""
-
-    def __init__(self, request: dict):
-        super().__init__(request.get("question", ""))
-        self.request = request
-
-
-@dataclass
-class StepState:
-    """Mutable bookkeeping of one step during a run."""
-
-    status: str = "pending"  # pending | running | completed | handled | failed | skipped
-    output: Any = MISSING
-    attempts: int = 0
-    duration: float = 0.0
-    error: dict | None = None
-    reason: str | None = None
-    replayed: bool = False
-    alternative: int = 0
-    usage: dict | None = None
+_RUNNING = StepStatus.RUNNING
+_PROGRESS = EventType.STEP_PROGRESS
 
 
 @dataclass(frozen=True)
 class StepReport:
     id: str
-    call: str  # the tool name, or "llm"
-    status: str
+    call: str  # the tool name, or the kind: llm, plan, loop, gate
+    status: StepStatus
     attempts: int
     duration: float
     output: Any
     error: Mapping[str, Any] | None = None
     reason: str | None = None
     replayed: bool = False
+    usage: Mapping[str, Any] | None = None
 
     @property
     def head(self) -> str:
@@ -81,16 +63,15 @@ class StepReport:
 
     def to_json(self) -> dict[str, Any]:
         out = {
-            "status": self.status,
+            "status": str(self.status),
             "call": self.call,
             "output": None if self.output is MISSING else self.output,
             "attempts": self.attempts,
             "duration": round(self.duration, 6),
         }
-        if self.error:
-            out["error"] = dict(self.error)
-        if self.reason:
-            out["reason"] = self.reason
+        for key in ("error", "reason", "usage"):
+            if getattr(self, key):
+                out[key] = dict(getattr(self, key)) if key != "reason" else self.reason
         if self.replayed:
             out["replayed"] = True
         return out
@@ -99,144 +80,104 @@ class StepReport:
 @dataclass(frozen=True)
 class RunResult:
     run_id: str
-    status: str  # completed | failed | aborted | interrupted
+    status: RunStatus  # completed | failed | aborted | waiting
     had_errors: bool
     result: Any
     steps: Mapping[str, StepReport] = field(repr=False)
     order: tuple[str, ...] = field(repr=False)
     state: Mapping[str, Any] = field(repr=False)
     usage: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    message: str = ""  # why the run stopped early (abort, budget)
+    message: str = ""  # why the run stopped early (abort, budget, waiting)
+    waiting: tuple[Mapping[str, Any], ...] = ()  # the gate requests a waiting run stopped at
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "run_id": self.run_id,
-            "status": self.status,
+            "status": str(self.status),
             "message": self.message,
             "had_errors": self.had_errors,
             "result": self.result,
             "steps": {sid: self.steps[sid].to_json() for sid in self.order},
             "usage": dict(self.usage),
         }
-
-
-LimitHook = Callable[[str, BaseException, int], "bool | Awaitable[bool]"]
-
-
-@dataclass
-class Options:
-    """How to run: concurrency, hooks, LLM defaults. Everything has a sensible default."""
-
-    max_concurrency: int = 16
-    on_limit_exceeded: LimitHook | None = None
-    subscribers: list[Subscriber] = field(default_factory=list)
-    model: str | None = None
-    completion_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    step_max_iterations: int = 5
-    max_cost: float | None = None
-    max_tokens: int | None = None
-    ask_gate: Callable[[Any], Any] | None = None  # answers approval gates interactively (else the run waits)
-    default_max_items: int | None = None  # for_each cap when a step gives no max_items
-    resume_policy: Mapping[str, str] | None = None  # Config.resume: interrupted children of composition steps
-    on_interrupted: Callable[[str, str], str] | None = None  # ("ask"): (child id, purity) -> retry | adopt | fail
-
-    @classmethod
-    def from_config(cls, config: Any, **given: Any) -> "Options":
-        """The config's values, overridden by what the caller gave (None means "not given")."""
-        given = {k: v for k, v in given.items() if v is not None}
-        return cls(
-            max_concurrency=given.pop("max_concurrency", config.max_concurrency),
-            model=given.pop("model", config.default_model),
-            completion_kwargs={**config.llm, **given.pop("completion_kwargs", {})},
-            step_max_iterations=config.step_max_iterations,
-            max_cost=given.pop("max_cost", config.max_cost),
-            max_tokens=given.pop("max_tokens", config.max_tokens),
-            subscribers=list(given.pop("subscribers", ())),
-            **given,
-        )
+        if self.waiting:
+            out["waiting"] = [dict(w) for w in self.waiting]
+        return out
 
 
 class Execution:
-    """One run of one plan. ``await execution.run()`` -> :class:`RunResult`."""
+    """One run of one plan (or of a sub-plan inside a run). ``await execution.run()`` -> :class:`RunResult`."""
 
-    def __init__(
-        self,
-        plan: Plan,
-        analysis: Analysis,
-        tools: Mapping[str, Tool],
-        inputs: Mapping[str, Any],
-        run_id: str,
-        options: Options | None = None,
-        journal: Any = None,
-        replay: Mapping[str, StepState] | None = None,
-    ):
-        self.plan, self.analysis, self.tools = plan, analysis, tools
-        self.inputs, self.run_id = inputs, run_id
-        self.options = options or Options()
-        self.journal = journal
+    def __init__(self, plan: Plan, inputs: Mapping[str, Any], scope: RunScope, prefix: str = ""):
+        self.plan, self.scope, self.prefix = plan, scope, prefix
+        self.analysis = plan.analysis
+        self.root = not prefix
         self.state: dict = thaw(plan.initial_state)
-        self.steps = {sid: StepState() for sid in analysis.order}
-        self.replay = dict(replay or {})
+        self.units = {sid: Unit(scope, prefix + sid, plan.by_id[sid]) for sid in self.analysis.order}
         self.resolver = Resolver(inputs, self.state, self._placeholder_text)
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
-        for recorded in self.replay.values():
-            for key in ("prompt_tokens", "completion_tokens", "cost"):
-                self.usage[key] += (recorded.usage or {}).get(key, 0)
-        self._waiting = {sid: len(analysis.deps[sid]) for sid in analysis.order}
+        self._waiting = {sid: len(self.analysis.deps[sid]) for sid in self.analysis.order}
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
         self._aborted = False
-        self.child_failures = 0  # failed fan-out items: their slots hold the failure text
         self.abort_reason = ""
-        limit = max(1, self.options.max_concurrency)
-        self._limit = asyncio.Semaphore(limit) if limit < len(self.steps) else None
-        self._pool: ThreadPoolExecutor | None = None
-        self._budget: Any = None  # llm.Budget, created with the first LLM step
-        self._sinks = bool(self.options.subscribers) or journal is not None
-        self.waiting: list[dict] = []  # approval gates the run stopped at (see interpreter.compose)
+        limit = max(1, scope.options.max_concurrency)
+        self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
+        self._journal = scope.journal
 
     # --- the run ------------------------------------------------------------------------
 
     async def run(self) -> RunResult:
         self._finished = asyncio.get_running_loop().create_future()
-        self._emit(ev.PLAN_STARTED, steps=len(self.steps), resumed=bool(self.replay))
+        self.scope.executions.append(self)
+        if self.root:
+            self.scope.emit(EventType.PLAN_STARTED, steps=len(self.units), resumed=bool(self.scope.replay.units))
         try:
-            await self._commit()
+            await self.scope.commit()
             self._release([sid for sid in self.analysis.order if self._waiting[sid] == 0])
-            if self._settled < len(self.steps):
+            if self._settled < len(self.units):
                 await self._finished
             return await self._finish()
-        except BaseException:  # Ctrl-C, cancellation, or an error of the store: state is kept
+        except BaseException:  # Ctrl-C, cancellation, or an error of the journal: state is kept
             await self._interrupt()
             raise
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            self.scope.executions.remove(self)
 
     async def _finish(self) -> RunResult:
-        if self.waiting:
-            return await self._stop_waiting()
+        order = self.analysis.order
+        if self.scope.waiting:
+            if self.root:
+                self.scope.emit(EventType.PLAN_WAITING, waiting=list(self.scope.waiting))
+                await self.scope.commit()
+            message = "waiting for an answer at " + ", ".join(w["step"] for w in self.scope.waiting)
+            return RunResult(self.scope.run_id, RunStatus.WAITING, False, None, self._reports(), order, self.state,
+                             self.scope.usage, message, tuple(self.scope.waiting))
         result = self._result()
-        failed = self.child_failures > 0 or any(s.status == "failed" for s in self.steps.values())
-        status = "aborted" if self._aborted else ("failed" if failed and self.plan.on_failure == "abort" else "completed")
-        self._emit(ev.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason, usage=self.usage,
-                   result=result)
-        await self._commit()
-        return RunResult(self.run_id, status, failed, result, self._reports(), self.analysis.order, self.state,
-                         self.usage, self.abort_reason)
+        failed = any(u.status is StepStatus.FAILED for u in self.units.values())
+        if self.root:
+            failed = failed or self.scope.child_failures > 0
+        status = RunStatus.ABORTED if self._aborted else (
+            RunStatus.FAILED if failed and self.plan.on_failure == "abort" else RunStatus.COMPLETED)
+        if self.root:
+            self.scope.emit(EventType.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason,
+                            usage=dict(self.scope.usage), result=result)
+            await self.scope.commit()
+        return RunResult(self.scope.run_id, status, failed, result, self._reports(), order, self.state,
+                         self.scope.usage, self.abort_reason)
 
     async def _interrupt(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._emit(ev.PLAN_INTERRUPTED)
-        if self.journal is not None:
-            self.journal.commit_sync()
+        if self.root:
+            self.scope.emit(EventType.PLAN_INTERRUPTED)
+            if self._journal is not None:
+                self._journal.commit_sync()
 
     # --- scheduling ---------------------------------------------------------------------
 
-    def _release(self, ready: list[str], inline: bool = False) -> tuple[Step, tuple] | None:
+    def _release(self, ready: list[str], inline: bool = False) -> tuple | None:
         """Start or settle each ready step (settling may free more, so loop instead of recursing).
 
         With ``inline``, one step to run is handed back to the calling task instead of a
@@ -254,15 +195,12 @@ class Execution:
                 if inline and mine is None:
                     mine = todo
                 else:
-                    self._spawn(*todo)
+                    self._tasks.add(asyncio.ensure_future(self._execute(todo)))
         return mine
-
-    def _spawn(self, step: Step, call: tuple) -> None:
-        self._tasks.add(asyncio.ensure_future(self._execute(step, call)))
 
     def _settle(self, sid: str) -> list[str]:
         self._settled += 1
-        if self._settled == len(self.steps) and not self._finished.done():
+        if self._settled == len(self.units) and not self._finished.done():
             self._finished.set_result(None)
         now_ready = []
         for dep in self.analysis.dependents.get(sid, ()):
@@ -271,281 +209,267 @@ class Execution:
                 now_ready.append(dep)
         return now_ready
 
-    def _start(self, sid: str) -> tuple[Step, tuple] | object | None:
-        """What to do with a ready step: ``(step, call)`` to run it, ``_SETTLED`` when it was
-        settled without running (skipped, replayed, failed early), None to leave it pending."""
-        step = self.plan.by_id[sid]
-        if self.waiting:
+    def _start(self, sid: str) -> tuple | object | None:
+        """What to do with a ready step: ``(unit, runner, context, prepared)`` to run it, ``_SETTLED``
+        when it was settled without running (skipped, replayed, failed early), None to leave it pending."""
+        if self.scope.waiting:
             return None  # waiting for a person: start nothing new, leave it pending (not settled)
+        unit = self.units[sid]
+        step = unit.step
         blocked = self.abort_reason if self._aborted else self._blocked_by(step)
+        recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
-            self._skip(sid, blocked)
-        elif sid in self.replay:
-            self._replay(step, self.replay[sid])
+            self._skip(unit, blocked)
+        elif recorded is not None:
+            self._replay(unit, recorded)
         elif step.precomputed is not NOT_GIVEN:
-            self._complete_precomputed(step)
+            self._complete(unit, thaw(step.precomputed), precomputed=True)
         else:
+            runner = runner_for(step)
+            ctx = StepContext(self, unit, self.resolver)
             try:
-                return step, self._prepare(step)
+                return unit, runner, ctx, runner.prepare(ctx, step)
             except Dead as dead:
-                self._skip(sid, f"{dead.ref} was never written (branch not taken)")
+                self._skip(unit, f"{dead.ref} was never written (branch not taken)")
             except (BadReference, StepFailure) as exc:
-                self._fail(step, exc)
+                self._fail(unit, exc)
         return _SETTLED
-
-    def _complete_precomputed(self, step: Step) -> None:
-        try:
-            alternative, value = self._choose(step, thaw(step.precomputed))
-        except StepFailure as exc:
-            self._fail(step, exc)
-            return
-        self._complete(step, value, precomputed=True, alternative=alternative)
 
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
-            status = self.steps[dep].status
-            if status == "skipped" and dep in step.deps:
+            status = self.units[dep].status
+            if status is StepStatus.SKIPPED and dep in step.deps:
                 return f"it depends on {dep}, which was skipped"
-            if status == "failed" and self.plan.on_failure == "skip_dependents":
+            if status is StepStatus.FAILED and self.plan.on_failure == "skip_dependents":
                 return f"it depends on {dep}, which failed"
         return None
 
-    def _prepare(self, step: Step) -> tuple:
-        """Resolve what the step needs now that its dependencies are settled.
-
-        Raises Dead when it reads a path nobody wrote or a skipped step's placeholder.
-        """
-        if step.for_each is not None or step.llm is None and step.tool is None:
-            from . import compose  # fan-out, sub-plans, loops, gates
-
-            return compose.prepare(self, step)
-        if step.llm is not None:
-            prompt = self.resolver.value(step.llm.prompt)
-            system = self.resolver.value(step.llm.system) if step.llm.system else None
-            return ("llm", prompt, system)
-        return ("tool", self.resolver.value(step.args))
-
     # --- executing a step ---------------------------------------------------------------
 
-    async def _execute(self, step: Step, call: tuple) -> None:
+    async def _execute(self, todo: tuple) -> None:
         """A step task: its chain of steps, then its bookkeeping (no done-callback: the hot path)."""
         try:
-            await self._run_chain(step, call)
+            await self._run_chain(todo)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # disk full, a bug: the run ends loudly instead of hanging
             if not self._finished.done():
                 self._finished.set_exception(exc)
         finally:
-            self._tasks.discard(asyncio.current_task())
-            if self.waiting and not self._tasks and not self._finished.done():
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            if self.scope.waiting and not self._tasks and not self._finished.done():
                 self._finished.set_result(None)  # nothing left running: stop in the waiting state
 
-    async def _run_chain(self, step: Step, call: tuple) -> None:
+    async def _run_chain(self, todo: tuple | None) -> None:
         """Run a step, then, in the same task, one of the steps it made ready (and so on)."""
-        todo: tuple[Step, tuple] | None = (step, call)
         while todo is not None:
-            step, call = todo
-            state = self.steps[step.id]
-            state.status = "running"
+            unit = todo[0]
+            unit.status = _RUNNING
             try:
                 if self._limit is None:
-                    ready = await self._run_step(step, call)
+                    ready = await self._run_step(*todo)
                 else:
                     async with self._limit:
-                        ready = await self._run_step(step, call)
-                if self.journal is not None:
-                    await self.journal.commit()  # durable before any dependent starts
+                        ready = await self._run_step(*todo)
+                if self._journal is not None:
+                    await self._journal.commit()  # durable before any dependent starts
                 todo = self._release(ready, inline=True)
             except asyncio.CancelledError:
                 if not self._aborted:
-                    state.status = "interrupted"
+                    unit.status = StepStatus.INTERRUPTED
                     raise
-                state.status, state.reason = "skipped", self.abort_reason
-                self._release(self._settle(step.id))
+                unit.status, unit.reason = StepStatus.SKIPPED, self.abort_reason
+                self._release(self._settle(unit.step.id))
                 return
 
-    async def _run_step(self, step: Step, call: tuple) -> list[str]:
+    async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
         """Run the step's attempts and settle it; returns the dependents it made ready."""
-        state = self.steps[step.id]
         started = time.perf_counter()
-        if self._has_sinks():
-            self._emit(ev.STEP_STARTED, step.id, description=step.label)
-        if self.journal is not None and _needs_intent(step, self.tools):
-            await self.journal.commit()  # a side effect never starts before its intent is durable
+        if self.scope.sinks:
+            await self._started(unit, runner, ctx)
         try:
-            state.attempts += 1
-            try:
-                result = await self._attempt(step, call)
-            except Exception as exc:  # retried if transient, else the step's failure
-                result = await self._retry(step, call, exc)
-            alternative, value = self._choose(step, result)
+            value = await self._attempt(unit, runner, ctx, prepared)
         except asyncio.CancelledError:
             raise
         except Waiting as wait:
-            state.duration = time.perf_counter() - started
-            return self._wait(step, wait)
-        except Exception as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
-            state.duration = time.perf_counter() - started
-            return self._settle_failure(step, exc)
-        state.duration = time.perf_counter() - started
-        self._complete(step, value, alternative=alternative)
-        return self._settle(step.id)
+            unit.duration = time.perf_counter() - started
+            return self._wait(unit, wait)
+        except BaseException as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
+            unit.duration = time.perf_counter() - started
+            self._fail(unit, attempts.as_failure(exc))
+            return self._settle(unit.step.id)
+        unit.duration = time.perf_counter() - started
+        self._complete(unit, value)
+        return self._settle(unit.step.id)
 
-    def _attempt(self, step: Step, call: tuple) -> Awaitable[Any]:
-        if step.timeout is None or call[0] == "compose":  # a fan-out times each item, not the whole
-            return self._invoke(step, call)
-        return self._timed(step, call)
+    def _attempt(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> Awaitable[Any]:
+        unit.attempts += 1
+        if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
+            return runner.run(ctx, unit.step, prepared)
+        return self._attempts(unit, lambda: runner.run(ctx, unit.step, prepared))
 
-    async def _timed(self, step: Step, call: tuple) -> Any:
-        async with asyncio.timeout(step.timeout):
-            return await self._invoke(step, call)
+    async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
+        """The attempt policy: the first attempt awaited directly, the retry loop only after a failure."""
+        try:
+            return await attempts.first(unit.step, once)
+        except (asyncio.CancelledError, Waiting):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - judged by the policy
+            return await attempts.retry(unit, once, attempts.as_failure(exc))
 
-    async def _retry(self, step: Step, call: tuple, error: Exception) -> Any:
-        """After a failed attempt: back off and try again while the error is transient and budget remains."""
-        state = self.steps[step.id]
-        budget = step.retry.limit
-        while True:
-            if not self._transient(step, error):
-                raise error
-            if state.attempts > budget and not await self._extend(step, error, state.attempts):
-                raise error
-            if state.attempts > budget:
-                budget += step.retry.limit
-            delay = _backoff(step, state.attempts)
-            self._emit(ev.STEP_RETRYING, step.id, attempt=state.attempts, delay=round(delay, 3),
-                       error=_error_info(step, error))
-            await asyncio.sleep(delay)
-            state.attempts += 1
-            try:
-                return await self._attempt(step, call)
-            except Exception as exc:  # noqa: BLE001 - judged at the top of the loop
-                error = exc
+    async def _started(self, unit: Unit, runner: Runner, ctx: "StepContext") -> None:
+        """The started event; a side effect never starts before its intent is durable."""
+        ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
+        if self._journal is not None and not runner.per_child and self.scope.purity(unit.step) == "side_effect":
+            await self._journal.commit()
 
-    def _invoke(self, step: Step, call: tuple) -> Awaitable[Any]:
-        """The awaitable of one attempt (no coroutine of its own: this is the hot path)."""
-        if call[0] == "llm":
-            from . import llm_step  # litellm stays unimported until a plan actually has an LLM step
+    # --- children (fan-out items, loop iterations) ----------------------------------------
 
-            return llm_step.invoke(self, step, call[1], call[2])
-        if call[0] == "compose":
-            from . import compose
+    async def settle_child(self, ctx: "StepContext", once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
+        """A child unit to its outcome: replayed, or started and tried under the attempt policy."""
+        unit = ctx.unit
+        recorded = self.scope.replay.units.get(unit.id)
+        if recorded is not None:
+            return self._replayed_child(unit, recorded, failure_value)
+        started = time.perf_counter()
+        await self._started(unit, _CHILD, ctx)
+        try:
+            unit.attempts += 1
+            value = await self._attempts(unit, once)
+            if isinstance(value, Branch):
+                raise StepFailure(f"{unit.id}: a fan-out item or loop iteration cannot choose a branch")
+            value = json_value(value)
+        except asyncio.CancelledError:
+            raise
+        except Waiting as wait:
+            self._waiting_unit(unit, wait)
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the child's failure
+            unit.duration = time.perf_counter() - started
+            return self._child_failed(unit, attempts.as_failure(exc), failure_value)
+        unit.duration = time.perf_counter() - started
+        unit.status, unit.output = StepStatus.COMPLETED, value
+        self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
+                        **({"usage": unit.usage} if unit.usage else {}))
+        await self.scope.commit()  # durable before the next resume would need it
+        return value
 
-            return compose.invoke(self, step, call[1])
-        tool = self.tools.get(step.tool or "")
-        if tool is None:
-            raise StepFailure(f"tool {step.tool!r} is not available to this run")
-        args = call[1]
-        if tool.is_async:
-            return tool.fn(**args)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=max(1, self.options.max_concurrency), thread_name_prefix="dagplan-tool")
-        return asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(tool.fn, **args))
+    def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
+        if recorded.status.has_output:
+            self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=recorded.attempts, replayed=True)
+            return recorded.output
+        return self._child_failed(unit, None, failure_value, recorded.error)
 
+    def _child_failed(self, unit: Unit, exc: Exception | None, failure_value: bool,
+                      error: Mapping[str, Any] | None = None) -> Any:
+        info = dict(error) if error is not None else attempts.error_info(unit.id, unit.step, exc)
+        unit.status, unit.error = StepStatus.FAILED, info
+        self.scope.emit(EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts,
+                        replayed=exc is None)
+        if not failure_value or self.plan.on_failure == "abort":
+            raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
+        self.scope.child_failures += 1  # the run reports had_errors
+        return attempts.failure_text(info)
 
-    def _transient(self, step: Step, exc: BaseException) -> bool:
-        if isinstance(exc, DagplanError):
-            return bool(getattr(exc, "transient", False))
-        tool = self.tools.get(step.tool or "")
-        extra = tool.retry_on if tool else ()
-        return isinstance(exc, TRANSIENT + tuple(extra)) or bool(getattr(exc, "retryable", False))
+    async def run_plan(self, sub: SubPlan, inputs: Any, unit_id: str) -> Any:
+        """A sub-plan as part of this run: a child execution whose step ids are ``<unit_id>.<step>``."""
+        from .inputs import prepare_inputs
 
-    async def _extend(self, step: Step, exc: BaseException, attempts: int) -> bool:
-        hook = self.options.on_limit_exceeded
-        if hook is None or step.retry.limit == 0:
-            return False
-        answer = hook(step.id, exc, attempts)
-        if asyncio.iscoroutine(answer):
-            answer = await answer
-        return bool(answer)
+        name = sub.path or "inline"
+        if sub.plan is None:
+            raise StepFailure(f"sub-plan {name} was not loaded")
+        if not isinstance(inputs, Mapping):
+            raise StepFailure(f"a sub-plan's input must be an object, not {type(inputs).__name__}")
+        try:
+            values = prepare_inputs(sub.plan, inputs)
+        except Exception as exc:  # noqa: BLE001 - a RunError listing every bad input
+            raise StepFailure(f"sub-plan {name}: {_message(exc)}") from exc
+        result = await Execution(sub.plan, values, self.scope, f"{unit_id}.").run()
+        if result.status is RunStatus.WAITING:
+            raise Waiting(result.waiting[0], registered=True)
+        if result.status is not RunStatus.COMPLETED:
+            raise StepFailure(f"sub-plan {name} {result.status}: {result.message or 'a step failed'}")
+        return result.result
 
     # --- settling -----------------------------------------------------------------------
 
-    def _settle_failure(self, step: Step, exc: BaseException) -> list[str]:
-        self._fail(step, exc)
-        if getattr(exc, "code", None) == "budget-exceeded":
-            self._abort(exc.headline.message)  # a budget stops the whole run, cleanly
-        elif self.plan.on_failure == "abort" and self.steps[step.id].status == "failed":
-            self._abort()
-        return self._settle(step.id)
-
-    def _complete(self, step: Step, value: Any, precomputed: bool = False, alternative: int = 0) -> bool:
-        state = self.steps[step.id]
+    def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
+        step = unit.step
+        try:
+            alternative, value = self._choose(step, value)
+            value = json_value(value)
+        except (StepFailure, NotJSON) as exc:
+            self._fail(unit, exc)
+            return
         self._write(step.output, alternative, value)
-        state.status, state.output, state.alternative = "completed", value, alternative
+        unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
         if precomputed:
-            state.attempts = 0
-        if self.journal is not None:
-            self.journal.complete_step(
-                step.id, value, attempts=state.attempts, duration=state.duration, replayed=False,
-                alternative=alternative, precomputed=precomputed, usage=state.usage,
-            )
-        if self.options.subscribers:
-            self._emit_only(ev.STEP_COMPLETED, step.id, state.duration, attempts=state.attempts, replayed=False,
-                       precomputed=precomputed, alternative=alternative, head=view_text(as_text(value), "head", 80))
-        return True
+            unit.attempts = 0
+        if self.scope.sinks:
+            self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
+                            alternative=alternative, replayed=False, precomputed=precomputed,
+                            **({"usage": unit.usage} if unit.usage else {}))
 
-    def _replay(self, step: Step, recorded: StepState) -> bool:
+    def _replay(self, unit: Unit, recorded: Recorded) -> None:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
-        state = self.steps[step.id]
-        self._write(step.output, recorded.alternative, recorded.output)
-        state.status, state.output, state.alternative = recorded.status, recorded.output, recorded.alternative
-        state.attempts, state.replayed, state.error = recorded.attempts, True, recorded.error
-        if recorded.status == "failed":
-            self._emit(ev.STEP_FAILED, step.id, 0.0, error=recorded.error, attempts=state.attempts, replayed=True)
+        unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
+        if recorded.status is StepStatus.FAILED:
+            self._failed(unit, dict(recorded.error or {}), replayed=True)
+            return
+        self._write(unit.step.output, recorded.alternative, recorded.output)
+        unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
+        unit.error = recorded.error
+        if recorded.status is StepStatus.HANDLED:
+            self.scope.emit(EventType.STEP_FAILED, unit.id, 0.0, error=unit.error, attempts=unit.attempts,
+                            handled=True, alternative=unit.alternative, output=unit.output, replayed=True)
         else:
-            self._emit(ev.STEP_COMPLETED, step.id, 0.0, attempts=state.attempts, replayed=True,
-                       alternative=state.alternative)
-        return True
+            self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=unit.attempts, replayed=True,
+                            alternative=unit.alternative)
 
-    def _fail(self, step: Step, exc: BaseException) -> bool:
-        state = self.steps[step.id]
-        info = _error_info(step, exc)
-        state.error = info
+    def _fail(self, unit: Unit, exc: BaseException) -> None:
+        info = attempts.error_info(unit.id, unit.step, exc)
+        self._failed(unit, info)
+        if getattr(exc, "code", None) == "budget-exceeded":
+            self.scope.abort(exc.headline.message)  # a budget stops the whole run, cleanly
+        elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
+            self.abort()
+
+    def _failed(self, unit: Unit, info: dict, replayed: bool = False) -> None:
+        step = unit.step
+        unit.error = info
         if step.output is not None and step.output.branching:
             # the error object takes the last alternative: the plan handles the failure itself
-            self._write(step.output, len(step.output.alternatives) - 1, dict(info))
-            state.status, state.output = "handled", dict(info)
-            state.alternative = len(step.output.alternatives) - 1
+            unit.alternative = len(step.output.alternatives) - 1
+            self._write(step.output, unit.alternative, dict(info))
+            unit.status, unit.output = StepStatus.HANDLED, dict(info)
         else:
-            state.status = "failed"
-            state.output = f"(FAILED: {info['type']}: {info['message']})"
-            if self.plan.on_failure == "continue":
-                self._write(step.output, 0, state.output)
-                for target in step.output.alternatives[0] if step.output else ():
-                    self.resolver.failed[target.path] = state.output
-        if self.journal is not None:
-            self.journal.append({"type": ev.STEP_FAILED, "run_id": self.run_id, "step": step.id, "error": info,
-                                 "attempts": state.attempts, "handled": state.status == "handled",
-                                 "alternative": state.alternative})
-        if self._has_sinks():
-            self._emit_only(ev.STEP_FAILED, step.id, state.duration, error=info, attempts=state.attempts,
-                            handled=state.status == "handled")
-        return True
+            unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
+            if self.plan.on_failure == "continue" and step.output is not None:
+                self._write(step.output, 0, unit.output)
+                for target in step.output.alternatives[0]:
+                    self.resolver.failed[target.path] = unit.output
+        handled = unit.status is StepStatus.HANDLED
+        self.scope.emit(EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts,
+                        handled=handled, alternative=unit.alternative, replayed=replayed,
+                        **({"output": unit.output} if handled else {}))
 
-    def _wait(self, step: Step, wait: "Waiting") -> list[str]:
+    def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
         """An approval gate without an answer: the step stays unsettled and nothing new starts."""
-        self.steps[step.id].status = "waiting"
-        self.waiting.append(wait.request)
-        if self.journal is not None:  # pending again on resume (a skipped step is re-evaluated)
-            self.journal.append({"type": ev.STEP_SKIPPED, "run_id": self.run_id, "step": step.id,
-                                 "reason": "waiting for an answer"})
+        self._waiting_unit(unit, wait)
         return []
 
-    async def _stop_waiting(self) -> RunResult:
-        self._emit("plan_waiting", waiting=self.waiting)
-        await self._commit()
-        message = "waiting for an answer at " + ", ".join(w["step"] for w in self.waiting)
-        return RunResult(self.run_id, "waiting", False, None, self._reports(), self.analysis.order, self.state,
-                         self.usage, message)
+    def _waiting_unit(self, unit: Unit, wait: Waiting) -> None:
+        unit.status = StepStatus.WAITING
+        if not wait.registered:  # the gate itself: the run waits for this request
+            wait.registered = True
+            self.scope.waiting.append(wait.request)
+        self.scope.emit(EventType.STEP_WAITING, unit.id, request=wait.request)
 
-    def _skip(self, sid: str, reason: str) -> bool:
-        state = self.steps[sid]
-        state.status, state.reason = "skipped", reason
-        self._emit(ev.STEP_SKIPPED, sid, reason=reason)
-        return True
+    def _skip(self, unit: Unit, reason: str) -> None:
+        unit.status, unit.reason = StepStatus.SKIPPED, reason
+        self.scope.emit(EventType.STEP_SKIPPED, unit.id, reason=reason)
 
-    def _abort(self, reason: str = "the run was aborted") -> None:
+    def abort(self, reason: str = "the run was aborted") -> None:
         self._aborted = True
         self.abort_reason = reason
         current = asyncio.current_task()
@@ -568,12 +492,11 @@ class Execution:
 
     # --- reading --------------------------------------------------------------------------
 
-
     def _placeholder_text(self, sid: str) -> str:
-        state = self.steps.get(sid)
-        if state is None or state.status == "skipped" or state.output is MISSING:
+        unit = self.units.get(sid)
+        if unit is None or unit.status is StepStatus.SKIPPED or unit.output is MISSING:
             raise Dead(Ref("state", (f"#{sid}",)))
-        return as_text(state.output)
+        return as_text(unit.output)
 
     def _result(self) -> Any:
         if self.plan.result is not None:
@@ -581,64 +504,102 @@ class Execution:
                 return self.resolver.value(self.plan.result)
             except (Dead, BadReference):
                 return None
-        last = self.steps[self.analysis.order[-1]] if self.analysis.order else None
+        last = self.units[self.analysis.order[-1]] if self.analysis.order else None
         return None if last is None or last.output is MISSING else last.output
 
     def _reports(self) -> dict[str, StepReport]:
         out = {}
         for sid in self.analysis.order:
-            step, st = self.plan.by_id[sid], self.steps[sid]
-            status = "skipped" if st.status in ("pending", "interrupted") and self._aborted else st.status
-            out[sid] = StepReport(sid, step.tool or step.kind, status, st.attempts, st.duration, st.output, st.error,
-                                  st.reason, st.replayed)
+            u = self.units[sid]
+            status = u.status
+            if self._aborted and status in (StepStatus.PENDING, StepStatus.INTERRUPTED):
+                status = StepStatus.SKIPPED
+            out[sid] = StepReport(sid, u.step.tool or u.step.kind, status, u.attempts, u.duration, u.output, u.error,
+                                  u.reason, u.replayed, u.usage)
         return out
 
-    # --- events ---------------------------------------------------------------------------
 
-    def _has_sinks(self) -> bool:
-        return self._sinks
+class _ChildRunner:
+    """What ``_started`` needs to know of a child unit: it is an attempt of its own."""
 
-    def _emit(self, type_: str, step: str | None = None, duration: float | None = None, **data: Any) -> None:
-        """Journal the event (if durable) and hand it to subscribers."""
-        if self.journal is not None:
-            self.journal.append({"type": type_, "run_id": self.run_id, "step": step, "duration": duration, **data})
-        self._emit_only(type_, step, duration, **data)
-
-    def _emit_only(self, type_: str, step: str | None = None, duration: float | None = None, **data: Any) -> None:
-        if not self.options.subscribers:
-            return
-        event = Event(type_, self.run_id, step, time.time(), duration, data)
-        for subscriber in self.options.subscribers:
-            try:
-                subscriber(event)
-            except Exception:  # noqa: BLE001 - a broken progress view must not break the run
-                pass
-
-    async def _commit(self) -> None:
-        if self.journal is not None:
-            await self.journal.commit()
+    per_child = False
 
 
-
-def _needs_intent(step: Step, tools: Mapping[str, Tool]) -> bool:
-    tool = tools.get(step.tool or "")
-    purity = step.purity or (tool.purity if tool else None)
-    return purity == "side_effect"
+_CHILD = _ChildRunner()
 
 
-def _backoff(step: Step, attempt: int) -> float:
-    base = min(step.retry.max_backoff, step.retry.backoff * 2 ** (attempt - 1))
-    return base * random.uniform(0.5, 1.0)
+class StepContext:
+    """The :class:`~.context.StepContext` of one unit: the runner's whole view of the run."""
+
+    __slots__ = ("execution", "unit", "resolver", "unit_id", "options", "labels")
+
+    def __init__(self, execution: Execution, unit: Unit, resolver: Resolver, labels: Mapping[str, Any] | None = None):
+        self.execution, self.unit, self.resolver = execution, unit, resolver
+        self.unit_id, self.options = unit.id, execution.scope.options
+        self.labels = labels or {}
+
+    def resolve(self, value: Any) -> Any:
+        return self.resolver.value(value)
+
+    def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
+        return self.execution.scope.call_tool(name, args)
+
+    def tool_specs(self) -> Mapping[str, Any]:
+        return {name: t.spec for name, t in self.execution.scope.tools.items()}
+
+    def emit(self, type_: EventType, **data: Any) -> None:
+        self.execution.scope.emit(type_, self.unit_id, **data)
+
+    def memo(self) -> Any:
+        return self.execution.scope.memo(self.unit_id)
+
+    def budget(self) -> Any:
+        return self.execution.scope.budget()
+
+    def account(self, usage: Mapping[str, Any]) -> None:
+        self.unit.usage = dict(usage)
+        self.execution.scope.spend(usage)
+
+    async def answer(self, request: Mapping[str, Any]) -> Any:
+        return await self.execution.scope.answer(self.unit_id, request)
+
+    def child(self, suffix: str, *, item: Any = MISSING, index: int | None = None,
+              name: str | None = None) -> "StepContext":
+        unit = Unit(self.execution.scope, self.unit_id + suffix, self.unit.step)
+        if item is MISSING:
+            return StepContext(self.execution, unit, self.resolver, {"iteration": index})
+        resolver = _ItemResolver(self.resolver, item, index or 0)
+        return StepContext(self.execution, unit, resolver, {"item": index, "name": name})
+
+    async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
+        return await self.execution.settle_child(self, once, failure_value)
+
+    async def run_plan(self, sub: SubPlan, inputs: Any) -> Any:
+        return await self.execution.run_plan(sub, inputs, self.unit_id)
+
+    def progress(self, **data: Any) -> None:
+        scope = self.execution.scope
+        if scope.subscribers:
+            scope.emit(_PROGRESS, self.unit_id, **data)
 
 
-def _error_info(step: Step, exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, TimeoutError) and not str(exc):
-        message = f"timed out after {step.timeout:g}s" if step.timeout else "timed out"
-    elif isinstance(exc, DagplanError):
-        message = exc.headline.message
-    else:
-        message = str(exc) or type(exc).__name__
-    return {"step": step.id, "type": type(exc).__name__, "message": message}
+class _ItemResolver(Resolver):
+    """Resolves ``†item`` / ``†index`` besides everything the run's resolver knows."""
+
+    def __init__(self, base: Resolver, item: Any, index: int):
+        super().__init__(base.inputs, base.state, base.placeholder_text)
+        self.failed = base.failed
+        self.item, self.index = item, index
+
+    def ref(self, ref: Ref) -> Any:
+        if ref.root == "index":
+            return self.index
+        if ref.root != "item":
+            return super().ref(ref)
+        found = get_path(self.item, ref.path)
+        if found is MISSING:
+            raise BadReference(f"{ref} is not in item {self.index}")
+        return thaw(found) if isinstance(found, (dict, list)) else found
 
 
 def _alternative_index(output: Output, chosen: int | str, step_id: str) -> int:
@@ -654,6 +615,11 @@ def _alternative_index(output: Output, chosen: int | str, step_id: str) -> int:
     raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
 
 
+def _message(exc: BaseException) -> str:
+    headline = getattr(exc, "headline", None)
+    if headline is not None:
+        return headline.message
+    return str(exc) or type(exc).__name__
 
 
-__all__ = ["Execution", "Options", "RunResult", "StepReport", "StepState"]
+__all__ = ["Execution", "Options", "RunResult", "StepReport", "RunScope"]

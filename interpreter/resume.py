@@ -1,120 +1,173 @@
-"""Resuming a durable run: replay what completed, decide about what was interrupted, run the rest.
+"""The resume policy: what a resumed run takes from its journal, and what it runs again.
 
-The plan comes from the run's artifact, never re-derived. Completed steps (and
-handled failures) replay their recorded results at no cost; pending and failed
-steps run; an interrupted step follows the resume policy for its purity
-(``retry``, ``adopt`` as if it had completed with no output, or ``ask``).
+One rule for every unit of work -- a step, a fan-out item (``review[3]``), a sub-plan's
+step (``sub.fetch``), a loop iteration's step (``poll[2].check``):
+
+- completed (or handled) units replay their recorded result and call nothing;
+- pending, failed, skipped and waiting units run (a gate finds its recorded answer);
+- an interrupted unit (started, never settled) follows the policy for its purity
+  (``Config.resume``): ``retry`` runs it again (at least once), ``adopt`` records it as
+  completed with no output, ``ask`` asks ``on_interrupted(unit, purity)``; with no one to
+  ask it fails, so a side effect is never repeated silently. An interrupted composition
+  step (fan-out, sub-plan, loop, gate) always runs again: its children decide.
+
+:class:`Replay` makes every decision up front, before anything runs, so all questions are
+asked at once; the engine then only looks units up.
 """
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
-from ..dsl.errors import RunError
-from ..dsl.ir import Plan
-from ..dsl.schedule import analyze
-from .engine import Execution, Options, StepState
-from .store import COMPLETED, FAILED, RunStore, prepare_resume, resume_plan
+from ..dsl.ir import Plan, Step
+from .config import RESUME_DEFAULTS
+from .progress import Progress
+from .vocabulary import Event, EventType, StepStatus
 
-AskInterrupted = Callable[[str, str], str]  # (step id, purity) -> "retry" | "adopt" | "fail"
-
-
-async def aresume(
-    run_id: str,
-    *,
-    tools: Iterable[Any] | Mapping[str, Any] | None = None,
-    from_step: str | None = None,
-    state_dir: Any = None,
-    approve: Callable | None = None,
-    on_interrupted: AskInterrupted | None = None,
-    subscribers: Iterable[Callable] = (),
-    on_limit_exceeded: Callable | None = None,
-    on_run_created: Callable[[str], None] | None = None,
-    config: Any = None,
-    max_concurrency: int | None = None,
-    model: str | None = None,
-    completion_kwargs: Mapping[str, Any] | None = None,
-    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
-):
-    from ..api import load
-    from .config import load_config
-    from .tools import registry
-
-    cfg = config or load_config()
-    registered = registry(tools)
-    store = RunStore(state_dir or cfg.state_dir)
-    run = store.open(run_id)
-    if run.meta.get("kind") == "agent":
-        raise RunError.make("agent-run", f"run {run.id} is an agent loop, not a plan run",
-                            hint=f"resume it with dagplan.durable_agent_loop(run_id={run.id!r}, tools=..., run_plan=...)")
-    plan = load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=registered, config=cfg)
-    analysis = analyze(plan)
-    run = prepare_resume(store, run.id, from_step, list(analysis.order))
-    run.acquire()
-    try:
-        if on_run_created:
-            on_run_created(run.id)
-        if from_step is not None:
-            run.clear_from(from_step, list(analysis.order))
-        decision = resume_plan(run.progress(), _with_purities(plan, registered), cfg.resume)
-        if decision.policy == "discard":
-            raise RunError.make("resume-discarded", f"the resume policy is `discard`: run {run.id} was not resumed",
-                                hint=f"dagplan discard {run.id}, then start a new run")
-        actions = {sid: _composite_action(plan, sid, action) for sid, action in decision.actions.items()}
-        replay = _replay(run, actions, on_interrupted, _with_purities(plan, registered))
-        run.append({"type": "plan_resumed", "run_id": run.id, "from": from_step, "replayed": sorted(replay)})
-        options = Options.from_config(
-            cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
-            model=model, completion_kwargs=completion_kwargs, ask_gate=ask_gate, default_max_items=cfg.max_items,
-            resume_policy=cfg.resume, on_interrupted=on_interrupted,
-        )
-        return await Execution(plan, analysis, registered, run.inputs, run.id, options, journal=run, replay=replay).run()
-    finally:
-        run.release()
+AskInterrupted = Callable[[str, str], str]  # (unit id, purity) -> "retry" | "adopt" | "fail"
+RETRY, ADOPT, ASK, FAIL, REPLAY, RUN = "retry", "adopt", "ask", "fail", "replay", "run"
 
 
-def _composite_action(plan: Plan, step_id: str, action: str) -> str:
-    """An interrupted fan-out, sub-plan, loop or gate runs again: its completed children replay and
-    each interrupted child follows the policy for its own purity (interpreter.compose)."""
-    step = plan.by_id.get(step_id)
-    if action in ("adopt", "ask") and step is not None and (step.for_each is not None or step.kind in ("plan", "loop", "gate")):
-        return "retry"
-    return action
+def action_for(status: StepStatus, purity: str | None, policy: Mapping[str, str]) -> str:
+    """What resuming does with one unit the journal left in ``status`` (the one rule)."""
+    if status.has_output:
+        return REPLAY
+    if status is StepStatus.INTERRUPTED or status is StepStatus.RUNNING:
+        return policy.get(purity or "undeclared", RETRY)
+    return RUN
 
 
-def _with_purities(plan: Plan, tools: Mapping[str, Any]) -> Any:
-    """The plan as the resume analyzer sees it: each step's purity, falling back to its tool's."""
-    steps = []
+def interrupted_text(unit_id: str) -> str:
+    return f"{unit_id} was interrupted and may or may not have happened; it was not run again"
+
+
+# --- locating a unit in the plan ---------------------------------------------------------------
+
+
+def step_at(plan: Plan, unit_id: str) -> Step | None:
+    """The step definition a unit follows: ``review[3]`` -> review; ``sub.fetch`` -> fetch of sub's plan."""
+    step: Step | None = None
+    current: Plan | None = plan
+    for part in unit_id.split("."):
+        name = part.split("[", 1)[0]
+        if current is None or name not in current.by_id:
+            return None
+        step = current.by_id[name]
+        child = step.plan or (step.loop.child if step.loop is not None else None)
+        current = child.plan if child is not None else None
+    return step
+
+
+def is_composite(step: Step) -> bool:
+    """A step whose work is done by children (each of which resumes on its own)."""
+    return step.for_each is not None or step.kind in ("plan", "loop", "gate")
+
+
+def _composite_unit(step: Step, unit_id: str) -> bool:
+    if "[" in unit_id.rsplit(".", 1)[-1]:  # an item or an iteration: composite when what it runs is
+        return step.kind in ("plan", "loop", "gate")
+    return is_composite(step)
+
+
+def purity_of(step: Step, tools: Mapping[str, Any]) -> str | None:
+    """A step's declared purity, else its tool's (the one place this fallback is written)."""
+    if step.purity:
+        return step.purity
+    tool = tools.get(step.tool or "")
+    return tool.purity if tool is not None else None
+
+
+# --- the analysis, for reports ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a resume does with each step of the plan: ``replay`` | ``run`` | ``retry`` | ``adopt`` | ``ask``."""
+
+    policy: str  # retry_pending | discard
+    classes: Mapping[str, StepStatus]
+    actions: Mapping[str, str]
+
+    def asking(self) -> list[str]:
+        """Interrupted side-effecting steps whose fate a person must decide."""
+        return [sid for sid, action in self.actions.items() if action == ASK]
+
+
+def resume_plan(progress: Progress, plan: Plan, tools: Mapping[str, Any] | None = None,
+                policy: Mapping[str, str] | None = None) -> ResumePlan:
+    """Apply the resume policy to the plan's own steps (children decide when they are reached)."""
+    policy = {**RESUME_DEFAULTS, **(policy or {})}
+    classes, actions = {}, {}
     for step in plan.steps:
-        tool = tools.get(step.tool or "")
-        steps.append(SimpleNamespace(id=step.id, purity=step.purity or (tool.purity if tool else None)))
-    return SimpleNamespace(steps=steps)
+        found = progress.steps.get(step.id)
+        status = found.status if found is not None else StepStatus.PENDING
+        classes[step.id] = status
+        action = action_for(status, purity_of(step, tools or {}), policy)
+        actions[step.id] = RUN if action in (ADOPT, ASK, RETRY) and is_composite(step) else action
+    return ResumePlan(policy["default"], classes, actions)
 
 
-def _replay(run: Any, actions: Mapping[str, str], ask: AskInterrupted | None, plan: Any) -> dict[str, StepState]:
-    progress = run.progress()
-    purity = {s.id: s.purity for s in plan.steps}
-    replay: dict[str, StepState] = {}
-    for step_id, action in actions.items():
-        recorded = progress.steps.get(step_id)
-        if action == "ask":
-            action = ask(step_id, purity[step_id] or "undeclared") if ask else "fail"
-        if action == "replay" and recorded is not None and recorded.status == COMPLETED:
-            replay[step_id] = _recorded(recorded, "completed", recorded.output)
-        elif recorded is not None and recorded.status == FAILED and recorded.handled:
-            replay[step_id] = _recorded(recorded, "handled", dict(recorded.error or {}))
-        elif action == "adopt":
-            run.complete_step(step_id, None, attempts=recorded.attempts if recorded else 0, adopted=True)
-            replay[step_id] = StepState(status="completed", output=None, attempts=recorded.attempts if recorded else 0)
-        elif action == "fail":
-            replay[step_id] = StepState(status="failed", output=f"(FAILED: Interrupted: step {step_id} was interrupted and not run again)",
-                                        error={"step": step_id, "type": "Interrupted", "message": "interrupted; not run again"})
-    return replay
+# --- what the engine replays -------------------------------------------------------------------
 
 
-def _recorded(recorded: Any, status: str, output: Any) -> StepState:
-    alternative = int(recorded.fields.get("alternative", 0) or 0)
-    return StepState(status=status, output=output, attempts=recorded.attempts, alternative=alternative,
-                     error=recorded.error, usage=recorded.fields.get("usage"))
+@dataclass(frozen=True)
+class Recorded:
+    """A unit's settled result taken from the journal instead of running it."""
+
+    status: StepStatus  # completed | handled | failed
+    output: Any = None
+    attempts: int = 0
+    alternative: int = 0
+    error: Mapping[str, Any] | None = None
+    usage: Mapping[str, Any] | None = None
+
+
+class Replay:
+    """Every unit a resumed run does not run again, decided before anything runs."""
+
+    def __init__(self, units: Mapping[str, Recorded] | None = None, answers: Mapping[str, Any] | None = None):
+        self.units = dict(units or {})
+        self.answers = dict(answers or {})
+
+    def get(self, unit_id: str) -> Recorded | None:
+        return self.units.get(unit_id)
+
+    def answer(self, unit_id: str) -> tuple[bool, Any]:
+        """A gate's recorded answer."""
+        return (True, self.answers[unit_id]) if unit_id in self.answers else (False, None)
+
+    @classmethod
+    def of(cls, journal: Any, plan: Plan, tools: Mapping[str, Any], policy: Mapping[str, str] | None,
+           ask: AskInterrupted | None) -> "Replay":
+        """Decide every unit the journal mentions; adoptions are recorded in the journal (acquired)."""
+        policy = {**RESUME_DEFAULTS, **(policy or {})}
+        progress = journal.progress()
+        units: dict[str, Recorded] = {}
+        for unit_id, found in progress.steps.items():
+            step = step_at(plan, unit_id)
+            if step is None:
+                continue
+            action = action_for(found.status, purity_of(step, tools), policy)
+            if action in (ADOPT, ASK, RETRY) and _composite_unit(step, unit_id):
+                continue  # a composition step runs again: its children decide
+            if action == ASK:
+                action = ask(unit_id, purity_of(step, tools) or "undeclared") if ask is not None else FAIL
+            decided = _decided(journal, unit_id, found, action)
+            if decided is not None:
+                units[unit_id] = decided
+        return cls(units, progress.answers)
+
+
+def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | None:
+    if action == REPLAY:
+        return Recorded(found.status, found.output, found.attempts, found.alternative, found.error,
+                        found.fields.get("usage"))
+    if action == ADOPT:
+        journal.record(Event(EventType.STEP_COMPLETED, journal.id, unit_id,
+                             data={"output": None, "attempts": found.attempts, "adopted": True}))
+        return Recorded(StepStatus.COMPLETED, None, found.attempts)
+    if action == FAIL:
+        error = {"step": unit_id, "type": "Interrupted", "message": interrupted_text(unit_id)}
+        return Recorded(StepStatus.FAILED, None, found.attempts, error=error)
+    return None

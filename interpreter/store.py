@@ -1,10 +1,11 @@
-"""The durable run store: one directory per run under a state directory.
+"""The file journal: one directory per run under a state directory (the embedded default).
 
 Per run (``<state>/runs/<run_id>/``):
 
 - ``plan.json``   the decomposition artifact: the checked canonical plan document,
-                  the inputs and metadata, with a checksum; written once, atomically.
-                  A plan is never re-derived (re-asking a model would change step ids).
+                  the inputs and how the run was started, with a checksum; written
+                  once, atomically. A plan is never re-derived (re-asking a model
+                  would change step ids).
 - ``wal.jsonl``   the write-ahead log: checksummed JSON lines (see :mod:`.wal`),
                   appended to a buffer and made durable by :meth:`Run.commit`
                   (group commit: callers that arrive during an fsync share the next).
@@ -22,30 +23,34 @@ The log is never truncated except for a torn tail: it is the run's audit trail
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .config import RESUME_DEFAULTS  # one source of the resume policy's defaults
-from .wal import COMPLETED, FAILED, INTERRUPTED, PENDING, SETTLED, SKIPPED, empty_state, fold, owner_pid
+from .journal import record_dict, unknown_run
+from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
+from .vocabulary import Event, EventType, RunStatus, StepStatus
+from .wal import owner_pid
 
 INLINE_LIMIT = 32 * 1024  # bytes of JSON above which a value is spilled to its own file
 COMPACT_MIN = 512  # events in the log tail before the first compaction
-FORMAT = "dagplan-run/1"
-
+FORMAT = "dagplan-run/2"  # /1 folded statuses under other names: its snapshots are re-folded from the log
+_FORMATS = ("dagplan-run/1", FORMAT)
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")  # what a run id (or a prefix of one) may be
 
 
 def default_state_dir() -> Path:
@@ -53,7 +58,7 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("DAGPLAN_STATE_DIR") or ".dagplan")
 
 
-def _new_run_id() -> str:
+def new_run_id() -> str:
     """Short, sortable by start time, file-name safe: ``20261121-224501-3f9a``."""
     return f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
@@ -62,83 +67,16 @@ def _discard_hint(run_id: str) -> str:
     return f"the run cannot be resumed (it is never re-planned); remove it with: dagplan discard {run_id}"
 
 
-def _run_status(state: dict, running: bool) -> str:
-    last = state["lifecycle"]
-    if last == "plan_aborted":
-        return "aborted"
-    if last == "plan_completed":
-        final = state["final"] or {}
-        return "failed" if final.get("status") in ("failed", "aborted") else "completed"
-    if running:
-        return "running"
-    return "waiting" if last == "plan_waiting" else "interrupted"
+def io_error(path: Path, exc: OSError, doing: str) -> RunError:
+    """The one wording of a state directory that cannot be used (code ``io``: exit 2)."""
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, (NotADirectoryError, FileExistsError)) or exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        reason = "a file is in the way (it must be a directory)"
+    return RunError.make("io", f"cannot {doing} {path}: {reason}",
+                         hint="give another --state-dir (or $DAGPLAN_STATE_DIR), or fix its permissions")
 
 
-# --- public values -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepProgress:
-    """One step as the log left it. ``output`` is read lazily (spilled outputs from disk)."""
-
-    id: str
-    status: str  # pending | completed_with_result | failed | interrupted | skipped
-    attempts: int = 0
-    duration: float | None = None
-    replayed: bool = False
-    error: dict | None = None
-    handled: bool = False  # failed, but a branching output took the error object
-    spilled: bool = False
-    fields: Mapping[str, Any] = field(default_factory=dict)  # everything the settling event carried
-    _load: Callable[[str], Any] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def output(self) -> Any:
-        return self._load(self.id) if self._load and self.status == COMPLETED else None
-
-
-@dataclass(frozen=True)
-class Progress:
-    run_id: str
-    status: str  # running | interrupted | waiting | completed | failed | aborted
-    steps: Mapping[str, StepProgress]
-    final: Mapping[str, Any] | None  # the plan_completed event's fields, once finished
-
-    @property
-    def done(self) -> int:
-        """Settled steps of the plan itself (children of composition steps, ``review[3]`` or
-        ``sub.fetch``, have ids no plan step can have, and are not counted)."""
-        return sum(1 for s in self.steps.values() if s.status in SETTLED and "[" not in s.id and "." not in s.id)
-
-    def by_status(self, status: str) -> list[str]:
-        return [s.id for s in self.steps.values() if s.status == status]
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    id: str
-    plan_name: str
-    status: str  # running | interrupted | waiting | completed | failed | aborted | discarded
-    done: int
-    total: int
-    started: str  # ISO 8601, local time
-    pid: int | None = None
-    notice: str | None = None
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "plan": self.plan_name, "status": self.status, "done": self.done,
-                "total": self.total, "started": self.started, "pid": self.pid, "notice": self.notice}
-
-
-def plan_step_ids(plan_doc: Mapping[str, Any]) -> list[str]:
-    """Step ids of a canonical plan document, in document order."""
-    steps = plan_doc.get("steps") or []
-    if isinstance(steps, Mapping):
-        return [str(k) for k in steps]
-    return [str(s.get("id")) for s in steps if isinstance(s, Mapping)]
-
-
-# --- the store ---------------------------------------------------------------------------
+# --- the registry ------------------------------------------------------------------------
 
 
 class RunStore:
@@ -147,34 +85,40 @@ class RunStore:
     def __init__(self, state_dir: str | os.PathLike | None = None):
         self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
         self.runs_dir = self.state_dir / "runs"
+        self.location = str(self.state_dir)
 
     def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> "Run":
         """A new run whose artifact is durable before this returns (the run is not locked yet)."""
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        while True:
-            run_id = _new_run_id()
-            try:
-                (self.runs_dir / run_id).mkdir()
-                break
-            except FileExistsError:
-                continue
-        run_dir = self.runs_dir / run_id
-        artifact = {"format": FORMAT, "id": run_id, "plan_name": plan_name, "created": time.time(),
-                    "inputs": inputs, "meta": meta or {}, "plan": plan_doc}
-        wal.atomic_write(run_dir / "plan.json", wal.checksummed(artifact))
-        wal.fsync_dir(self.runs_dir)
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            while True:
+                run_id = new_run_id()
+                try:
+                    (self.runs_dir / run_id).mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            run_dir = self.runs_dir / run_id
+            artifact = {"format": FORMAT, "id": run_id, "plan_name": plan_name, "created": time.time(),
+                        "inputs": inputs, "meta": meta or {}, "plan": plan_doc}
+            wal.atomic_write(run_dir / "plan.json", wal.checksummed(artifact))
+            wal.fsync_dir(self.runs_dir)
+        except OSError as exc:
+            raise io_error(self.state_dir, exc, "keep runs in") from None
         return Run(run_dir, artifact)
 
     def resolve(self, run_id: str) -> Path:
-        """The directory of a run given its id or a unique prefix of it."""
-        if run_id and "/" not in run_id and (self.runs_dir / run_id).is_dir():
+        """The directory of a run given its id or a unique prefix of it (never a path outside the store)."""
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise RunError.make("unknown-run", f"{run_id!r} is not a run id",
+                                hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs")
+        if (self.runs_dir / run_id).is_dir():
             return self.runs_dir / run_id
-        found = [p for p in self._run_dirs() if p.name.startswith(run_id)] if run_id else []
+        found = [p for p in self._run_dirs() if p.name.startswith(run_id)]
         if len(found) == 1:
             return found[0]
         if not found:
-            raise RunError.make("unknown-run", f"no run {run_id!r} in {self.state_dir}",
-                                hint="list runs with: dagplan runs")
+            raise unknown_run(run_id, str(self.state_dir))
         names = ", ".join(p.name for p in found[:5])
         raise RunError.make("ambiguous-run", f"{run_id!r} matches several runs: {names}",
                             hint="give more of the run id")
@@ -187,7 +131,7 @@ class RunStore:
         """Every run, newest first. Reads without locks; tolerates runs being written."""
         return [self._info(d) for d in sorted(self._run_dirs(), key=lambda p: p.name, reverse=True)]
 
-    def discard(self, run_id: str, *, wait: float = 10.0) -> None:
+    def discard(self, run_id: str, *, wait: float = 10.0) -> str:
         """Cancel the run if a live process owns it, record plan_aborted, remove its state."""
         run_dir = self.resolve(run_id)
         _stop_owner(run_dir, wait)
@@ -195,16 +139,19 @@ class RunStore:
             run = Run(run_dir, _read_artifact(run_dir))
         except RunError:
             run = None  # a broken artifact: nothing to record into, just remove it
-        if run is not None:
-            run.acquire()
-            run.append({"type": "plan_aborted", "reason": "discarded"})
-            run.commit_sync()
-            run.close()
-        self._audit({"type": "plan_aborted", "run": run_dir.name, "ts": round(time.time(), 6)})
-        doomed = run_dir.with_name(f".{run_dir.name}.discarded")
-        os.replace(run_dir, doomed)  # one atomic step: the run is gone from list() at once
-        shutil.rmtree(doomed, ignore_errors=True)
-        wal.fsync_dir(self.runs_dir)
+        try:
+            if run is not None:
+                run.acquire()
+                run.record(Event(EventType.PLAN_ABORTED, run.id, data={"reason": "discarded"}))
+                run.release()
+            self._audit({"type": EventType.PLAN_ABORTED, "run": run_dir.name, "ts": round(time.time(), 6)})
+            doomed = run_dir.with_name(f".{run_dir.name}.discarded")
+            os.replace(run_dir, doomed)  # one atomic step: the run is gone from list() at once
+            shutil.rmtree(doomed, ignore_errors=True)
+            wal.fsync_dir(self.runs_dir)
+        except OSError as exc:
+            raise io_error(run_dir, exc, "discard") from None
+        return run_dir.name
 
     # -- helpers --
 
@@ -213,18 +160,22 @@ class RunStore:
             return [p for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise io_error(self.state_dir, exc, "read runs from") from None
 
     def _info(self, run_dir: Path) -> RunInfo:
-        started = datetime.fromtimestamp(_mtime(run_dir)).isoformat(timespec="seconds")
         try:
             artifact = _read_artifact(run_dir)
         except RunError as exc:
-            return RunInfo(run_dir.name, "?", "discarded", 0, 0, started, notice=exc.diagnostics[0].message)
+            return RunInfo(run_dir.name, "?", RunStatus.DISCARDED, 0, 0, _mtime(run_dir),
+                           notice=exc.diagnostics[0].message)
         run = Run(run_dir, artifact, tolerate_corruption=True)
         progress = run.progress()
-        started = datetime.fromtimestamp(artifact.get("created") or 0).isoformat(timespec="seconds")
+        final = progress.final or {}
+        live = progress.status is RunStatus.RUNNING
         return RunInfo(run.id, run.plan_name, progress.status, progress.done, len(plan_step_ids(run.plan_doc)),
-                       started, owner_pid(run_dir) if progress.status == "running" else None, run.notice)
+                       run.created, owner_pid(run_dir) if live else None, run.notice, progress.waiting,
+                       dict(final.get("usage") or {}), final.get("ts"))
 
     def _audit(self, event: dict) -> None:
         """The store-wide log keeps a line for every discarded run (its own log is removed)."""
@@ -254,7 +205,7 @@ def _read_artifact(run_dir: Path) -> dict:
     except OSError as exc:
         raise RunError.make("corrupt-artifact", f"run {run_id}: cannot read its plan artifact: {exc}",
                             hint=_discard_hint(run_id)) from None
-    if artifact is None or artifact.get("format") != FORMAT or not isinstance(artifact.get("plan"), dict):
+    if artifact is None or artifact.get("format") not in _FORMATS or not isinstance(artifact.get("plan"), dict):
         raise RunError.make("corrupt-artifact", f"run {run_id}: its plan artifact is corrupt",
                             hint=_discard_hint(run_id))
     return artifact
@@ -334,23 +285,13 @@ class Run:
         return snap["state"], snap["offset"], snap["lines"]
 
     def progress(self) -> Progress:
-        steps = {sid: self._step_progress(sid, s) for sid, s in self._state["steps"].items()}
-        for sid in plan_step_ids(self.plan_doc):
-            steps.setdefault(sid, StepProgress(sid, PENDING, _load=self.step_output))
-        running = self._lock_fd is not None or owner_pid(self.dir) is not None
-        return Progress(self.id, _run_status(self._state, running), steps, self._state["final"])
-
-    def _step_progress(self, step_id: str, s: dict) -> StepProgress:
-        return StepProgress(
-            step_id, s["status"], s.get("attempts", 0), s.get("duration"), bool(s.get("replayed")),
-            s.get("error"), bool(s.get("handled")), "spill" in s,
-            {k: v for k, v in s.items() if k not in ("output", "status")}, self.step_output,
-        )
+        live = self._lock_fd is not None or owner_pid(self.dir) is not None
+        return progress_of(self.id, self._state, plan_step_ids(self.plan_doc), live, self.step_output)
 
     def step_output(self, step_id: str) -> Any:
-        """A completed step's output, inline or spilled: exactly what was recorded."""
+        """A completed (or handled) step's output, inline or spilled: exactly what was recorded."""
         s = self._state["steps"].get(step_id)
-        if s is None or s["status"] != COMPLETED:
+        if s is None or not StepStatus(s["status"]).has_output:
             raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
         return self._value(s, f"step {step_id!r}")
 
@@ -368,14 +309,19 @@ class Run:
             return data.decode("utf-8", "surrogatepass")
         return json.loads(data)
 
-    def events(self, types: set[str] | None = None) -> Iterator[dict]:
+    def events(self, types: Iterable[EventType] | None = None) -> Iterator[Event]:
         """The whole log from the start (what is on disk), optionally only some types."""
+        wanted = set(types) if types is not None else None
+        for line in self.lines():
+            if wanted is None or line.get("type") in wanted:
+                yield Event.from_json(line, self.id)
+
+    def lines(self) -> list[dict]:
+        """The log's events as stored (JSON objects with seq, ts and crc)."""
         found = wal.scan(self._wal)
         if found.corrupt_line is not None:
             raise RunError.make("corrupt-log", f"run {self.id}: {self._wal} line {found.corrupt_line} is corrupt")
-        for event in found.events:
-            if types is None or event.get("type") in types:
-                yield event
+        return found.events
 
     # -- the lock --
 
@@ -383,7 +329,10 @@ class Run:
         """Own the run (exclusive flock; the lock file holds our pid) and open the log for appending."""
         if self._lock_fd is not None:
             return
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise io_error(self.dir, exc, "write the run in") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -409,13 +358,15 @@ class Run:
     def release(self) -> None:
         if self._lock_fd is None:
             return
-        self.commit_sync()
-        os.close(self._fd)
-        self._fd = None
-        os.ftruncate(self._lock_fd, 0)  # no pid: nobody owns it
-        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        os.close(self._lock_fd)
-        self._lock_fd = None
+        try:
+            self.commit_sync()
+        finally:
+            os.close(self._fd)
+            self._fd = None
+            os.ftruncate(self._lock_fd, 0)  # no pid: nobody owns it
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def close(self) -> None:
         self.release()
@@ -429,8 +380,19 @@ class Run:
 
     # -- writing --
 
+    def record(self, event: Event) -> dict:
+        """The journal protocol: buffer one event; a large output or memo value is spilled first.
+
+        Returns the line as stored (with ``seq``, and ``spill`` in place of a spilled value)."""
+        line = record_dict(event)
+        if event.type is EventType.STEP_COMPLETED and "output" in line:
+            line.update(self._inline_or_spill(line.pop("output"), "step_results", event.step or "", "output"))
+        elif event.type is EventType.MEMO:
+            line.update(self._inline_or_spill(line.pop("value"), "memo", _file_safe(line["key"]), "value"))
+        return self.append(line)
+
     def append(self, event: dict) -> dict:
-        """Buffer one event (seq, ts and checksum added); durable at the next commit."""
+        """Buffer one event as given (seq, ts and checksum added); durable at the next commit."""
         if self._fd is None:
             raise RunError.make("run-not-acquired", f"run {self.id}: append before acquire()")
         with self._io:
@@ -440,22 +402,6 @@ class Run:
             self._buf.append(wal.encode_line(event))
         fold(self._state, event)
         return event
-
-    def complete_step(self, step_id: str, output: Any, **fields: Any) -> dict:
-        """Record a completed step; a large output is spilled (durably) before the event names it."""
-        event = {"type": "plan_step_completed", "step": step_id, **fields}
-        event.update(self._inline_or_spill(output, "step_results", step_id, "output"))
-        return self.append(event)
-
-    def memo_put(self, key: str, value: Any, **fields: Any) -> None:
-        """Record a completed call (``fields`` should name its ``step`` so ``--from`` can clear it)."""
-        event = {"type": "memo", "key": key, **fields}
-        event.update(self._inline_or_spill(value, "memo", _file_safe(key), "value"))
-        self.append(event)
-
-    def memo_for(self, step_id: str) -> "StepMemo":
-        """The memo as seen by one step: puts are tagged with the step."""
-        return StepMemo(self, step_id)
 
     def _inline_or_spill(self, value: Any, folder: str, name: str, key: str) -> dict:
         text = wal.dumps(value)
@@ -534,47 +480,6 @@ class Run:
             wal.atomic_write(self.dir / "snapshot.json", wal.checksummed(snap))
             self._snap_lines, self._tail = lines, 0
 
-    # -- resume --
-
-    def clear_from(self, step_id: str, order: list[str]) -> list[str]:
-        """Forget recorded results of ``step_id`` and every step after it in ``order`` (topological).
-
-        Appends ``plan_steps_cleared`` (earlier results stay and replay at no cost);
-        returns the cleared ids. Call with the run acquired, then commit.
-        """
-        check_step(self, step_id, order)
-        cleared = order[order.index(step_id) :]
-        parents = tuple(p + c for p in cleared for c in ("[", "."))  # children: review[3], sub.fetch
-        cleared += [sid for sid in self._state["steps"] if sid.startswith(parents)]
-        self.append({"type": "plan_steps_cleared", "from": step_id, "steps": cleared})
-        return cleared
-
-
-@dataclass(frozen=True)
-class StepMemo:
-    """The memo protocol (``memo_get``/``memo_put``) for one step of a run."""
-
-    run: Run
-    step_id: str
-
-    def memo_get(self, key: str) -> tuple[bool, Any]:
-        return self.run.memo_get(key)
-
-    def memo_put(self, key: str, value: Any, **fields: Any) -> None:
-        self.run.memo_put(key, value, step=self.step_id, **fields)
-
-    async def commit(self) -> None:
-        """Make the puts so far durable (LLM steps call it after each model call)."""
-        await self.run.commit()
-
-
-def check_step(run: Run, step_id: str, order: list[str] | None = None) -> None:
-    """Reject a ``--from`` step id that is not in the run's plan, listing the valid ones."""
-    valid = order if order is not None else plan_step_ids(run.plan_doc)
-    if step_id not in valid:
-        raise RunError.make("unknown-step", f"run {run.id} has no step {step_id!r}",
-                            hint="valid step ids: " + ", ".join(valid))
-
 
 def _loop_idle() -> bool:
     """Whether the running loop has nothing else ready to run (CPython's ready queue)."""
@@ -592,77 +497,3 @@ def _size(path: Path) -> int:
 def _file_safe(key: str) -> str:
     ok = key.replace("-", "").replace("_", "").isalnum() and key.isascii() and len(key) <= 128
     return key if ok else hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-# --- resume analysis ---------------------------------------------------------------------
-
-
-
-@dataclass(frozen=True)
-class ResumePlan:
-    """What a resume does with each step: ``replay`` | ``run`` | ``retry`` | ``adopt`` | ``ask``."""
-
-    policy: str  # retry_pending | discard
-    classes: Mapping[str, str]  # step -> pending | completed_with_result | failed | interrupted
-    actions: Mapping[str, str]
-
-    def asking(self) -> list[str]:
-        """Interrupted side-effecting steps whose fate a person must decide."""
-        return [sid for sid, action in self.actions.items() if action == "ask"]
-
-
-def classify(progress: Progress, plan: Any) -> dict[str, str]:
-    """Each step of ``plan`` as the log left it; a skipped step is pending again (re-evaluated)."""
-    classes = {}
-    for step_id, _ in _purities(plan):
-        status = progress.steps[step_id].status if step_id in progress.steps else PENDING
-        classes[step_id] = PENDING if status == SKIPPED else status
-    return classes
-
-
-def resume_plan(progress: Progress, plan: Any, policy: Mapping[str, str] | None = None) -> ResumePlan:
-    """Apply the resume policy (``Config.resume``) to the classified steps.
-
-    Completed steps replay; pending and failed ones run; an interrupted step is
-    retried, adopted or asked about according to its purity (undeclared purity
-    follows ``policy["undeclared"]``, retry by default: at-least-once).
-    """
-    policy = {**RESUME_DEFAULTS, **(policy or {})}
-    classes = classify(progress, plan)
-    actions = {}
-    for step_id, purity in _purities(plan):
-        cls = classes[step_id]
-        if cls == COMPLETED:
-            actions[step_id] = "replay"
-        elif cls == INTERRUPTED:
-            actions[step_id] = policy.get(purity or "undeclared", "retry")
-        else:
-            actions[step_id] = "run"
-    return ResumePlan(policy["default"], classes, actions)
-
-
-def _purities(plan: Any) -> list[tuple[str, str | None]]:
-    """(id, purity) of each step of a Plan IR or of a canonical plan document."""
-    if isinstance(plan, Mapping):
-        steps = plan.get("steps") or []
-        if isinstance(steps, Mapping):
-            return [(str(k), (v or {}).get("purity")) for k, v in steps.items()]
-        return [(str(s.get("id")), s.get("purity")) for s in steps if isinstance(s, Mapping)]
-    return [(s.id, s.purity) for s in plan.steps]
-
-
-def prepare_resume(store: RunStore, run_id: str, from_step: str | None = None,
-                   order: list[str] | None = None) -> Run:
-    """Open a run for resuming, rejecting what cannot be resumed.
-
-    Raises RunError ``unknown-run`` / ``ambiguous-run``, ``missing-artifact`` /
-    ``corrupt-artifact`` (hint: ``dagplan discard RUN``), ``corrupt-log``,
-    ``unknown-step`` (listing the valid ids), ``run-finished`` for an aborted run.
-    The run is returned unlocked; the caller acquires it.
-    """
-    run = store.open(run_id)
-    if from_step is not None:
-        check_step(run, from_step, order)
-    if run.progress().status == "aborted":
-        raise RunError.make("run-finished", f"run {run.id} was discarded", hint="start a new run")
-    return run

@@ -7,12 +7,15 @@ Sync tools run in worker threads so they never block other steps.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import os
+import queue
 import sys
+import threading
 import types
 import typing
 from dataclasses import dataclass, field
@@ -108,6 +111,70 @@ def registry(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, Tool]
             out[key] = t if t.name == key else Tool(**{**t.__dict__, "name": key})
         return out
     return {t.name: t for t in map(as_tool, tools)}
+
+
+# --- running sync tools -------------------------------------------------------------------------
+
+
+class WorkerThreads:
+    """Threads that run sync tools, at most ``size`` at once.
+
+    Daemon threads, unlike ``ThreadPoolExecutor``'s: a sync tool that ignores its timeout
+    (Python cannot stop a thread) is abandoned when the run has reported, instead of
+    keeping the process alive until it returns. Results go straight to the event loop's
+    future (no ``concurrent.futures`` layer in between).
+    """
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def run(self, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((loop, future, fn, kwargs))
+        with self._lock:
+            if self._idle == 0 and self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._work, name="dagplan-tool", daemon=True).start()
+            else:
+                self._idle -= 1 if self._idle else 0
+        return future
+
+    def shutdown(self) -> None:
+        """Let idle threads end; a thread still running a tool ends when the tool returns (or with the process)."""
+        with self._lock:
+            for _ in range(self._threads):
+                self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, kwargs = job
+            try:
+                outcome: tuple = (fn(**kwargs), None)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: the step's failure, judged by the engine
+                outcome = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_deliver, future, *outcome)
+            except RuntimeError:  # the loop has closed: the run ended without this result
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+def _deliver(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled (a timeout): nobody waits for this result
+        return
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
 
 
 # --- loading tools from files and modules ---------------------------------------------------

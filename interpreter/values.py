@@ -7,6 +7,8 @@ next alternative).
 
 from __future__ import annotations
 
+import datetime
+import enum
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -78,6 +80,64 @@ def thaw(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [thaw(v) for v in value]
     return value
+
+
+class NotJSON(Exception):
+    """A step produced a value that JSON cannot hold (and dependents could not read back after a resume)."""
+
+
+MAX_VALUE_DEPTH = 512
+
+
+def json_value(value: Any) -> Any:
+    """A step's output as the JSON value every reader sees, in a fresh run and after a resume alike.
+
+    Conversions (documented in the README): tuples -> lists; sets and frozensets -> lists
+    sorted by their JSON text; ``datetime``/``date``/``time`` -> ISO 8601 text; enum
+    members -> their value; mapping keys must be text. Anything else (bytes, objects,
+    a list that contains itself, nesting deeper than 512) raises :class:`NotJSON`.
+    """
+    if type(value) in _PLAIN:
+        return value
+    return _json(value, 0, set())
+
+
+def _json(value: Any, depth: int, active: set[int]) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if depth > MAX_VALUE_DEPTH:
+        raise NotJSON(f"the value is nested deeper than {MAX_VALUE_DEPTH} levels")
+    if isinstance(value, enum.Enum):
+        return _json(value.value, depth + 1, active)
+    for base in (str, int, float):  # subclasses become the plain type (bool is plain already)
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if id(value) in active:
+            raise NotJSON(f"the value contains itself (a {kind.__name__} inside itself)")
+        active.add(id(value))
+        try:
+            return _container(value, depth, active)
+        finally:
+            active.discard(id(value))
+    raise NotJSON(f"a {kind.__name__} is not a JSON value")
+
+
+def _container(value: Any, depth: int, active: set[int]) -> Any:
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSON(f"an object key must be text, not {type(key).__name__} ({key!r})")
+            out[str(key)] = _json(item, depth + 1, active)
+        return out
+    items = [_json(item, depth + 1, active) for item in value]
+    if isinstance(value, (set, frozenset)):
+        items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+    return items
 
 
 def as_text(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""The run log on disk: checksummed JSON lines, atomic writes, folding events, run locks.
+"""The run log on disk: checksummed JSON lines, atomic writes, run locks.
 
 A log line is one JSON object whose *last* member is ``"crc":"xxxxxxxx"``, the
 crc32 of the same line with that member removed. Putting the checksum last,
@@ -19,12 +19,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
-
-PENDING, COMPLETED, FAILED, INTERRUPTED, SKIPPED = (
-    "pending", "completed_with_result", "failed", "interrupted", "skipped",
-)
-SETTLED = (COMPLETED, FAILED, SKIPPED)
+from typing import Any
 
 _CRC_KEY = ',"crc":"'
 _CRC_TAIL = len(_CRC_KEY) + 8 + 3  # ,"crc":"xxxxxxxx"} and the newline
@@ -32,7 +27,7 @@ _CRC_TAIL = len(_CRC_KEY) + 8 + 3  # ,"crc":"xxxxxxxx"} and the newline
 
 def dumps(value: Any) -> str:
     """The one JSON spelling used for log lines, spills and artifacts."""
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
 
 
 def encode_line(event: dict) -> bytes:
@@ -135,97 +130,6 @@ def read_checksummed(path: Path) -> dict | None:
     """
     data = path.read_bytes()
     return decode_line(data if data.endswith(b"\n") else data + b"\n")
-
-
-# --- folding events into progress --- --------------------------------------------------------
-
-
-def empty_state() -> dict:
-    return {"lifecycle": None, "final": None, "started": None, "steps": {}, "memo": {}}
-
-
-def _step(state: dict, step_id: str) -> dict:
-    return state["steps"].setdefault(step_id, {"status": PENDING, "attempts": 0})
-
-
-def _on_started(state: dict, e: dict) -> None:
-    s = _step(state, e["step"])
-    s["status"] = INTERRUPTED  # started, not settled (yet)
-    s["attempts"] = max(s["attempts"], int(e.get("attempt") or 1))
-
-
-def _on_retrying(state: dict, e: dict) -> None:
-    s = _step(state, e["step"])
-    s["status"] = INTERRUPTED
-    s["attempts"] = max(s["attempts"], int(e.get("attempt") or s["attempts"]))
-
-
-def _on_completed(state: dict, e: dict) -> None:
-    s = _step(state, e["step"])
-    if e.get("replayed") and "output" not in e and "spill" not in e:
-        s["status"] = COMPLETED  # a replay re-announces the recorded result; keep it
-        return
-    kept = {k: v for k, v in e.items() if k not in ("type", "seq", "ts", "run_id", "step")}
-    state["steps"][e["step"]] = {"status": COMPLETED, "attempts": e.get("attempts", s["attempts"]), **kept}
-
-
-def _on_failed(state: dict, e: dict) -> None:
-    s = _step(state, e["step"])
-    s.update(status=FAILED, error=e.get("error"), handled=bool(e.get("handled")),
-             attempts=e.get("attempts", s["attempts"]), alternative=e.get("alternative", 0))
-
-
-def _on_skipped(state: dict, e: dict) -> None:
-    _step(state, e["step"]).update(status=SKIPPED, reason=e.get("reason"))
-
-
-def _on_memo(state: dict, e: dict) -> None:
-    state["memo"][e["key"]] = {k: e[k] for k in ("value", "spill", "spill_crc", "step") if k in e}
-
-
-def _on_cleared(state: dict, e: dict) -> None:
-    cleared = set(e["steps"])
-    for step_id in cleared:
-        state["steps"].pop(step_id, None)
-    state["memo"] = {k: m for k, m in state["memo"].items() if m.get("step") not in cleared}
-    state["lifecycle"], state["final"] = "plan_steps_cleared", None
-
-
-def _on_lifecycle(state: dict, e: dict) -> None:
-    state["lifecycle"] = e["type"]
-    if e["type"] == "plan_started" and state["started"] is None:
-        state["started"] = e.get("ts")
-    if e["type"] == "plan_completed":
-        state["final"] = {k: v for k, v in e.items() if k not in ("type", "seq", "run_id")}
-
-
-FOLD: dict[str, Callable[[dict, dict], None]] = {
-    "plan_step_started": _on_started,
-    "plan_step_retrying": _on_retrying,
-    "plan_step_completed": _on_completed,
-    "plan_step_failed": _on_failed,
-    "plan_step_skipped": _on_skipped,
-    "memo": _on_memo,
-    "plan_steps_cleared": _on_cleared,
-    "plan_started": _on_lifecycle,
-    "plan_resumed": _on_lifecycle,
-    "plan_waiting": _on_lifecycle,
-    "plan_completed": _on_lifecycle,
-    "plan_run_interrupted": _on_lifecycle,
-    "plan_aborted": _on_lifecycle,
-}
-
-
-_STEP_EVENTS = {t for t in FOLD if t.startswith("plan_step_")}
-
-
-def fold(state: dict, event: dict) -> None:
-    """Apply one event to the progress state (unknown types only leave a trace in the log)."""
-    type_ = event.get("type", "")
-    apply = FOLD.get(type_)
-    if apply is not None and (type_ not in _STEP_EVENTS or event.get("step") is not None):
-        apply(state, event)
-
 
 
 # --- locking -----------------------------------------------------------------------------

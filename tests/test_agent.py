@@ -282,7 +282,7 @@ def test_interrupted_agent_run_replays_memoized_calls_and_completed_turns(stub, 
     assert result.run_id == run_id and [t.replayed for t in result.turns] == [True, False, False]
 
     run = RunStore(state_dir).open(run_id)
-    turns = list(run.events({"agent_turn"}))
+    turns = [e.data for e in run.events({dagplan.EventType.AGENT_TURN})]
     assert [e["turn"] for e in turns] == [1, 2, 3]
     assert turns[0]["plan"]["steps"] == [{"id": "E1", "tool": "lookupOrder", "output": f"{D}state.order",
                                           "args": {"orderId": f"{D}input.orderId"}}]

@@ -122,7 +122,7 @@ def test_item_failure_under_abort_fails_the_step(tmp_path):
     text = FAN_OUT % {"max_items": 10} + "on_failure: abort\n"
     result = dagplan.run(str(write(tmp_path, "p.yaml", text)), tools={"double": double}, inputs={"items": [1, 2, 3]})
     assert result.status == "aborted"
-    assert "item 2 failed: two is bad" in result.steps["double"].error["message"]
+    assert "double[1] failed: ValueError: two is bad" in result.steps["double"].error["message"]
 
 
 def test_for_each_needs_max_items_unless_a_default_cap_is_configured(tmp_path):
@@ -616,12 +616,8 @@ def test_example_approve_refund_waits_without_a_person(example_tools, tmp_path):
                          inputs={"customerId": "cust_42", "amount": 25}, durable=True, state_dir=tmp_path)
     assert result.status == "waiting" and result.steps["history"].status == "completed"
     assert result.steps["refund"].status == "pending"
-    from dagplan.interpreter.compose import record_answer
-
-    run = RunStore(tmp_path).open(result.run_id)
-    run.acquire()
-    record_answer(run, "approve", "approve")
-    run.release()
+    assert [r["step"] for r in result.waiting] == ["approve"]
+    dagplan.answer(result.run_id, "approve", "approve", state_dir=tmp_path)
     resumed = dagplan.resume(result.run_id, tools=example_tools, state_dir=tmp_path)
     assert resumed.status == "completed" and resumed.result["amount"] == 25
     assert resumed.steps["history"].replayed
@@ -692,13 +688,9 @@ def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model,
     assert waiting.status == "waiting" and waiting.state["english"] == ["one", "two", "three"]
     prompts = [r["messages"][-1]["content"] for r in stub.requests]
     assert prompts == ["Translate uno (word 0)", "Translate dos (word 1)", "Translate tres (word 2)"]
-    from dagplan.interpreter.compose import record_answer, waiting_requests
-
-    run = RunStore(state).open(waiting.run_id)
-    assert [r["step"] for r in waiting_requests(run)] == ["check.ok"]
-    run.acquire()
-    record_answer(run, "check.ok", "approve")
-    run.release()
+    assert [r["step"] for r in waiting.waiting] == ["check.ok"]
+    assert [r["step"] for r in dagplan.run_report(waiting.run_id, state).waiting] == ["check.ok"]
+    dagplan.answer(waiting.run_id, "check.ok", "approve", state_dir=state)
     done = dagplan.resume(waiting.run_id, model=stub_model, completion_kwargs=stub.kwargs(), state_dir=state)
     assert done.status == "completed" and done.result == "approve"
     assert len(stub.requests) == 3  # nothing asked of the model again

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from dagplan.interpreter.store import COMPLETED, RunStore
+from dagplan.interpreter.store import RunStore
+from dagplan.interpreter.vocabulary import EventType, StepStatus
 
 
 HERE = Path(__file__).parent
@@ -122,7 +123,7 @@ def kill_and_resume(tmp_path: Path, baseline: dict, seed: int, sig: signal.Signa
 
     run = RunStore(case.state).open(run_id)
     progress = run.progress()
-    done_before = set(progress.by_status(COMPLETED))
+    done_before = set(progress.by_status(StepStatus.COMPLETED))
     if sig == signal.SIGINT and progress.status != "completed":
         assert proc.returncode == 130
         assert progress.status == "interrupted"
@@ -138,8 +139,8 @@ def kill_and_resume(tmp_path: Path, baseline: dict, seed: int, sig: signal.Signa
     assert set(runs) == set(STEP_IDS)
     for step_id in done_before:
         assert runs[step_id] == 1, f"{step_id} completed before the kill but ran {runs[step_id]} times"
-    replayed = [e["step"] for e in RunStore(case.state).open(run_id).events({"plan_step_completed"})
-                if e.get("replayed")]
+    replayed = [e.step for e in RunStore(case.state).open(run_id).events({EventType.STEP_COMPLETED})
+                if e.data.get("replayed")]
     assert not set(replayed) - done_before
 
 

@@ -14,7 +14,12 @@ import pytest
 from dagplan.dsl.errors import RunError
 from dagplan.interpreter import store as store_mod
 from dagplan.interpreter import wal
-from dagplan.interpreter.store import INLINE_LIMIT, RunStore, prepare_resume, resume_plan
+import dagplan
+from dagplan.dsl import check
+from dagplan.interpreter.journal import StepMemo, clear_from
+from dagplan.interpreter.resume import resume_plan
+from dagplan.interpreter.store import INLINE_LIMIT, RunStore
+from dagplan.interpreter.vocabulary import Event, EventType
 
 DOC = {
     "steps": [
@@ -37,9 +42,20 @@ def new_run(store, **kw):
     return run
 
 
+def complete(run, step, output="ok"):
+    return run.record(Event(EventType.STEP_COMPLETED, run.id, step, duration=0.01,
+                     data={"output": output, "attempts": 1, "replayed": False}))
+
+
 def finish(run, step, output="ok"):
     run.append({"type": "plan_step_started", "step": step})
-    return run.complete_step(step, output, attempts=1, duration=0.01, replayed=False)
+    return complete(run, step, output)
+
+
+def plan_of(doc):
+    found = check(text=json.dumps(doc), name="p.json")
+    assert found.ok, found.diagnostics
+    return found.plan
 
 
 def codes(excinfo):
@@ -86,7 +102,7 @@ def test_progress_survives_reopen(store):
     progress = store.open(run.id).progress()
     assert progress.status == "interrupted"
     assert {s: p.status for s, p in progress.steps.items()} == {
-        "a": "completed_with_result", "b": "interrupted", "c": "failed", "d": "skipped"}
+        "a": "completed", "b": "interrupted", "c": "failed", "d": "skipped"}
     assert progress.steps["a"].output == {"n": 1}
     assert progress.steps["c"].error == {"type": "E", "message": "m"} and progress.steps["c"].attempts == 3
     assert progress.done == 3
@@ -97,7 +113,7 @@ def test_uncommitted_events_are_not_on_disk(store):
     finish(run, "a")
     assert list(store.open(run.id).events()) == []
     run.commit_sync()
-    assert [e["seq"] for e in store.open(run.id).events()] == [1, 2]
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2]
 
 
 def test_replayed_completion_keeps_recorded_output(store):
@@ -118,12 +134,12 @@ def test_torn_last_line_is_dropped_and_cut_on_acquire(store):
     with open(log, "ab") as f:
         f.write(wal.encode_line({"type": "plan_step_started", "step": "b", "seq": 3})[:-9])
     reopened = store.open(run.id)
-    assert [e["seq"] for e in reopened.events()] == [1, 2]
+    assert [e.seq for e in reopened.events()] == [1, 2]
     reopened.acquire()
     assert log.read_bytes() == whole
     finish(reopened, "b")
     reopened.commit_sync()
-    assert [e["seq"] for e in store.open(run.id).events()] == [1, 2, 3, 4]
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4]
 
 
 def test_last_line_with_bad_checksum_is_dropped(store):
@@ -237,7 +253,7 @@ def test_damaged_spill_is_detected(store):
 
 def test_memo_inline_and_spilled(store):
     run = new_run(store)
-    memo = run.memo_for("a")
+    memo = StepMemo(run, "a")
     memo.memo_put("k1", {"answer": 42})
     memo.memo_put("k/2", "w" * (INLINE_LIMIT + 5))
     run.commit_sync()
@@ -256,12 +272,12 @@ def test_group_commit_shares_fsyncs(store, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
 
-    async def complete(i):
-        run.complete_step(f"s{i}", i)
+    async def one(i):
+        complete(run, f"s{i}", i)
         await run.commit()
 
     async def main():
-        await asyncio.gather(*(complete(i) for i in range(100)))
+        await asyncio.gather(*(one(i) for i in range(100)))
 
     asyncio.run(main())
     assert 1 <= len(calls) <= 3  # 100 completions landing together: one fsync, two at most
@@ -282,7 +298,7 @@ def test_commit_waits_for_later_appends(store):
         await first
 
     asyncio.run(main())
-    assert [e["type"] for e in store.open(run.id).events()] == ["x", "y"]
+    assert [e.type for e in store.open(run.id).events()] == ["x", "y"]
 
 
 def test_commit_sync_one_fsync_per_commit(store, monkeypatch):
@@ -369,12 +385,14 @@ def test_lock_of_a_killed_process_is_free(store, tmp_path):
 WRITER = """
 import sys
 from dagplan.interpreter.store import RunStore
+from dagplan.interpreter.vocabulary import Event, EventType
 store = RunStore(sys.argv[1])
 run = store.open(sys.argv[2])
 run.acquire()
 for i in range(300):
     run.append({"type": "plan_step_started", "step": f"s{i}"})
-    run.complete_step(f"s{i}", sys.argv[2] + "-" + str(i) * (i % 7 * 9000))
+    run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}",
+                     data={"output": sys.argv[2] + "-" + str(i) * (i % 7 * 9000), "attempts": 1}))
     run.commit_sync()
 run.release()
 """
@@ -389,7 +407,7 @@ def test_two_processes_on_two_runs(store):
     assert all(p.wait() == 0 for p in procs)
     for r in runs:
         reopened = store.open(r.id)
-        assert [e["seq"] for e in reopened.events()] == list(range(1, 601))
+        assert [e.seq for e in reopened.events()] == list(range(1, 601))
         for i in range(300):
             assert reopened.step_output(f"s{i}") == r.id + "-" + str(i) * (i % 7 * 9000)
     assert {i.status for i in store.list()} == {"interrupted"}
@@ -454,11 +472,11 @@ def test_resume_plan_follows_purity_policy(store):
         run.append({"type": "plan_step_started", "step": step})
     run.release()
     progress = store.open(run.id).progress()
-    plan = resume_plan(progress, DOC)
-    assert plan.classes == {"a": "completed_with_result", "b": "interrupted", "c": "interrupted", "d": "interrupted"}
+    plan = resume_plan(progress, plan_of(DOC))
+    assert plan.classes == {"a": "completed", "b": "interrupted", "c": "interrupted", "d": "interrupted"}
     assert plan.actions == {"a": "replay", "b": "ask", "c": "retry", "d": "retry"}
     assert plan.asking() == ["b"]
-    adopted = resume_plan(progress, DOC, {"side_effect": "adopt", "undeclared": "adopt"})
+    adopted = resume_plan(progress, plan_of(DOC), None, {"side_effect": "adopt", "undeclared": "adopt"})
     assert adopted.actions == {"a": "replay", "b": "adopt", "c": "retry", "d": "adopt"}
 
 
@@ -466,30 +484,30 @@ def test_clear_from_keeps_earlier_results_and_drops_memo(store):
     run = new_run(store)
     for step in "abcd":
         finish(run, step, step.upper())
-        run.memo_for(step).memo_put(f"m{step}", step)
-    cleared = run.clear_from("c", ["a", "b", "c", "d"])
+        StepMemo(run, step).memo_put(f"m{step}", step)
+    cleared = clear_from(run, "c", ["a", "b", "c", "d"])
     run.commit_sync()
     run.release()
     assert cleared == ["c", "d"]
     reopened = store.open(run.id)
-    plan = resume_plan(reopened.progress(), DOC)
+    plan = resume_plan(reopened.progress(), plan_of(DOC))
     assert plan.actions == {"a": "replay", "b": "replay", "c": "run", "d": "run"}
     assert reopened.memo_get("mb") == (True, "b") and reopened.memo_get("mc") == (False, None)
 
 
-def test_prepare_resume_rejections(store):
+def test_resume_rejections(store):
     run = new_run(store)
     run.release()
+    tools = {"t": lambda: "ok"}
     with pytest.raises(RunError) as excinfo:
-        prepare_resume(store, run.id, "zz")
+        dagplan.resume(run.id, tools=tools, from_step="zz", state_dir=store.state_dir)
     assert codes(excinfo) == "unknown-step" and excinfo.value.hint == "valid step ids: a, b, c, d"
     with pytest.raises(RunError) as excinfo:
-        prepare_resume(store, "2099")
+        dagplan.resume("2099", tools=tools, state_dir=store.state_dir)
     assert codes(excinfo) == "unknown-run"
-    assert prepare_resume(store, run.id, "b").id == run.id
     (run.dir / "plan.json").unlink()
     with pytest.raises(RunError) as excinfo:
-        prepare_resume(store, run.id, "b")
+        dagplan.resume(run.id, tools=tools, from_step="b", state_dir=store.state_dir)
     assert codes(excinfo) == "missing-artifact" and "dagplan discard" in excinfo.value.hint
 
 
@@ -531,7 +549,7 @@ def test_cli_runs_show(store, interrupted):
     assert "(spilled)" in out.output
     report = json.loads(cli("runs", "show", interrupted.id, "--format", "json", state_dir=store.state_dir).output)
     assert report["steps"]["a"]["output"] == "x" * (INLINE_LIMIT + 100)
-    assert [s["status"] for s in report["steps"].values()] == ["completed_with_result", "interrupted", "pending", "pending"]
+    assert [s["status"] for s in report["steps"].values()] == ["completed", "interrupted", "pending", "pending"]
 
 
 def test_cli_events(store, interrupted):

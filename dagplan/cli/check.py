@@ -15,8 +15,9 @@ from typing import Iterable
 
 import click
 
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
+
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
-IO_CODES = {"io", "not-found"}  # load errors that are the environment's fault, not the plan's
 
 
 class UsageFailure(Exception):
@@ -56,11 +57,11 @@ def _tool_specs(paths: tuple[str, ...]):
 
 
 def _exit_code(results, strict: bool) -> int:
-    if any(d.code in IO_CODES for r in results for d in r.errors):
-        return 2
+    if exit_code(d.code for r in results for d in r.errors) == EXIT_USAGE:
+        return EXIT_USAGE
     if any(not r.ok or (strict and r.warnings) for r in results):
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 @click.command("check")
@@ -79,7 +80,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
         tools = _tool_specs(tool_paths)
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     from ..dsl.compose import budget_from_config
 
     budget = budget_from_config()
@@ -117,7 +118,7 @@ def _load_or_exit(path: str):
         return load_file(path)
     except LoadError as exc:
         sys.stderr.write(render_text([CheckResult(path, None, None, exc.diagnostics, None)]))
-        sys.exit(2 if exc.code in IO_CODES else 1)
+        sys.exit(exit_code(d.code for d in exc.diagnostics))
 
 
 @click.command("fmt")
@@ -162,7 +163,7 @@ def graph(file: str, fmt: str) -> None:
     result = check_plan(file, name=file)
     if result.analysis is None:
         sys.stderr.write(render_text([result]))
-        sys.exit(2 if any(d.code in IO_CODES for d in result.errors) else 1)
+        sys.exit(exit_code(d.code for d in result.errors))
     sys.stdout.write(GRAPH_RENDERERS[fmt](result.plan, result.analysis))
 
 

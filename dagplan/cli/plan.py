@@ -17,12 +17,8 @@ import click
 
 from ..dsl.errors import DagplanError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _die(message: str, code: int) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+from .common import EXIT_FAILED, EXIT_USAGE
+from .common import die as _die
 
 
 def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:

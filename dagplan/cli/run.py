@@ -11,26 +11,7 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_WAITING = 3  # stopped at an approval gate: answer it (dagplan answer), then resume
-
-
-USAGE_CODES = {"io", "tools-import", "config", "unknown-run", "ambiguous-run"}
-
-
-def fail(exc: DagplanError, code: int | None = None) -> None:
-    """Print every diagnostic; exit 2 for usage and I/O problems, else 1 (or ``code``)."""
-    for diag in exc.diagnostics:
-        click.echo(diag.format(), err=True)
-    sys.exit(code if code is not None else EXIT_USAGE if exc.code in USAGE_CODES else EXIT_FAILED)
-
-
-def tools_option(f):
-    return click.option(
-        "--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
-        help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
-    )(f)
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_WAITING, fail, tools_option
 
 
 def output_options(f):
@@ -134,7 +115,8 @@ def ask_gate_on_terminal(request: dict) -> Any:
 
 
 def _waiting_hint(result: Any) -> None:
-    for step_id in result.message.removeprefix("waiting for an answer at ").split(", "):
+    for request in result.waiting:
+        step_id = request["step"]
         click.echo(f"waiting for an answer at {step_id}; answer with: dagplan answer {result.run_id} {step_id} VALUE"
                    f", then: dagplan resume {result.run_id}", err=True)
 
@@ -148,9 +130,11 @@ class Session:
         self.progress = None
 
     def execute(self, function: str, target: Any, **kwargs: Any) -> None:
-        from .. import api
+        from .. import RunStatus, api
 
         kwargs.update(self._hooks())
+        if function == "aresume":
+            kwargs.pop("approve")  # a resumed run was approved when it started
         try:
             result = asyncio.run(getattr(api, function)(target, **kwargs))
         except DagplanError as exc:
@@ -162,10 +146,10 @@ class Session:
             sys.exit(EXIT_INTERRUPTED)
         self._stop_progress()
         self._render(result)
-        if result.status == "waiting":
+        if result.waiting:
             _waiting_hint(result)
             sys.exit(EXIT_WAITING)
-        sys.exit(EXIT_FAILED if result.had_errors or result.status != "completed" else EXIT_OK)
+        sys.exit(EXIT_FAILED if result.had_errors or result.status is not RunStatus.COMPLETED else EXIT_OK)
 
     run_id: str | None = None
 

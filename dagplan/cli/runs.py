@@ -13,29 +13,16 @@ from typing import Any
 
 import click
 
-from ..dsl.errors import DagplanError
-from .run import EXIT_FAILED, EXIT_USAGE, fail, output_options, tools_option
-
-USAGE_CODES = {"unknown-run", "ambiguous-run", "unknown-step"}
-
-
-def state_dir_option(f):
-    return click.option("--state-dir", type=click.Path(file_okay=False), envvar="DAGPLAN_STATE_DIR", default=None,
-                        help="Where runs are kept (default: $DAGPLAN_STATE_DIR or ./.dagplan).")(f)
+from .. import DagplanError, EventType
+from .common import fail, state_dir_option, tools_option
+from .run import output_options
 
 
 def format_option(*choices: str):
     return click.option("--format", "fmt", type=click.Choice(["text", *choices]), default="text")
 
 
-def reject(exc: DagplanError) -> None:
-    fail(exc, EXIT_USAGE if exc.code in USAGE_CODES else EXIT_FAILED)
-
-
-def open_store(state_dir: str | None):
-    from ..interpreter.store import RunStore
-
-    return RunStore(state_dir)
+reject = fail
 
 
 def _dump(value: Any) -> str:
@@ -79,33 +66,35 @@ def _cut(text: str, width: int = 60) -> str:
 @click.pass_context
 def runs(ctx: click.Context, state_dir: str | None, fmt: str) -> None:
     """List active, interrupted and recent runs (newest first)."""
+    from .. import api
+
     ctx.obj = {"state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
-    infos = open_store(state_dir).list()
+    try:
+        infos = api.runs(state_dir)
+    except DagplanError as exc:
+        reject(exc)
     if fmt == "json":
         click.echo(_dump([i.to_json() for i in infos]))
     elif not infos:
         click.echo("no runs", err=True)
     else:
         rows = [("id", "plan", "status", "done/total", "started")]
-        rows += [(i.id, i.plan_name, i.status, f"{i.done}/{i.total}", i.started) for i in infos]
+        rows += [(i.id, i.plan_name, str(i.status), f"{i.done}/{i.total}", i.to_json()["started"]) for i in infos]
         _print_table(rows)
         for info in infos:
             if info.notice:
                 click.echo(f"{info.id}: {info.notice}", err=True)
-            if info.status == "waiting":
-                _show_waiting(open_store(state_dir), info.id)
+            for request in info.waiting:
+                _show_waiting(info.id, request)
 
 
-def _show_waiting(store: Any, run_id: str) -> None:
-    """What a waiting run waits for (approval gates), and how to answer."""
-    from ..interpreter.compose import waiting_requests
-
-    for request in waiting_requests(store.open(run_id)):
-        allowed = f" [{'/'.join(request['choices'])}]" if request.get("choices") else ""
-        click.echo(f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
-                   f" -- dagplan answer {run_id} {request['step']} VALUE", err=True)
+def _show_waiting(run_id: str, request: Any) -> None:
+    """What a waiting run waits for (an approval gate), and how to answer."""
+    allowed = f" [{'/'.join(request['choices'])}]" if request.get("choices") else ""
+    click.echo(f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
+               f" -- dagplan answer {run_id} {request['step']} VALUE", err=True)
 
 
 @runs.command()
@@ -115,54 +104,44 @@ def _show_waiting(store: Any, run_id: str) -> None:
 @click.pass_context
 def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str) -> None:
     """The final report and per-step status of RUN."""
+    from .. import api
+
     state_dir = state_dir or (ctx.obj or {}).get("state_dir")
     try:
-        run = open_store(state_dir).open(run_id)
-        report = run_report(run)
+        report = api.run_report(run_id, state_dir)
     except DagplanError as exc:
         reject(exc)
-    click.echo(_dump(report) if fmt == "json" else report_text(report))
+    click.echo(_dump(report.to_json()) if fmt == "json" else report_text(report))
 
 
-def run_report(run: Any) -> dict:
-    """What ``runs show`` prints: the run, its final event, and each step in plan order."""
-    from ..interpreter.store import plan_step_ids
-
-    progress = run.progress()
-    steps = {}
-    for sid in plan_step_ids(run.plan_doc):
-        s = progress.steps[sid]
-        status = "handled" if s.status == "failed" and s.handled else s.status
-        steps[sid] = {"status": status, "attempts": s.attempts, "duration": s.duration, "replayed": s.replayed,
-                      "error": s.error, "spilled": s.spilled, "output": s.output}
-    return {"run_id": run.id, "plan": run.plan_name, "status": progress.status,
-            "started": datetime.fromtimestamp(run.created).isoformat(timespec="seconds"),
-            "inputs": run.inputs, "done": progress.done, "total": len(steps),
-            "final": progress.final, "steps": steps}
-
-
-def report_text(report: dict) -> str:
-    final = report["final"] or {}
+def report_text(report: Any) -> str:
+    final = report.final or {}
     errors = " (with errors)" if final.get("had_errors") else ""
-    lines = [f"Run {report['run_id']}: {report['status']}{errors}",
-             f"plan {report['plan']}, started {report['started']}, {report['done']}/{report['total']} steps settled"]
+    started = report.to_json()["started"]
+    lines = [f"Run {report.run_id}: {report.status}{errors}",
+             f"plan {report.plan}, started {started}, {report.done}/{report.total} steps settled"]
     rows = [("step", "status", "attempts", "duration", "output")]
-    for sid, s in report["steps"].items():
-        duration = f"{s['duration']:.2f}s" if isinstance(s["duration"], (int, float)) else "-"
-        rows.append((sid, s["status"], str(s["attempts"]), duration, _step_detail(s)))
+    for sid, s in report.steps.items():
+        duration = f"{s.duration:.2f}s" if isinstance(s.duration, (int, float)) else "-"
+        rows.append((sid, str(s.status), str(s.attempts), duration, _step_detail(s)))
     lines.append(_table(rows))
+    for request in report.waiting:
+        lines.append(f"waiting at {request['step']}: {request['question']}"
+                     f" -- dagplan answer {report.run_id} {request['step']} VALUE")
     if "result" in final:
         lines += ["Result:", final["result"] if isinstance(final["result"], str) else _dump(final["result"])]
     return "\n".join(lines)
 
 
-def _step_detail(s: dict) -> str:
-    if s["error"]:
-        return _cut(f"{s['error'].get('type')}: {s['error'].get('message')}")
-    if s["output"] is None:
+def _step_detail(s: Any) -> str:
+    if s.request is not None:
+        return _cut(str(s.request.get("question", "")))
+    if s.error:
+        return _cut(f"{s.error.get('type')}: {s.error.get('message')}")
+    if s.output is None:
         return ""
-    text = s["output"] if isinstance(s["output"], str) else json.dumps(s["output"], ensure_ascii=False, default=str)
-    return _cut(text) + (" (spilled)" if s["spilled"] else "")
+    text = s.output if isinstance(s.output, str) else json.dumps(s.output, ensure_ascii=False, default=str)
+    return _cut(text) + (" (spilled)" if s.spilled else "")
 
 
 # --- dagplan resume --------------------------------------------------------------------------
@@ -176,29 +155,19 @@ def _step_detail(s: dict) -> str:
 @output_options
 def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model) -> None:
     """Resume RUN: completed steps replay from the record, the rest run."""
-    from ..interpreter.config import load_config
-    from ..interpreter.store import prepare_resume
+    from .. import api
     from .run import Session, load_tools
 
     try:
-        config = load_config()
-        store = open_store(state_dir or config.state_dir)
-        run = prepare_resume(store, run_id, from_step)
+        config = api.load_config()
         tools = load_tools(tool_sources, config)
-        plan = _artifact_plan(run, tools, config)
+        plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
     except DagplanError as exc:
         reject(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
-    session.execute("aresume", run.id, tools=tools, from_step=from_step, state_dir=store.state_dir, config=config,
-                    on_interrupted=Interrupted(yes=yes, no_input=no_input), max_concurrency=max_concurrency,
-                    model=model)
-
-
-def _artifact_plan(run: Any, tools: dict, config: Any = None):
-    """The run's own plan, from its artifact (never re-derived)."""
-    from ..api import load
-
-    return load(text=json.dumps(run.plan_doc), name=run.plan_name or run.id, tools=tools, config=config)
+    session.execute("aresume", run_id, tools=tools, from_step=from_step, state_dir=state_dir or config.state_dir,
+                    config=config, on_interrupted=Interrupted(yes=yes, no_input=no_input),
+                    max_concurrency=max_concurrency, model=model)
 
 
 class Interrupted:
@@ -232,13 +201,13 @@ class Interrupted:
 @state_dir_option
 def discard(run_id: str, state_dir: str | None) -> None:
     """Cancel RUN if it is running, record plan_aborted, remove its state."""
+    from .. import api
+
     try:
-        store = open_store(state_dir)
-        run_dir = store.resolve(run_id)
-        store.discard(run_dir.name)
+        full_id = api.discard(run_id, state_dir)
     except DagplanError as exc:
         reject(exc)
-    click.echo(f"run {run_dir.name} discarded", err=True)
+    click.echo(f"run {full_id} discarded", err=True)
 
 
 # --- dagplan events --------------------------------------------------------------------------
@@ -251,9 +220,10 @@ def discard(run_id: str, state_dir: str | None) -> None:
 @format_option("json", "jsonl")
 def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str) -> None:
     """Print RUN's event log; each plan_step_completed says replayed or fresh, and its duration."""
+    from .. import api
+
     try:
-        run = open_store(state_dir).open(run_id)
-        found = list(run.events(set(types) if types else None))
+        found = [e.to_json() for e in api.events(run_id, state_dir, types or None)]
     except DagplanError as exc:
         reject(exc)
     if fmt == "json":
@@ -275,7 +245,7 @@ def event_line(event: dict) -> str:
     parts = [f"{event.get('seq', ''):>5}", when, event.get("type", "?")]
     if event.get("step"):
         parts.append(event["step"])
-    if event.get("type") == "plan_step_completed":
+    if event.get("type") == EventType.STEP_COMPLETED:
         parts.append("replayed" if event.get("replayed") else "fresh")
     if isinstance(event.get("duration"), (int, float)):
         parts.append(f"{event['duration'] * 1000:.1f}ms")

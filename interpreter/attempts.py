@@ -1,0 +1,160 @@
+"""The attempt policy: how every unit of work is tried, retried, timed and failed.
+
+A *unit* is anything the engine runs to an outcome: a plan step, a fan-out item, a loop
+iteration, a sub-plan's step (a step of a child execution). Each is tried under the
+same rules, written once here:
+
+- a timeout per attempt (the step's ``timeout``);
+- a retry when the error is transient (``TimeoutError``, ``ConnectionError``,
+  :class:`TransientError`, an exception with ``retryable = True``, or a type the tool
+  declares in ``retry_on``), up to ``retry.limit`` retries, backing off
+  ``backoff * 2**(n-1)`` seconds (capped, with jitter);
+- when the retries are spent, ``on_limit_exceeded(unit, error, attempts)`` may extend
+  them by another ``limit``;
+- the error object ``{step, type, message}`` and the failure value a dependent
+  receives, ``(FAILED: <type>: <message>)``.
+
+The first attempt is awaited by the engine directly (the hot path); :func:`retry` runs
+only after a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Awaitable, Callable, Mapping, Protocol
+
+from ..dsl.errors import DagplanError
+from ..dsl.ir import Retry, Step
+from .tools import TransientError
+from .vocabulary import EventType
+
+TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, TransientError)
+
+
+class StepFailure(Exception):
+    """A unit failed for a reason that is not a Python bug in dagplan (bad reference, a sub-plan failed...)."""
+
+
+class ToolExit(Exception):
+    """A tool called ``sys.exit()``: a failure of that step like any other, never the end of the run."""
+
+
+class Waiting(Exception):
+    """An approval gate has no answer yet: ``request`` says what it waits for (JSON)."""
+
+    def __init__(self, request: Mapping[str, Any], registered: bool = False):
+        super().__init__(request.get("question", ""))
+        self.request = dict(request)
+        self.registered = registered  # the run already counts this request among those it waits for
+
+
+class Attempted(Protocol):
+    """What the policy needs of the unit it tries."""
+
+    id: str
+    step: Step
+    attempts: int
+
+    def emit(self, type_: EventType, **data: Any) -> None: ...
+
+    def retry_on(self) -> tuple[type[BaseException], ...]: ...
+
+    async def extend(self, error: BaseException, attempts: int) -> bool: ...
+
+
+# --- one attempt ------------------------------------------------------------------------------
+
+
+def first(step: Step, once: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+    """The awaitable of one attempt: ``once()``, under the step's timeout when it has one."""
+    if step.timeout is None:
+        return once()
+    return _timed(step.timeout, once)
+
+
+async def _timed(seconds: float, once: Callable[[], Awaitable[Any]]) -> Any:
+    async with asyncio.timeout(seconds):
+        return await once()
+
+
+def as_failure(exc: BaseException) -> Exception:
+    """What a unit's attempt raised, as an ordinary exception (``sys.exit()`` in a tool is a failure)."""
+    if isinstance(exc, SystemExit):
+        return ToolExit(f"the tool called sys.exit({exc.code!r})")
+    if isinstance(exc, Exception):
+        return exc
+    raise exc  # KeyboardInterrupt, CancelledError: the run's business, not the unit's
+
+
+# --- retrying ---------------------------------------------------------------------------------
+
+
+async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exception) -> Any:
+    """After a failed attempt: back off and try again while the rules allow; raise the last error."""
+    rule = unit.step.retry
+    budget = rule.limit
+    while True:
+        if not is_transient(error, unit.retry_on()):
+            raise error
+        if unit.attempts > budget:
+            if rule.limit == 0 or not await unit.extend(error, unit.attempts):
+                raise error
+            budget += rule.limit
+        delay = backoff(rule, unit.attempts)
+        unit.emit(EventType.STEP_RETRYING, attempt=unit.attempts, delay=round(delay, 3),
+                  error=error_info(unit.id, unit.step, error))
+        await asyncio.sleep(delay)
+        unit.attempts += 1
+        try:
+            return await first(unit.step, once)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # judged at the top of the loop
+            error = as_failure(exc)
+
+
+def is_transient(exc: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> bool:
+    """Whether trying again may help (the one classification of transient errors)."""
+    if isinstance(exc, DagplanError):
+        return bool(getattr(exc, "transient", False))
+    if isinstance(exc, (StepFailure, Waiting, ToolExit)):
+        return False
+    return isinstance(exc, TRANSIENT + retry_on) or bool(getattr(exc, "retryable", False))
+
+
+def backoff(rule: Retry, attempt: int) -> float:
+    """Seconds to wait before retrying after ``attempt`` attempts: doubling, capped, with jitter."""
+    base = min(rule.max_backoff, rule.backoff * 2 ** (attempt - 1))
+    return base * random.uniform(0.5, 1.0)
+
+
+# --- how a failure reads ------------------------------------------------------------------------
+
+
+def error_info(unit_id: str, step: Step, exc: BaseException) -> dict[str, Any]:
+    """The error object ``{step, type, message}``: what a branch or a catch receives, what the log keeps."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        message = f"timed out after {step.timeout:g}s" if step.timeout else "timed out"
+    elif isinstance(exc, DagplanError):
+        message = exc.headline.message
+    else:
+        message = str(exc) or type(exc).__name__
+    return {"step": unit_id, "type": type(exc).__name__, "message": message}
+
+
+def failure_text(error: Mapping[str, Any]) -> str:
+    """The failure value dependents of a failed unit receive."""
+    return f"(FAILED: {error['type']}: {error['message']})"
+
+
+def error_names(exc: BaseException) -> tuple[str, ...]:
+    """The names an error answers to: its class and bases, and those of the error it wraps."""
+    names: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names += [c.__name__ for c in type(current).__mro__ if c not in (object, BaseException, Exception)]
+        current = current.__cause__ or getattr(current, "original", None)
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,122 @@
+"""Starting and resuming runs: inputs, approval, the journal, the replay, then the engine.
+
+The public API (``dagplan.arun`` / ``dagplan.aresume``) is a thin layer over these two
+functions; both end in :func:`execute`, so a fresh run and a resumed one are run the
+same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Callable, Mapping
+
+from ..dsl.errors import PlanInvalid, RunError
+from ..dsl.ir import Plan
+from .engine import Execution, RunResult
+from .journal import Journal, check_step, clear_from, open_registry
+from .progress import plan_step_ids
+from .resume import AskInterrupted, Replay
+from .scope import Options, RunScope
+from .store import new_run_id
+from .tools import Tool
+from .vocabulary import EventType, RunStatus
+
+Approve = Callable[[Any], Any]
+
+
+async def start(plan: Plan, *, tools: Mapping[str, Tool], inputs: Mapping[str, Any] | None, options: Options,
+                approve: Approve | None = None, durable: bool = False, state: Any = None, run_id: str | None = None,
+                meta: Mapping[str, Any] | None = None,
+                on_run_created: Callable[[str], None] | None = None) -> RunResult:
+    """A new run of a loaded plan: inputs checked, a lazy plan approved, then executed (durably if asked)."""
+    from .inputs import prepare_inputs
+
+    values = prepare_inputs(plan, inputs)
+    await approve_plan(plan, approve)
+    journal = None
+    if durable:
+        if plan.document is None:
+            raise RunError.make("not-durable", "a durable run needs a plan loaded from a document",
+                                hint="use dagplan.load()")
+        journal = open_registry(state).create(plan_doc=plan.document, plan_name=plan.source, inputs=dict(values),
+                                              meta={"dialect": plan.dialect, **(meta or {})})
+        journal.acquire()
+        run_id = journal.id
+    run_id = run_id or new_run_id()
+    if on_run_created:
+        on_run_created(run_id)
+    return await execute(plan, values, RunScope(run_id, tools, options, journal))
+
+
+async def resume(run_id: str, *, tools: Mapping[str, Tool], options: Options, config: Any, state: Any = None,
+                 from_step: str | None = None, on_interrupted: AskInterrupted | None = None,
+                 on_run_created: Callable[[str], None] | None = None) -> RunResult:
+    """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs."""
+    journal = open_registry(state).open(run_id)
+    plan = stored_plan(journal, tools, config, from_step)
+    order = list(plan.analysis.order)
+    if journal.progress().status is RunStatus.ABORTED:
+        raise RunError.make("run-finished", f"run {journal.id} was discarded", hint="start a new run")
+    if (config.resume or {}).get("default") == "discard":
+        raise RunError.make("resume-discarded", f"the resume policy is `discard`: run {journal.id} was not resumed",
+                            hint=f"dagplan discard {journal.id}, then start a new run")
+    journal.acquire()
+    try:
+        if on_run_created:
+            on_run_created(journal.id)
+        if from_step is not None:
+            clear_from(journal, from_step, order)
+        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
+        scope = RunScope(journal.id, tools, options, journal, replay)
+        scope.emit(EventType.PLAN_RESUMED, **{"from": from_step, "replayed": sorted(replay.units)})
+        return await execute(plan, journal.inputs, scope, own_journal=False)
+    finally:
+        journal.release()
+
+
+async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:
+    """Run the engine; the journal (when this call owns it) and the worker threads are let go at the end."""
+    try:
+        return await Execution(plan, inputs, scope).run()
+    finally:
+        scope.close()
+        if own_journal and scope.journal is not None:
+            scope.journal.release()
+
+
+def stored_plan(journal: Journal, tools: Mapping[str, Tool], config: Any, from_step: str | None = None) -> Plan:
+    """A run's own plan, from its artifact (never re-derived), checked against today's tools.
+
+    A ``from_step`` (``resume --from``) is checked first: a wrong step id is the caller's
+    mistake whatever else is wrong."""
+    if from_step is not None:
+        check_step(journal.id, from_step, plan_step_ids(journal.plan_doc))
+    if journal.meta.get("kind") == "agent":
+        raise RunError.make("agent-run", f"run {journal.id} is an agent loop, not a plan run",
+                            hint=f"resume it with dagplan.durable_agent_loop(run_id={journal.id!r}, tools=..., "
+                                 "run_plan=...)")
+    from ..dsl import check
+    from ..dsl.compose import Budget
+
+    found = check(text=json.dumps(journal.plan_doc), name=journal.plan_name or journal.id,
+                  tools={name: t.spec for name, t in tools.items()}, budget=Budget.of(config))
+    if not found.ok or found.plan is None:
+        raise PlanInvalid(found.diagnostics)
+    return found.plan
+
+
+async def approve_plan(plan: Plan, approve: Approve | None) -> None:
+    """A lazy plan runs only once ``approve(preview)`` said yes."""
+    if plan.mode != "lazy":
+        return
+    if approve is None:
+        raise RunError.make("approval-required", "this plan is lazy: it runs only after approval",
+                            hint="pass approve=callback (API) or --yes (CLI), or preview it first")
+    from .preview import build_preview
+
+    answer = approve(build_preview(plan, plan.analysis))
+    if asyncio.iscoroutine(answer):
+        answer = await answer
+    if not answer:
+        raise RunError.make("not-approved", "the plan was not approved; nothing ran")

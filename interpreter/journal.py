@@ -1,0 +1,274 @@
+"""The journal protocol: what the engine, resume and the run commands need from durable storage.
+
+A **registry** holds runs; a **journal** is one run's record: its artifact (the checked
+plan document, the inputs, how it was started), its events, and what is derived from
+them (progress, spilled outputs, the memo of completed calls). The engine only
+*records* events and *commits*; everything else is read back by folding the events
+(:mod:`.progress`), the same way in every implementation:
+
+- :class:`MemoryRegistry` / :class:`MemoryJournal` here: for tests and embedding. Values
+  go through the same JSON round trip as on disk, so a resume sees what it would see there.
+- :mod:`.store`: files under a state directory (write-ahead log, snapshot, spills, flock).
+- a database (issue "Beyond one machine") implements the same two protocols.
+
+The guarantees every implementation keeps: ``commit()`` returns once everything recorded
+before it is durable (completions that arrive together may share one commit); a run is
+written by one owner at a time (``acquire``/``release``); recorded values read back equal
+(JSON-equal) to what was recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
+
+from ..dsl.errors import RunError
+from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
+from .vocabulary import Event, EventType, StepStatus
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """One run's durable record."""
+
+    id: str
+    plan_doc: dict
+    plan_name: str
+    inputs: dict
+    meta: dict
+    created: float
+
+    def record(self, event: Event) -> None:
+        """Buffer one event (values over the inline limit are spilled first); durable at the next commit."""
+
+    async def commit(self) -> None:
+        """Return once everything recorded before this call is durable (group commit)."""
+
+    def commit_sync(self) -> None: ...
+
+    def progress(self) -> Progress: ...
+
+    def events(self, types: Iterable[EventType] | None = None) -> Iterator[Event]: ...
+
+    def step_output(self, step_id: str) -> Any: ...
+
+    def memo_get(self, key: str) -> tuple[bool, Any]: ...
+
+    def acquire(self) -> None:
+        """Own the run (one writer at a time); raises RunError ``run-locked``."""
+
+    def release(self) -> None:
+        """Commit what was recorded and let the run go."""
+
+
+@runtime_checkable
+class Registry(Protocol):
+    """All runs of one place (a state directory, a database)."""
+
+    location: str
+
+    def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> Journal: ...
+
+    def open(self, run_id: str) -> Journal: ...
+
+    def list(self) -> list[RunInfo]: ...
+
+    def discard(self, run_id: str) -> str:
+        """Stop the run's owner, record ``plan_aborted``, forget the run; returns its full id."""
+
+
+# --- what every journal derives the same way ---------------------------------------------------------
+
+
+def record_dict(event: Event) -> dict:
+    """The stored form of an event: its JSON without the fields the journal adds (seq, ts, crc)."""
+    out = event.to_json()
+    out.pop("seq", None)
+    return out
+
+
+@dataclass(frozen=True)
+class StepMemo:
+    """The memo protocol of :mod:`.llm` (``memo_get``/``memo_put``/``commit``) for one step of a run."""
+
+    journal: Journal
+    step_id: str
+
+    def memo_get(self, key: str) -> tuple[bool, Any]:
+        return self.journal.memo_get(key)
+
+    def memo_put(self, key: str, value: Any) -> None:
+        self.journal.record(Event(EventType.MEMO, self.journal.id, self.step_id, data={"key": key, "value": value}))
+
+    async def commit(self) -> None:
+        """Make the puts so far durable (an LLM step commits after every model call)."""
+        await self.journal.commit()
+
+
+def cleared_ids(progress: Progress, step_id: str, order: list[str]) -> list[str]:
+    """``step_id``, every step after it in ``order`` (topological), and all their children."""
+    check_step(progress.run_id, step_id, order)
+    cleared = order[order.index(step_id):]
+    parents = tuple(p + c for p in cleared for c in ("[", "."))  # children: review[3], sub.fetch
+    return cleared + [sid for sid in progress.steps if sid.startswith(parents)]
+
+
+def clear_from(journal: Journal, step_id: str, order: list[str]) -> list[str]:
+    """Forget recorded results of ``step_id`` onward (``resume --from``); call with the run acquired."""
+    cleared = cleared_ids(journal.progress(), step_id, order)
+    journal.record(Event(EventType.STEPS_CLEARED, journal.id, data={"from": step_id, "steps": cleared}))
+    return cleared
+
+
+def check_step(run_id: str, step_id: str, order: list[str]) -> None:
+    """Reject a ``--from`` step id that is not in the run's plan, listing the valid ones."""
+    if step_id not in order:
+        raise RunError.make("unknown-step", f"run {run_id} has no step {step_id!r}",
+                            hint="valid step ids: " + ", ".join(order))
+
+
+def unknown_run(run_id: str, where: str) -> RunError:
+    return RunError.make("unknown-run", f"no run {run_id!r} in {where}", hint="list runs with: dagplan runs")
+
+
+def json_copy(value: Any) -> Any:
+    """A value as a journal reads it back: the JSON round trip of the log's own spelling."""
+    from .wal import dumps
+
+    return json.loads(dumps(value))
+
+
+# --- in memory ------------------------------------------------------------------------------
+
+
+class MemoryJournal:
+    """A journal in a process's memory: the durability semantics, without a disk."""
+
+    def __init__(self, registry: "MemoryRegistry", run_id: str, artifact: dict):
+        self.registry, self.id = registry, run_id
+        self.plan_doc, self.plan_name = artifact["plan"], artifact.get("plan_name", "")
+        self.inputs, self.meta = artifact.get("inputs") or {}, artifact.get("meta") or {}
+        self.created = artifact.get("created") or time.time()
+        self._log: list[dict] = []
+        self._state = empty_state()
+        self._owned = False
+
+    def record(self, event: Event) -> None:
+        if not self._owned:
+            raise RunError.make("run-not-acquired", f"run {self.id}: record before acquire()")
+        line = {**json_copy(record_dict(event)), "seq": len(self._log) + 1}
+        self._log.append(line)
+        fold(self._state, line)
+
+    async def commit(self) -> None:
+        return None
+
+    def commit_sync(self) -> None:
+        return None
+
+    def progress(self) -> Progress:
+        live = self.registry.owner(self.id) is not None
+        return progress_of(self.id, self._state, plan_step_ids(self.plan_doc), live, self.step_output)
+
+    def events(self, types: Iterable[EventType] | None = None) -> Iterator[Event]:
+        wanted = set(types) if types is not None else None
+        for line in self._log:
+            if wanted is None or line.get("type") in wanted:
+                yield Event.from_json(line, self.id)
+
+    def step_output(self, step_id: str) -> Any:
+        s = self._state["steps"].get(step_id)
+        if s is None or not StepStatus(s["status"]).has_output:
+            raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
+        return s.get("output")
+
+    def memo_get(self, key: str) -> tuple[bool, Any]:
+        m = self._state["memo"].get(key)
+        return (False, None) if m is None else (True, m.get("value"))
+
+    def acquire(self) -> None:
+        self.registry.take(self)
+        self._owned = True
+
+    def release(self) -> None:
+        if self._owned:
+            self._owned = False
+            self.registry.let_go(self)
+
+
+class MemoryRegistry:
+    """Runs kept in memory (tests, embedding): ``dagplan.run(..., store=MemoryRegistry())``."""
+
+    location = "<memory>"
+
+    def __init__(self) -> None:
+        self._runs: dict[str, MemoryJournal] = {}
+        self._owners: dict[str, int] = {}
+
+    def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> MemoryJournal:
+        from .store import new_run_id
+
+        run_id = new_run_id()
+        while run_id in self._runs:
+            run_id = new_run_id()
+        artifact = {"plan": json_copy(plan_doc), "plan_name": plan_name, "inputs": json_copy(inputs),
+                    "meta": json_copy(meta or {}), "created": time.time()}
+        self._runs[run_id] = MemoryJournal(self, run_id, artifact)
+        return self._runs[run_id]
+
+    def open(self, run_id: str) -> MemoryJournal:
+        found = [r for r in self._runs if r.startswith(run_id)] if run_id else []
+        if run_id in self._runs:
+            return self._runs[run_id]
+        if len(found) == 1:
+            return self._runs[found[0]]
+        raise unknown_run(run_id, self.location)
+
+    def list(self) -> list[RunInfo]:
+        out = []
+        for run_id in sorted(self._runs, reverse=True):
+            journal = self._runs[run_id]
+            p = journal.progress()
+            out.append(RunInfo(run_id, journal.plan_name, p.status, p.done, len(plan_step_ids(journal.plan_doc)),
+                               journal.created, self.owner(run_id), None, p.waiting,
+                               dict((p.final or {}).get("usage") or {})))
+        return out
+
+    def discard(self, run_id: str) -> str:
+        journal = self.open(run_id)
+        journal.acquire()
+        journal.record(Event(EventType.PLAN_ABORTED, journal.id, data={"reason": "discarded"}))
+        journal.release()
+        del self._runs[journal.id]
+        return journal.id
+
+    # -- ownership --
+
+    def owner(self, run_id: str) -> int | None:
+        return self._owners.get(run_id)
+
+    def take(self, journal: MemoryJournal) -> None:
+        if self._owners.get(journal.id) is not None:
+            raise RunError.make("run-locked", f"run {journal.id} is in use",
+                                hint=f"wait for it, or cancel it with: dagplan discard {journal.id}")
+        self._owners[journal.id] = os.getpid()
+
+    def let_go(self, journal: MemoryJournal) -> None:
+        self._owners.pop(journal.id, None)
+
+
+def open_registry(state: Any = None) -> Registry:
+    """The registry for ``state``: a registry as given, else the state directory it names (or the default)."""
+    if isinstance(state, Registry):
+        return state
+    from .store import RunStore
+
+    return RunStore(state)
+
+
+def given_values(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments a caller actually gave (None means "not given")."""
+    return {k: v for k, v in mapping.items() if v is not None}

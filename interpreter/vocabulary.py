@@ -1,0 +1,177 @@
+"""One vocabulary for runs: the statuses of steps and runs, the types of events, the event value.
+
+Every status and event type is a member of an enum defined here, and nowhere else is
+one spelled as a string. The enums are ``StrEnum``: a member *is* the text the journal
+stores and JSON shows (``StepStatus.COMPLETED == "completed"``), so the mapping to what
+is stored is this file.
+
+Events are frozen values handed, through one function of the engine, to the run's
+journal and to every subscriber. What each type carries in ``data``:
+
+=====================  ==============================================================
+``plan_started``       ``steps`` (count), ``resumed``
+``plan_resumed``       ``from`` (the ``--from`` step or null), ``replayed`` (ids)
+``plan_waiting``       ``waiting``: the gate requests the run stopped at
+``plan_completed``     ``status`` (a :class:`RunStatus`), ``had_errors``, ``message``,
+                       ``usage``, ``result``
+``plan_run_interrupted`` (Ctrl-C, a signal, an error of the journal)
+``plan_aborted``       ``reason`` (a discarded run)
+``plan_steps_cleared`` ``from``, ``steps``: results forgotten by ``resume --from``
+``plan_step_started``  ``attempt``, ``description``, ``item`` / ``iteration`` for children
+``plan_step_retrying`` ``attempt`` (the one that failed), ``delay``, ``error``
+``plan_step_completed`` ``output``, ``attempts``, ``alternative``, ``replayed``,
+                       ``precomputed``, ``adopted``, ``usage``
+``plan_step_failed``   ``error`` ``{step, type, message}``, ``attempts``, ``handled``,
+                       ``alternative``, ``replayed``
+``plan_step_skipped``  ``reason``
+``plan_step_waiting``  ``request``: the gate's question, choices, schema
+``plan_step_progress`` ``done``/``total``/``item``/``name`` (fan-out), ``iteration``/``total`` (loops);
+                       for subscribers only, never journaled
+``gate_answered``      ``value``
+``memo``               ``key``, ``value``: a completed model or tool call inside a step
+``agent_turn``         an agent loop's turn (see :mod:`.agent`)
+=====================  ==============================================================
+
+``step`` is the full id of what the event is about: ``fetch``, a fan-out item
+``review[3]``, a sub-plan's step ``sub.fetch``, a loop iteration ``poll[2]``.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+
+class StepStatus(enum.StrEnum):
+    """Where a step (or a child: an item, an iteration, a sub-plan's step) stands."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    HANDLED = "handled"  # failed, and the plan took the error object (a branch or a catch)
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    WAITING = "waiting"  # an approval gate waits for a person
+    INTERRUPTED = "interrupted"  # started, never settled, and nobody is running it
+
+    @property
+    def settled(self) -> bool:
+        return self in _SETTLED
+
+    @property
+    def has_output(self) -> bool:
+        """Whether the step left a value its readers see (the output, or the handled error object)."""
+        return self is StepStatus.COMPLETED or self is StepStatus.HANDLED
+
+
+_SETTLED = frozenset({StepStatus.COMPLETED, StepStatus.HANDLED, StepStatus.FAILED, StepStatus.SKIPPED})
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands, as ``dagplan runs`` shows it and :class:`RunResult` reports it."""
+
+    RUNNING = "running"
+    WAITING = "waiting"  # stopped durably at approval gates
+    INTERRUPTED = "interrupted"  # stopped without finishing (killed, Ctrl-C): resumable
+    COMPLETED = "completed"
+    FAILED = "failed"  # finished, and the failure policy `abort` failed it
+    ABORTED = "aborted"  # stopped early: abort policy, a budget, or discarded
+    DISCARDED = "discarded"  # its record is unreadable (or gone)
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED)
+
+
+class EventType(enum.StrEnum):
+    PLAN_STARTED = "plan_started"
+    PLAN_RESUMED = "plan_resumed"
+    PLAN_WAITING = "plan_waiting"
+    PLAN_COMPLETED = "plan_completed"
+    PLAN_INTERRUPTED = "plan_run_interrupted"
+    PLAN_ABORTED = "plan_aborted"
+    STEPS_CLEARED = "plan_steps_cleared"
+    STEP_STARTED = "plan_step_started"
+    STEP_RETRYING = "plan_step_retrying"
+    STEP_COMPLETED = "plan_step_completed"
+    STEP_FAILED = "plan_step_failed"
+    STEP_SKIPPED = "plan_step_skipped"
+    STEP_WAITING = "plan_step_waiting"
+    STEP_PROGRESS = "plan_step_progress"
+    GATE_ANSWERED = "gate_answered"
+    MEMO = "memo"
+    AGENT_TURN = "agent_turn"
+
+    @property
+    def journaled(self) -> bool:
+        """Whether the journal keeps it (progress lines are for subscribers only)."""
+        return self is not EventType.STEP_PROGRESS
+
+    @property
+    def lifecycle(self) -> bool:
+        """An event about the run as a whole (the last one says where the run stands)."""
+        return self in _LIFECYCLE
+
+
+_LIFECYCLE = frozenset({EventType.PLAN_STARTED, EventType.PLAN_RESUMED, EventType.PLAN_WAITING,
+                        EventType.PLAN_COMPLETED, EventType.PLAN_INTERRUPTED, EventType.PLAN_ABORTED,
+                        EventType.STEPS_CLEARED})
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+_FIXED = frozenset({"type", "run_id", "step", "ts", "duration", "seq", "crc"})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened in a run; ``data`` holds what its type carries (see the module doc)."""
+
+    type: EventType
+    run_id: str
+    step: str | None = None
+    ts: float = field(default_factory=time.time)
+    duration: float | None = None
+    data: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    seq: int | None = None  # its position in the journal, once journaled
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as one flat JSON object (what ``--events jsonl`` prints and the journal stores)."""
+        out: dict[str, Any] = {"type": str(self.type), "run_id": self.run_id}
+        if self.seq is not None:
+            out["seq"] = self.seq
+        out["ts"] = round(self.ts, 6)
+        if self.step is not None:
+            out["step"] = self.step
+        if self.duration is not None:
+            out["duration"] = round(self.duration, 6)
+        out.update(self.data)
+        return out
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], run_id: str = "") -> "Event":
+        """An event read back from a journal (unknown types are kept as their text)."""
+        raw = record.get("type", "")
+        try:
+            type_: Any = EventType(raw)
+        except ValueError:
+            type_ = raw
+        data = {k: v for k, v in record.items() if k not in _FIXED}
+        return cls(type_, record.get("run_id") or run_id, record.get("step"), record.get("ts") or 0.0,
+                   record.get("duration"), MappingProxyType(data), record.get("seq"))
+
+
+Subscriber = Callable[[Event], None]
+
+
+def event_types(names: Any) -> frozenset[EventType]:
+    """Event types from their names (``--filter``); an unknown name raises ValueError listing the known."""
+    found = set()
+    for name in names:
+        try:
+            found.add(EventType(name))
+        except ValueError:
+            known = ", ".join(t.value for t in EventType)
+            raise ValueError(f"unknown event type {name!r}; known: {known}") from None
+    return frozenset(found)
