@@ -5,7 +5,7 @@
 Prints medians of:
 - the fsync floor: write a ~200-byte line and fsync it, in the same directory;
 - the store alone, with the engine's write pattern: a 1,000-step chain
-  (append started, complete_step, commit, then the next) and a 1,000-wide fan-out
+  (append started, record the completion, commit, then the next) and a 1,000-wide fan-out
   (all complete together; each awaits its own commit, so they share fsyncs);
 - the engine (if it runs here): durable vs in-memory on the same chain and fan-out,
   every completed step durable before its dependents start;
@@ -33,7 +33,10 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from dagplan.interpreter import wal  # noqa: E402
-from dagplan.interpreter.store import RunStore, resume_plan  # noqa: E402
+import dagplan  # noqa: E402
+from dagplan.interpreter.resume import Replay  # noqa: E402
+from dagplan.interpreter.store import RunStore  # noqa: E402
+from dagplan.interpreter.vocabulary import Event, EventType  # noqa: E402
 
 
 def median_time(fn, repeat: int) -> float:
@@ -85,7 +88,8 @@ def store_chain(folder: Path, n: int) -> Path:
         await run.commit()
         for i in range(n):
             run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
-            run.complete_step(f"s{i}", i, attempts=1, duration=0.0001, replayed=False, alternative=0)
+            run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
+                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
             await run.commit()
         run.append({"type": "plan_completed", "run_id": run.id, "status": "completed", "had_errors": False})
         await run.commit()
@@ -102,7 +106,8 @@ def store_fanout(folder: Path, n: int) -> Path:
     async def step(i: int):
         run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
         await asyncio.sleep(0)
-        run.complete_step(f"s{i}", i, attempts=1, duration=0.0001, replayed=False, alternative=0)
+        run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
+                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
         await run.commit()
 
     async def main():
@@ -167,7 +172,8 @@ def interrupted_run(folder: Path, n: int, done: float = 0.9) -> str:
     run.append({"type": "plan_started", "run_id": run.id})
     for i in range(int(n * done)):
         run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
-        run.complete_step(f"s{i}", i, attempts=1, duration=0.0001, replayed=False, alternative=0)
+        run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
+                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
         run.commit_sync()
     run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{int(n * done)}"})
     run.commit_sync()
@@ -177,11 +183,22 @@ def interrupted_run(folder: Path, n: int, done: float = 0.9) -> str:
 
 
 def store_resume(folder: Path, run_id: str) -> None:
+    """What a resume does before the engine starts: open, take the lock, decide every unit, let go."""
     run = RunStore(folder).open(run_id)
-    plan = resume_plan(run.progress(), run.plan_doc)
-    assert plan.actions["s0"] == "replay"
     run.acquire()
+    replay = Replay.of(run, _plan_of(run.plan_doc), {}, None, None)
+    assert replay.get("s0") is not None
     run.release()
+
+
+_PLANS: dict[str, object] = {}
+
+
+def _plan_of(doc: dict):
+    key = json.dumps(doc)
+    if key not in _PLANS:  # checking the plan is not the journal's cost: once per shape
+        _PLANS[key] = dagplan.load(text=key, tools={"noop": noop})
+    return _PLANS[key]
 
 
 def journal_bytes_per_step(run_dir: Path, n: int) -> float:

@@ -181,13 +181,15 @@ def main() -> None:
     print(f"{'shape':<18}{'floor':>8}{'api':>8}{'ratio':>8}{'engine':>8}{'ratio':>8}{'langgraph':>11}{'ratio':>8}")
     for kind, name, fn in (("async", "anoop", anoop.__wrapped__ if hasattr(anoop, "__wrapped__") else anoop),
                            ("sync", "snoop", snoop)):
-        for shape, make in (("chain", chain_doc), ("fan-out", fan_doc), ("for_each", items_doc)):
-            doc = make(n, name)
-            base = median(floor(doc, fn), args.repeat) / n * 1e6
-            api = median(ours(doc, max_concurrency=n), args.repeat) / n * 1e6
-            engine = median(ours(doc, max_concurrency=n, api=False), args.repeat) / n * 1e6
+        for shape, make, size in (("chain", chain_doc, n), ("fan-out", fan_doc, n), ("fan-out 100", fan_doc, 100),
+                                  ("for_each", items_doc, n)):
+            doc = make(size, name)
+            repeat = args.repeat * n // size  # a small shape is repeated more, to the same total time
+            base = median(floor(doc, fn), repeat) / size * 1e6
+            api = median(ours(doc, max_concurrency=size), repeat) / size * 1e6
+            engine = median(ours(doc, max_concurrency=size, api=False), repeat) / size * 1e6
             lg = langgraph(doc, fn) if shape != "for_each" else None
-            lg_us = median(lg, max(1, args.repeat // 2)) / n * 1e6 if lg else None
+            lg_us = median(lg, max(1, repeat // 2)) / size * 1e6 if lg else None
             lg_txt = f"{lg_us:>11.1f}{lg_us / base:>7.1f}x" if lg_us else f"{'n/a':>11}{'':>8}"
             print(f"{kind + ' ' + shape:<18}{base:>8.1f}{api:>8.1f}{api / base:>7.2f}x{engine:>8.1f}"
                   f"{engine / base:>7.2f}x{lg_txt}")

@@ -82,7 +82,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     # JSON Schema counts 1.0 as an integer, as jsonschema does
     "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
 }
-_ANNOTATIONS = {"title", "description", "$schema", "$id", "$defs", "default", "examples"}
+_ANNOTATIONS = {"title", "description", "$schema", "$id", "$defs", "default", "examples", "x-message", "x-hint"}
 
 
 def _doubt(value: Any) -> bool:
@@ -369,13 +369,12 @@ def _any_of_message(err: Any, path: DocPath, where: str) -> tuple[str, str | Non
 
 
 def _pattern_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:
-    if path and path[-1] == "id":
-        return (
-            f"step id {err.instance!r} is not a safe name",
-            "ids use letters, digits and _, with single inner dashes (e.g. fetch_user, E2, get-weather)",
-            path,
-        )
-    return f"{where} does not match {err.validator_value}", None, path
+    """A pattern's own words from the schema (``x-message``, ``x-hint``), never the raw expression."""
+    said = err.schema.get("x-message") if isinstance(err.schema, dict) else None
+    if said is None:
+        return f"{where} does not match {err.validator_value}", None, path
+    what = "step id" if path and path[-1] == "id" else path[-1] if path else where
+    return f"{what} {err.instance!r} {said}", err.schema.get("x-hint"), path
 
 
 def _default(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:

@@ -66,16 +66,16 @@ class Attempted(Protocol):
 # --- one attempt ------------------------------------------------------------------------------
 
 
-def first(step: Step, once: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
-    """The awaitable of one attempt: ``once()``, under the step's timeout when it has one."""
+def first(step: Step, attempt: Awaitable[Any]) -> Awaitable[Any]:
+    """One attempt's awaitable, under the step's timeout when it has one."""
     if step.timeout is None:
-        return once()
-    return _timed(step.timeout, once)
+        return attempt
+    return _timed(step.timeout, attempt)
 
 
-async def _timed(seconds: float, once: Callable[[], Awaitable[Any]]) -> Any:
+async def _timed(seconds: float, attempt: Awaitable[Any]) -> Any:
     async with asyncio.timeout(seconds):
-        return await once()
+        return await attempt
 
 
 def as_failure(exc: BaseException) -> Exception:
@@ -107,7 +107,7 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
         await asyncio.sleep(delay)
         unit.attempts += 1
         try:
-            return await first(unit.step, once)
+            return await first(unit.step, once())
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # judged at the top of the loop

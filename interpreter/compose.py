@@ -64,7 +64,8 @@ class FanOut:
 
 async def _gather_all(coros: list) -> None:
     """Run all; the first exception cancels the others (and is raised)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(c) for c in coros]
     try:
         await asyncio.gather(*tasks)
     except BaseException:

@@ -127,7 +127,8 @@ class Execution:
     # --- the run ------------------------------------------------------------------------
 
     async def run(self) -> RunResult:
-        self._finished = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self._finished = self._loop.create_future()
         self.scope.executions.append(self)
         if self.root:
             self.scope.emit(EventType.PLAN_STARTED, steps=len(self.units), resumed=bool(self.scope.replay.units))
@@ -185,6 +186,11 @@ class Execution:
         """
         if not ready:
             return None
+        if inline and len(ready) == 1:  # a chain's next step (the common case): no queue
+            todo = self._start(ready[0])
+            if todo is not _SETTLED:
+                return todo  # type: ignore[return-value]
+            ready = self._settle(ready[0])
         queue, mine = deque(ready), None
         while queue:
             sid = queue.popleft()
@@ -195,7 +201,7 @@ class Execution:
                 if inline and mine is None:
                     mine = todo
                 else:
-                    self._tasks.add(asyncio.ensure_future(self._execute(todo)))
+                    self._tasks.add(self._loop.create_task(self._execute(todo)))
         return mine
 
     def _settle(self, sid: str) -> list[str]:
@@ -287,8 +293,19 @@ class Execution:
         started = time.perf_counter()
         if self.scope.sinks:
             await self._started(unit, runner, ctx)
+        step = unit.step
+        unit.attempts += 1
         try:
-            value = await self._attempt(unit, runner, ctx, prepared)
+            if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
+                value = await runner.run(ctx, step, prepared)
+            else:  # the first attempt awaited here (the hot path), the retry loop only after a failure
+                try:
+                    value = await attempts.first(step, runner.run(ctx, step, prepared))
+                except (asyncio.CancelledError, Waiting):
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - judged by the policy
+                    value = await attempts.retry(unit, lambda: runner.run(ctx, step, prepared),
+                                                 attempts.as_failure(exc))
         except asyncio.CancelledError:
             raise
         except Waiting as wait:
@@ -297,21 +314,15 @@ class Execution:
         except BaseException as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
             unit.duration = time.perf_counter() - started
             self._fail(unit, attempts.as_failure(exc))
-            return self._settle(unit.step.id)
+            return self._settle(step.id)
         unit.duration = time.perf_counter() - started
         self._complete(unit, value)
-        return self._settle(unit.step.id)
-
-    def _attempt(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> Awaitable[Any]:
-        unit.attempts += 1
-        if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
-            return runner.run(ctx, unit.step, prepared)
-        return self._attempts(unit, lambda: runner.run(ctx, unit.step, prepared))
+        return self._settle(step.id)
 
     async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
-        """The attempt policy: the first attempt awaited directly, the retry loop only after a failure."""
+        """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""
         try:
-            return await attempts.first(unit.step, once)
+            return await attempts.first(unit.step, once())
         except (asyncio.CancelledError, Waiting):
             raise
         except BaseException as exc:  # noqa: BLE001 - judged by the policy
@@ -332,7 +343,8 @@ class Execution:
         if recorded is not None:
             return self._replayed_child(unit, recorded, failure_value)
         started = time.perf_counter()
-        await self._started(unit, _CHILD, ctx)
+        if self.scope.sinks:
+            await self._started(unit, _CHILD, ctx)
         try:
             unit.attempts += 1
             value = await self._attempts(unit, once)
@@ -349,9 +361,11 @@ class Execution:
             return self._child_failed(unit, attempts.as_failure(exc), failure_value)
         unit.duration = time.perf_counter() - started
         unit.status, unit.output = StepStatus.COMPLETED, value
-        self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
-                        **({"usage": unit.usage} if unit.usage else {}))
-        await self.scope.commit()  # durable before the next resume would need it
+        if self.scope.sinks:
+            self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
+                            **({"usage": unit.usage} if unit.usage else {}))
+            if self._journal is not None:
+                await self._journal.commit()  # durable before the next resume would need it
         return value
 
     def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
@@ -507,16 +521,38 @@ class Execution:
         last = self.units[self.analysis.order[-1]] if self.analysis.order else None
         return None if last is None or last.output is MISSING else last.output
 
-    def _reports(self) -> dict[str, StepReport]:
-        out = {}
-        for sid in self.analysis.order:
-            u = self.units[sid]
+    def _reports(self) -> "Reports":
+        return Reports(self.units, self._aborted)
+
+
+class Reports(Mapping[str, StepReport]):
+    """Each step's :class:`StepReport`, built when first read (a run's result is often not read whole)."""
+
+    __slots__ = ("_units", "_aborted", "_built")
+
+    def __init__(self, units: Mapping[str, Unit], aborted: bool):
+        self._units, self._aborted = units, aborted
+        self._built: dict[str, StepReport] = {}
+
+    def __getitem__(self, sid: str) -> StepReport:
+        found = self._built.get(sid)
+        if found is None:
+            u = self._units[sid]
             status = u.status
             if self._aborted and status in (StepStatus.PENDING, StepStatus.INTERRUPTED):
                 status = StepStatus.SKIPPED
-            out[sid] = StepReport(sid, u.step.tool or u.step.kind, status, u.attempts, u.duration, u.output, u.error,
-                                  u.reason, u.replayed, u.usage)
-        return out
+            found = self._built[sid] = StepReport(sid, u.step.tool or u.step.kind, status, u.attempts, u.duration,
+                                                  u.output, u.error, u.reason, u.replayed, u.usage)
+        return found
+
+    def __iter__(self):
+        return iter(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def __repr__(self) -> str:
+        return f"Reports({dict(self)!r})"
 
 
 class _ChildRunner:

@@ -29,11 +29,19 @@ AskInterrupted = Callable[[str, str], str]  # (unit id, purity) -> "retry" | "ad
 RETRY, ADOPT, ASK, FAIL, REPLAY, RUN = "retry", "adopt", "ask", "fail", "replay", "run"
 
 
-def action_for(status: StepStatus, purity: str | None, policy: Mapping[str, str]) -> str:
-    """What resuming does with one unit the journal left in ``status`` (the one rule)."""
+INTERRUPTED_ERROR = "Interrupted"  # the error type of a unit failed because nobody could say whether it ran
+
+
+def action_for(status: StepStatus, purity: str | None, policy: Mapping[str, str],
+               error: Mapping[str, Any] | None = None) -> str:
+    """What resuming does with one unit the journal left in ``status`` (the one rule).
+
+    A unit an earlier resume failed as :data:`INTERRUPTED_ERROR` is still interrupted: the
+    next resume asks again (or follows the policy), never runs a side effect silently."""
     if status.has_output:
         return REPLAY
-    if status is StepStatus.INTERRUPTED or status is StepStatus.RUNNING:
+    if status is StepStatus.INTERRUPTED or status is StepStatus.RUNNING or (
+            status is StepStatus.FAILED and (error or {}).get("type") == INTERRUPTED_ERROR):
         return policy.get(purity or "undeclared", RETRY)
     return RUN
 
@@ -103,7 +111,7 @@ def resume_plan(progress: Progress, plan: Plan, tools: Mapping[str, Any] | None 
         found = progress.steps.get(step.id)
         status = found.status if found is not None else StepStatus.PENDING
         classes[step.id] = status
-        action = action_for(status, purity_of(step, tools or {}), policy)
+        action = action_for(status, purity_of(step, tools or {}), policy, found.error if found else None)
         actions[step.id] = RUN if action in (ADOPT, ASK, RETRY) and is_composite(step) else action
     return ResumePlan(policy["default"], classes, actions)
 
@@ -148,7 +156,7 @@ class Replay:
             step = step_at(plan, unit_id)
             if step is None:
                 continue
-            action = action_for(found.status, purity_of(step, tools), policy)
+            action = action_for(found.status, purity_of(step, tools), policy, found.error)
             if action in (ADOPT, ASK, RETRY) and _composite_unit(step, unit_id):
                 continue  # a composition step runs again: its children decide
             if action == ASK:
@@ -168,6 +176,6 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | 
                              data={"output": None, "attempts": found.attempts, "adopted": True}))
         return Recorded(StepStatus.COMPLETED, None, found.attempts)
     if action == FAIL:
-        error = {"step": unit_id, "type": "Interrupted", "message": interrupted_text(unit_id)}
+        error = {"step": unit_id, "type": INTERRUPTED_ERROR, "message": interrupted_text(unit_id)}
         return Recorded(StepStatus.FAILED, None, found.attempts, error=error)
     return None

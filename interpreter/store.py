@@ -404,6 +404,8 @@ class Run:
         return event
 
     def _inline_or_spill(self, value: Any, folder: str, name: str, key: str) -> dict:
+        if type(value) in _SMALL or (type(value) is str and len(value) * 12 + 2 <= INLINE_LIMIT):
+            return {key: value}  # certainly inline (a character is at most 12 in ASCII JSON: a surrogate pair)
         text = wal.dumps(value)
         if len(text) <= INLINE_LIMIT:
             return {key: value}
@@ -479,6 +481,9 @@ class Run:
                     "state": {k: v for k, v in self._state.items() if k != "seq"}}
             wal.atomic_write(self.dir / "snapshot.json", wal.checksummed(snap))
             self._snap_lines, self._tail = lines, 0
+
+
+_SMALL = frozenset({int, float, bool, type(None)})
 
 
 def _loop_idle() -> bool:

@@ -46,7 +46,7 @@ def _tool_specs(paths: tuple[str, ...]):
     if not paths:
         return None
     from ..dsl.errors import DagplanError
-    from ..interpreter.tools import load_tool_specs  # only when asked: it may import user code
+    from .. import load_tool_specs  # only when asked: it may import user code
 
     try:
         return load_tool_specs(list(paths))
@@ -72,7 +72,7 @@ def _exit_code(results, strict: bool) -> int:
               help="Python file or module registering tools: validate tool names and argument types.")
 def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
-    from ..dsl import check as check_plan
+    from .. import check as check_plan
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
     try:
@@ -81,7 +81,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    from ..dsl.compose import budget_from_config
+    from .. import budget_from_config
 
     budget = budget_from_config()
     results = [check_plan(path, name=path, tools=tools, budget=budget) for path in paths]
@@ -99,7 +99,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
 
 def _worst_cases(results, budget) -> dict:
     """For plans with fan-out, sub-plans or loops: the most steps (and LLM steps) they can execute."""
-    from ..dsl.compose import worst_case
+    from .. import worst_case
 
     return {
         r.name: worst_case(r.plan, budget.default_max_items if budget else None)
@@ -110,9 +110,9 @@ def _worst_cases(results, budget) -> dict:
 
 def _load_or_exit(path: str):
     from ..dsl.errors import LoadError
-    from ..dsl.load import load_file
+    from .. import load_file
     from ..render import render_text
-    from ..dsl import CheckResult
+    from .. import CheckResult
 
     try:
         return load_file(path)
@@ -127,7 +127,7 @@ def _load_or_exit(path: str):
 @click.option("-w", "--write", is_flag=True, help="Rewrite the file in place.")
 def fmt(file: str, check_only: bool, write: bool) -> None:
     """Rewrite a plan (any dialect) as canonical YAML."""
-    from ..dsl.fmt import format_document
+    from .. import format_document
 
     document = _load_or_exit(file)
     formatted = format_document(document)
@@ -157,7 +157,7 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
 def graph(file: str, fmt: str) -> None:
     """Print a plan's graph as Mermaid or DOT (branch edges labelled with the alternative)."""
-    from ..dsl import check as check_plan
+    from .. import check as check_plan
     from ..render import GRAPH_RENDERERS, render_text
 
     result = check_plan(file, name=file)
@@ -172,6 +172,6 @@ def schema() -> None:
     """Print the plan JSON Schema (point an editor's yaml-language-server at it)."""
     import json
 
-    from ..dsl.schema import plan_schema
+    from .. import plan_schema
 
     sys.stdout.write(json.dumps(plan_schema(), indent=2, ensure_ascii=False) + "\n")

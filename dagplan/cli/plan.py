@@ -48,8 +48,8 @@ def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:
 def plan(task: str, tool_sources: tuple[str, ...], model: str | None, output: str | None, repair: int,
          api_base: str | None, pairs: tuple[str, ...], run_after: bool, yes: bool, no_input: bool, fmt: str) -> None:
     """Ask a model for a plan for TASK, validate and repair it, write canonical YAML."""
-    from ..interpreter.config import load_config
-    from ..interpreter.planner import plan as make_plan
+    from .. import load_config
+    from .. import plan as make_plan
 
     config = load_config()
     model = model or config.default_model
@@ -73,7 +73,7 @@ def _tool_specs(sources: tuple[str, ...], config: Any) -> dict:
     every = [*config.tools, *sources]
     if not every:
         return {}
-    from ..interpreter.tools import load_tool_specs
+    from .. import load_tool_specs
 
     try:
         return load_tool_specs(every)
@@ -171,8 +171,8 @@ def _approved(yes: bool, no_input: bool) -> bool:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
     """Complexity score 0-10 of TASK and whether plan-first would fire."""
-    from ..interpreter.config import load_config
-    from ..interpreter.score import DEFAULT_THRESHOLD, score as parts, should_plan_first
+    from .. import DEFAULT_THRESHOLD, load_config, should_plan_first
+    from .. import score as parts
 
     settings = load_config().plan_first
     mode = mode or settings.get("mode", "auto")

@@ -29,7 +29,7 @@ def output_options(f):
 
 
 def load_tools(sources: tuple[str, ...], config: Any) -> dict:
-    from ..interpreter.tools import load_tools as _load
+    from .. import load_tools as _load
 
     return _load([*config.tools, *sources])
 
@@ -41,8 +41,8 @@ def load_plan(path: str, tools: dict):
 
 
 def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> dict:
-    from ..dsl.load import load_file
-    from ..interpreter.inputs import parse_assignments
+    from .. import load_file
+    from .. import parse_assignments
 
     values: dict = {}
     if input_file:
@@ -61,7 +61,7 @@ def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> di
 def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
     """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing."""
     from ..api import preview as build
-    from ..interpreter.config import load_config
+    from .. import load_config
     from ..views import preview_text
 
     try:
@@ -83,7 +83,7 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
 def run(file: str, tool_sources, pairs, input_file, dry_run, ephemeral, fmt, events, yes, no_input, state_dir,
         max_concurrency, model) -> None:
     """Run the plan in FILE."""
-    from ..interpreter.config import load_config
+    from .. import load_config
 
     if dry_run:
         ctx = click.get_current_context()
