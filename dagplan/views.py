@@ -105,7 +105,7 @@ class PlainProgress:
         self.done = 0
 
     def start(self) -> None:
-        self._print(f"Plan with {self.total} steps:")
+        self._print(f"Plan with {self.total} step{'' if self.total == 1 else 's'}:")
         for step in self.plan.steps:
             self._print(f"  - {cut(step.label)}")
 
