@@ -43,19 +43,39 @@ def generate(n: int) -> dict:
             args["note"] = f"compare with †state.out{i - 10}.value and #s{i - 5}.head=100"
         if i % 7 == 0:
             args["city"] = "†input.city"
-        steps.append({"id": f"s{i}", "description": f"Step number {i}", "tool": "work", "args": args,
-                      "output": f"†state.out{i}", "retry": {"limit": 2}, "timeout": "30s"})
-    return {"dagplan": 1, "summary": "generated", "inputs": {"city": {"type": "string"}}, "steps": steps,
-            "result": f"†state.out{n - 1}"}
+        steps.append(
+            {
+                "id": f"s{i}",
+                "description": f"Step number {i}",
+                "tool": "work",
+                "args": args,
+                "output": f"†state.out{i}",
+                "retry": {"limit": 2},
+                "timeout": "30s",
+            }
+        )
+    return {
+        "dagplan": 1,
+        "summary": "generated",
+        "inputs": {"city": {"type": "string"}},
+        "steps": steps,
+        "result": f"†state.out{n - 1}",
+    }
 
 
 def to_yaml(plan: dict) -> str:
     """Block YAML by hand (flow mappings for args), so the benchmark does not depend on a YAML dumper."""
     lines = ["dagplan: 1", "summary: generated", "inputs:", "  city: {type: string}", "steps:"]
     for s in plan["steps"]:
-        lines += [f"  - id: {s['id']}", f"    description: {s['description']}", f"    tool: {s['tool']}",
-                  "    args: " + json.dumps(s["args"], ensure_ascii=False),
-                  f"    output: {s['output']}", "    retry: {limit: 2}", "    timeout: 30s"]
+        lines += [
+            f"  - id: {s['id']}",
+            f"    description: {s['description']}",
+            f"    tool: {s['tool']}",
+            "    args: " + json.dumps(s["args"], ensure_ascii=False),
+            f"    output: {s['output']}",
+            "    retry: {limit: 2}",
+            "    timeout: 30s",
+        ]
     lines.append(f"result: {plan['result']}")
     return "\n".join(lines) + "\n"
 
@@ -108,7 +128,10 @@ def bench_large(n: int, repeat: int) -> None:
     print(f"== {n}-step plan (median of {repeat}; us/step)")
     for kind, text in texts.items():
         floor = median_time(lambda: _read_only(kind, text), repeat)
-        print(f"  {kind:4} {_FLOOR[kind]:9} {floor * 1e3:8.1f} ms  {floor / n * 1e6:6.1f} us/step  (baseline: reading the text at all)")
+        print(
+            f"  {kind:4} {_FLOOR[kind]:9} {floor * 1e3:8.1f} ms  {floor / n * 1e6:6.1f} us/step"
+            "  (baseline: reading the text at all)"
+        )
         doc = load_text(text, f"big.{kind}")
         stages = {
             "load": lambda: load_text(text, f"big.{kind}"),
@@ -129,8 +152,10 @@ def bench_large(n: int, repeat: int) -> None:
             t = median_time(lambda: check(text=text, name=f"big.{kind}"), repeat)
             cpu = median_time(lambda: check(text=text, name=f"big.{kind}"), repeat, cpu=True)
             verdict = "OK" if t < 0.5 else "OVER TARGET"
-            print(f"  {kind:4} check     {t * 1e3:8.1f} ms  {t / n * 1e6:6.1f} us/step  (cpu {cpu * 1e3:.0f} ms; "
-                  f"{t / floor:.1f}x the baseline; target 500 ms: {verdict})")
+            print(
+                f"  {kind:4} check     {t * 1e3:8.1f} ms  {t / n * 1e6:6.1f} us/step  (cpu {cpu * 1e3:.0f} ms; "
+                f"{t / floor:.1f}x the baseline; target 500 ms: {verdict})"
+            )
 
 
 def bench_small_files(count: int, repeat: int) -> None:

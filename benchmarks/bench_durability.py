@@ -66,8 +66,10 @@ def fsync_floor(folder: Path, n: int = 300) -> float:
 
 def chain_doc(n: int) -> dict:
     steps = [{"id": "s0", "tool": "noop", "args": {"x": 0}, "output": "†state.s0"}]
-    steps += [{"id": f"s{i}", "tool": "noop", "args": {"x": f"†state.s{i - 1}"}, "output": f"†state.s{i}"}
-              for i in range(1, n)]
+    steps += [
+        {"id": f"s{i}", "tool": "noop", "args": {"x": f"†state.s{i - 1}"}, "output": f"†state.s{i}"}
+        for i in range(1, n)
+    ]
     return {"dagplan": 1, "summary": "chain", "steps": steps, "result": f"†state.s{n - 1}"}
 
 
@@ -88,8 +90,15 @@ def store_chain(folder: Path, n: int) -> Path:
         await run.commit()
         for i in range(n):
             run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
-            run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
-                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
+            run.record(
+                Event(
+                    EventType.STEP_COMPLETED,
+                    run.id,
+                    f"s{i}",
+                    duration=0.0001,
+                    data={"output": i, "attempts": 1, "replayed": False, "alternative": 0},
+                )
+            )
             await run.commit()
         run.append({"type": "plan_completed", "run_id": run.id, "status": "completed", "had_errors": False})
         await run.commit()
@@ -106,8 +115,15 @@ def store_fanout(folder: Path, n: int) -> Path:
     async def step(i: int):
         run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
         await asyncio.sleep(0)
-        run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
-                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
+        run.record(
+            Event(
+                EventType.STEP_COMPLETED,
+                run.id,
+                f"s{i}",
+                duration=0.0001,
+                data={"output": i, "attempts": 1, "replayed": False, "alternative": 0},
+            )
+        )
         await run.commit()
 
     async def main():
@@ -157,8 +173,9 @@ def engine_run(doc: dict, folder: Path | None) -> None:
     import dagplan
 
     plan = dagplan.load(text=json.dumps(doc), tools={"noop": noop})
-    result = dagplan.run(plan, tools={"noop": noop}, durable=folder is not None, state_dir=folder,
-                         max_concurrency=len(doc["steps"]))
+    result = dagplan.run(
+        plan, tools={"noop": noop}, durable=folder is not None, state_dir=folder, max_concurrency=len(doc["steps"])
+    )
     assert result.status == "completed", result.status
 
 
@@ -172,8 +189,15 @@ def interrupted_run(folder: Path, n: int, done: float = 0.9) -> str:
     run.append({"type": "plan_started", "run_id": run.id})
     for i in range(int(n * done)):
         run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{i}", "duration": None})
-        run.record(Event(EventType.STEP_COMPLETED, run.id, f"s{i}", duration=0.0001,
-                             data={"output": i, "attempts": 1, "replayed": False, "alternative": 0}))
+        run.record(
+            Event(
+                EventType.STEP_COMPLETED,
+                run.id,
+                f"s{i}",
+                duration=0.0001,
+                data={"output": i, "attempts": 1, "replayed": False, "alternative": 0},
+            )
+        )
         run.commit_sync()
     run.append({"type": "plan_step_started", "run_id": run.id, "step": f"s{int(n * done)}"})
     run.commit_sync()
@@ -258,17 +282,23 @@ def report(root: Path, n: int, repeat: int) -> None:
             mem = median_time(lambda: engine_run(doc, None), repeat) / n
             dur = median_time(lambda: engine_run(doc, fresh(root)), repeat) / n
             extra = dur - mem
-            print(f"  {name:7} in-memory {us(mem)}  durable {us(dur)}  durability {us(extra)}"
-                  f" = {extra / floor:5.2f}x fsync")
+            print(
+                f"  {name:7} in-memory {us(mem)}  durable {us(dur)}  durability {us(extra)}"
+                f" = {extra / floor:5.2f}x fsync"
+            )
         folder = fresh(root)
         engine_run(chain_doc(n), folder)
-        print(f"journal bytes per step (engine chain, outputs excluded): "
-              f"{journal_bytes_per_step(newest_run(folder), n):.0f} B")
+        print(
+            f"journal bytes per step (engine chain, outputs excluded): "
+            f"{journal_bytes_per_step(newest_run(folder), n):.0f} B"
+        )
 
     store_dir = fresh(root)
     store_chain(store_dir, n)
-    print(f"journal bytes per step (store chain, outputs excluded):  "
-          f"{journal_bytes_per_step(newest_run(store_dir), n):.0f} B")
+    print(
+        f"journal bytes per step (store chain, outputs excluded):  "
+        f"{journal_bytes_per_step(newest_run(store_dir), n):.0f} B"
+    )
 
     folders = [fresh(root) for _ in range(repeat)]
     ids = [interrupted_run(f, n) for f in folders]

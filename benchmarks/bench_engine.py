@@ -45,7 +45,9 @@ async def nap(x: int = 0) -> int:
 
 def chain_doc(n: int, name: str) -> dict:
     steps = [{"id": "s0", "tool": name, "output": "†state.s0"}]
-    steps += [{"id": f"s{i}", "tool": name, "args": {"x": f"†state.s{i - 1}"}, "output": f"†state.s{i}"} for i in range(1, n)]
+    steps += [
+        {"id": f"s{i}", "tool": name, "args": {"x": f"†state.s{i - 1}"}, "output": f"†state.s{i}"} for i in range(1, n)
+    ]
     return {"steps": steps}
 
 
@@ -54,9 +56,19 @@ def fan_doc(n: int, name: str) -> dict:
 
 
 def items_doc(n: int, name: str) -> dict:
-    return {"initial_state": {"xs": list(range(n))},
-            "steps": [{"id": "each", "tool": name, "for_each": "†state.xs", "max_items": n,
-                       "args": {"x": "†item"}, "output": "†state.out"}]}
+    return {
+        "initial_state": {"xs": list(range(n))},
+        "steps": [
+            {
+                "id": "each",
+                "tool": name,
+                "for_each": "†state.xs",
+                "max_items": n,
+                "args": {"x": "†item"},
+                "output": "†state.out",
+            }
+        ],
+    }
 
 
 def deps_of(doc: dict) -> dict[str, list[str]]:
@@ -127,16 +139,21 @@ def langgraph(doc: dict, fn) -> Callable[[], float] | None:
     is_async = asyncio.iscoroutinefunction(fn)
     graph = StateGraph(State)
     for sid, parents in deps.items():
+
         def make(sid=sid, parents=parents):
             if is_async:
+
                 async def run(state):
                     x = state["values"].get(parents[0], 0) if parents else 0
                     return {"values": {sid: await fn(x)}}
             else:
+
                 def run(state):
                     x = state["values"].get(parents[0], 0) if parents else 0
                     return {"values": {sid: fn(x)}}
+
             return run
+
         graph.add_node(sid, make())
         for p in parents or [START]:
             graph.add_edge(p, sid)
@@ -179,10 +196,16 @@ def main() -> None:
     n = args.steps
     print(f"per-step overhead, median of {args.repeat} runs, {n} no-op steps (us/step; ratio vs floor)")
     print(f"{'shape':<18}{'floor':>8}{'api':>8}{'ratio':>8}{'engine':>8}{'ratio':>8}{'langgraph':>11}{'ratio':>8}")
-    for kind, name, fn in (("async", "anoop", anoop.__wrapped__ if hasattr(anoop, "__wrapped__") else anoop),
-                           ("sync", "snoop", snoop)):
-        for shape, make, size in (("chain", chain_doc, n), ("fan-out", fan_doc, n), ("fan-out 100", fan_doc, 100),
-                                  ("for_each", items_doc, n)):
+    for kind, name, fn in (
+        ("async", "anoop", anoop.__wrapped__ if hasattr(anoop, "__wrapped__") else anoop),
+        ("sync", "snoop", snoop),
+    ):
+        for shape, make, size in (
+            ("chain", chain_doc, n),
+            ("fan-out", fan_doc, n),
+            ("fan-out 100", fan_doc, 100),
+            ("for_each", items_doc, n),
+        ):
             doc = make(size, name)
             repeat = args.repeat * n // size  # a small shape is repeated more, to the same total time
             base = median(floor(doc, fn), repeat) / size * 1e6
@@ -191,16 +214,25 @@ def main() -> None:
             lg = langgraph(doc, fn) if shape != "for_each" else None
             lg_us = median(lg, max(1, repeat // 2)) / size * 1e6 if lg else None
             lg_txt = f"{lg_us:>11.1f}{lg_us / base:>7.1f}x" if lg_us else f"{'n/a':>11}{'':>8}"
-            print(f"{kind + ' ' + shape:<18}{base:>8.1f}{api:>8.1f}{api / base:>7.2f}x{engine:>8.1f}"
-                  f"{engine / base:>7.2f}x{lg_txt}")
+            print(
+                f"{kind + ' ' + shape:<18}{base:>8.1f}{api:>8.1f}{api / base:>7.2f}x{engine:>8.1f}"
+                f"{engine / base:>7.2f}x{lg_txt}"
+            )
     doc = fan_doc(100, "nap")
     print("\nparallelism, 100 steps sleeping 50 ms (efficiency = 50 ms / wall; median of repeats):")
-    for label, runner in (("floor", floor(doc, nap)), ("dagplan", ours(doc, max_concurrency=100)), ("langgraph", langgraph(doc, nap))):
+    for label, runner in (
+        ("floor", floor(doc, nap)),
+        ("dagplan", ours(doc, max_concurrency=100)),
+        ("langgraph", langgraph(doc, nap)),
+    ):
         if runner is None:
             print(f"  {label:<10} n/a (pip install -e '.[bench]')")
             continue
         wall = median(runner, args.repeat)
-        print(f"  {label:<10} wall {wall * 1000:6.1f} ms  efficiency {0.05 / wall:6.1%}  parallelism {5 / wall:5.1f} of 100")
+        print(
+            f"  {label:<10} wall {wall * 1000:6.1f} ms  efficiency {0.05 / wall:6.1%}"
+            f"  parallelism {5 / wall:5.1f} of 100"
+        )
 
 
 if __name__ == "__main__":

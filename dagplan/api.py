@@ -18,8 +18,14 @@ ToolsArg = Iterable[Any] | Mapping[str, Any] | None
 Approve = Callable[[Any], "bool | Any"]
 
 
-def load(source: str | os.PathLike | None = None, *, text: str | bytes | None = None, name: str | None = None,
-         tools: ToolsArg = None, config: Any = None) -> Plan:
+def load(
+    source: str | os.PathLike | None = None,
+    *,
+    text: str | bytes | None = None,
+    name: str | None = None,
+    tools: ToolsArg = None,
+    config: Any = None,
+) -> Plan:
     """Load, check and parse a plan (any dialect); raises :class:`PlanInvalid` listing every problem.
 
     With ``tools``, tool names and argument types are checked too; with ``config``, its
@@ -71,13 +77,27 @@ async def arun(
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
     options = Options.from_config(
-        cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
-        model=model, completion_kwargs=completion_kwargs, max_cost=max_cost, max_tokens=max_tokens,
+        cfg,
+        max_concurrency=max_concurrency,
+        on_limit_exceeded=on_limit_exceeded,
+        subscribers=subscribers,
+        model=model,
+        completion_kwargs=completion_kwargs,
+        max_cost=max_cost,
+        max_tokens=max_tokens,
         ask_gate=ask_gate,
     )
-    return await start(plan, tools=registry(tools), inputs=inputs, options=options, approve=approve,
-                       durable=durable, state=state_dir or cfg.state_dir, run_id=run_id,
-                       on_run_created=on_run_created)
+    return await start(
+        plan,
+        tools=registry(tools),
+        inputs=inputs,
+        options=options,
+        approve=approve,
+        durable=durable,
+        state=state_dir or cfg.state_dir,
+        run_id=run_id,
+        on_run_created=on_run_created,
+    )
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -118,11 +138,24 @@ async def aresume(
 
     cfg = config or load_config()
     options = Options.from_config(
-        cfg, max_concurrency=max_concurrency, on_limit_exceeded=on_limit_exceeded, subscribers=subscribers,
-        model=model, completion_kwargs=completion_kwargs, ask_gate=ask_gate,
+        cfg,
+        max_concurrency=max_concurrency,
+        on_limit_exceeded=on_limit_exceeded,
+        subscribers=subscribers,
+        model=model,
+        completion_kwargs=completion_kwargs,
+        ask_gate=ask_gate,
     )
-    return await _resume(run_id, tools=registry(tools), options=options, config=cfg, state=state_dir or cfg.state_dir,
-                         from_step=from_step, on_interrupted=on_interrupted, on_run_created=on_run_created)
+    return await _resume(
+        run_id,
+        tools=registry(tools),
+        options=options,
+        config=cfg,
+        state=state_dir or cfg.state_dir,
+        from_step=from_step,
+        on_interrupted=on_interrupted,
+        on_run_created=on_run_created,
+    )
 
 
 def resume(run_id: str, **kwargs: Any):
@@ -172,8 +205,9 @@ def discard(run_id: str, state_dir: Any = None) -> str:
     return discard_run(run_id, _state(state_dir))
 
 
-def stored_plan(run_id: str, tools: ToolsArg = None, state_dir: Any = None, *, config: Any = None,
-                from_step: str | None = None) -> Plan:
+def stored_plan(
+    run_id: str, tools: ToolsArg = None, state_dir: Any = None, *, config: Any = None, from_step: str | None = None
+) -> Plan:
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
     (and ``from_step``, a ``resume --from`` step, checked first)."""
     from .interpreter.driver import stored_plan as plan_of

@@ -83,7 +83,9 @@ def report_text(result: Any) -> str:
     lines = [header, *table]
     if result.usage.get("llm_calls"):
         u = result.usage
-        lines.append(f"LLM: {u['llm_calls']} calls, {u['prompt_tokens'] + u['completion_tokens']} tokens, ${u['cost']:.4f}")
+        lines.append(
+            f"LLM: {u['llm_calls']} calls, {u['prompt_tokens'] + u['completion_tokens']} tokens, ${u['cost']:.4f}"
+        )
     lines.append("Result:")
     lines.append(_result_text(result.result))
     return "\n".join(lines)
@@ -132,7 +134,8 @@ class PlainProgress:
             return f"    {label}: waiting for an answer"
         if event.type is EventType.STEP_RETRYING:
             err = event.data["error"]
-            return f"    retrying {label} (attempt {event.data['attempt'] + 1}, in {event.data['delay']}s): {err['type']}: {err['message']}"
+            attempt, delay = event.data["attempt"] + 1, event.data["delay"]
+            return f"    retrying {label} (attempt {attempt}, in {delay}s): {err['type']}: {err['message']}"
         return None
 
     def _print(self, line: str) -> None:
@@ -199,8 +202,14 @@ class LiveProgress(PlainProgress):
         from rich.table import Table
 
         table = Table(box=None, show_header=False)
-        styles = {StepStatus.COMPLETED: "green", StepStatus.HANDLED: "yellow", StepStatus.FAILED: "red",
-                  StepStatus.SKIPPED: "dim", StepStatus.RUNNING: "cyan", StepStatus.WAITING: "magenta"}
+        styles = {
+            StepStatus.COMPLETED: "green",
+            StepStatus.HANDLED: "yellow",
+            StepStatus.FAILED: "red",
+            StepStatus.SKIPPED: "dim",
+            StepStatus.RUNNING: "cyan",
+            StepStatus.WAITING: "magenta",
+        }
         for step in self.plan.steps:
             st = self.status[step.id]
             style = styles.get(st)
@@ -212,9 +221,13 @@ def _status_after(event: Any, current: StepStatus) -> StepStatus:
     """A step's status once ``event`` happened to it (the live view's one mapping)."""
     if event.type is EventType.STEP_FAILED:
         return StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
-    return {EventType.STEP_STARTED: StepStatus.RUNNING, EventType.STEP_RETRYING: StepStatus.RUNNING,
-            EventType.STEP_COMPLETED: StepStatus.COMPLETED, EventType.STEP_SKIPPED: StepStatus.SKIPPED,
-            EventType.STEP_WAITING: StepStatus.WAITING}.get(event.type, current)
+    return {
+        EventType.STEP_STARTED: StepStatus.RUNNING,
+        EventType.STEP_RETRYING: StepStatus.RUNNING,
+        EventType.STEP_COMPLETED: StepStatus.COMPLETED,
+        EventType.STEP_SKIPPED: StepStatus.SKIPPED,
+        EventType.STEP_WAITING: StepStatus.WAITING,
+    }.get(event.type, current)
 
 
 def progress_for(plan: Any, stream: TextIO = sys.stderr) -> PlainProgress:

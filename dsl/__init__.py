@@ -68,8 +68,13 @@ def check(
     return check_document(document, tools, budget=budget)
 
 
-def check_document(document: "Document", tools: Mapping[str, ToolSpec] | None = None, *,
-                   budget: Any = None, includes: tuple[str, ...] = ()) -> CheckResult:
+def check_document(
+    document: "Document",
+    tools: Mapping[str, ToolSpec] | None = None,
+    *,
+    budget: Any = None,
+    includes: tuple[str, ...] = (),
+) -> CheckResult:
     """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error.
 
     ``budget`` (a :class:`dsl.compose.Budget`) sets the default ``max_items`` cap and the
@@ -107,8 +112,9 @@ def _mentions_item(document: "Document") -> bool:
 
 
 def _composes(plan: Plan) -> bool:
-    return any(s.for_each is not None or s.plan is not None or s.loop is not None or s.gate is not None
-               for s in plan.steps)
+    return any(
+        s.for_each is not None or s.plan is not None or s.loop is not None or s.gate is not None for s in plan.steps
+    )
 
 
 def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes: tuple[str, ...]):

@@ -57,8 +57,12 @@ def _expression(ctx: Any, text: Any, path: tuple) -> Any:
         return None
     node = ctx.guard(classify, text, ctx.span(path))
     if node is not None and not isinstance(node, (Ref, AnyOf, AllOf)):
-        ctx.fail("bad-for-each", f"`for_each` must be a reference to a list, not text: {text!r}", path,
-                 "write for_each: †state.items")
+        ctx.fail(
+            "bad-for-each",
+            f"`for_each` must be a reference to a list, not text: {text!r}",
+            path,
+            "write for_each: †state.items",
+        )
         return None
     return node
 
@@ -84,8 +88,12 @@ def _loop(ctx: Any, raw: Any, path: tuple) -> Loop | None:
     child = _sub_plan(ctx, raw["plan"], path + ("plan",))
     bound = _positive(raw.get("max_iterations"))
     if bound is None:
-        ctx.fail("unbounded-loop", "a loop needs `max_iterations` (a positive integer)", path,
-                 "there is no unbounded loop: add max_iterations: 10")
+        ctx.fail(
+            "unbounded-loop",
+            "a loop needs `max_iterations` (a positive integer)",
+            path,
+            "there is no unbounded loop: add max_iterations: 10",
+        )
         return None
     until = None
     if raw.get("until") is not None:
@@ -118,8 +126,11 @@ def _gate(ctx: Any, raw: Any, path: tuple) -> Gate | None:
     schema = raw.get("schema")
     if choices is None and schema is None:
         choices = list(DEFAULT_CHOICES)
-    return Gate(question, tuple(str(c) for c in choices) if isinstance(choices, list) else None,
-                schema if isinstance(schema, Mapping) else None)
+    return Gate(
+        question,
+        tuple(str(c) for c in choices) if isinstance(choices, list) else None,
+        schema if isinstance(schema, Mapping) else None,
+    )
 
 
 # --- children: load, check, cycles, arguments -------------------------------------------------
@@ -135,13 +146,16 @@ class Budget:
     @classmethod
     def of(cls, config: Any) -> "Budget | None":
         """The budget of a configuration object (its ``max_items`` and ``max_steps``), None when it sets neither."""
-        if config is None or (getattr(config, "max_items", None) is None and getattr(config, "max_steps", None) is None):
+        if config is None or (
+            getattr(config, "max_items", None) is None and getattr(config, "max_steps", None) is None
+        ):
             return None
         return cls(config.max_items, config.max_steps)
 
 
-def resolve_children(plan: Plan, data: Any, check_child: Callable, includes: tuple[str, ...],
-                     budget: Budget) -> tuple[Plan, list[Diagnostic], Any]:
+def resolve_children(
+    plan: Plan, data: Any, check_child: Callable, includes: tuple[str, ...], budget: Budget
+) -> tuple[Plan, list[Diagnostic], Any]:
     """Each sub-plan loaded and checked; returns the plan with children attached, diagnostics,
     and the document with file children inlined (None when there were none)."""
     diags: list[Diagnostic] = list(_local_rules(plan, budget))
@@ -171,12 +185,25 @@ def _resolve(sub: SubPlan, parent: Plan, check_child: Callable, includes: tuple[
     real = os.path.realpath(sub.source)
     if real in includes:
         chain = " -> ".join(os.path.basename(p) for p in (*includes, real))
-        return sub, [error("include-cycle", f"include cycle: {chain}", Span(parent.source, sub.at),
-                           "a plan may not run itself, directly or through other plans")], None
+        return (
+            sub,
+            [
+                error(
+                    "include-cycle",
+                    f"include cycle: {chain}",
+                    Span(parent.source, sub.at),
+                    "a plan may not run itself, directly or through other plans",
+                )
+            ],
+            None,
+        )
     result = check_child(sub.source, None, None, None, includes + (real,))
     child = replace(sub, plan=result.plan, analysis=result.analysis)
-    document = result.plan.document if result.plan is not None and result.plan.document is not None else (
-        result.document.data if result.document is not None else None)
+    document = (
+        result.plan.document
+        if result.plan is not None and result.plan.document is not None
+        else (result.document.data if result.document is not None else None)
+    )
     return child, list(result.diagnostics), document
 
 
@@ -203,36 +230,58 @@ def _argument_rules(step: Step, child: Plan) -> list[Diagnostic]:
     known = dict(child.inputs or {})
     for name in child.required_inputs:
         if name not in step.args:
-            out.append(error("bad-argument", f"sub-plan {child.source} needs input '{name}'",
-                             step.span.at("args"), f"add args: {{{name}: ...}}"))
+            out.append(
+                error(
+                    "bad-argument",
+                    f"sub-plan {child.source} needs input '{name}'",
+                    step.span.at("args"),
+                    f"add args: {{{name}: ...}}",
+                )
+            )
     for name in step.args:
         if known and name not in known:
-            out.append(error("bad-argument", f"sub-plan {child.source} has no input '{name}'",
-                             step.span.at("args", name), f"its inputs: {', '.join(known)}"))
+            out.append(
+                error(
+                    "bad-argument",
+                    f"sub-plan {child.source} has no input '{name}'",
+                    step.span.at("args", name),
+                    f"its inputs: {', '.join(known)}",
+                )
+            )
     return out
 
 
 def _local_rules(plan: Plan, budget: Budget):
     for step in plan.steps:
         kinds = [k for k in ("tool", "llm") if getattr(step, k) is not None] + [
-            k for k in COMPOSITE_KEYS if getattr(step, k) is not None]
+            k for k in COMPOSITE_KEYS if getattr(step, k) is not None
+        ]
         if len(kinds) > 1:
             yield error("schema", f"step {step.id} has {' and '.join(kinds)}; it needs exactly one", step.span)
         if step.for_each is not None:
             yield from _fan_out_rules(step, budget)
         else:
             for ref in _item_refs(step):
-                yield error("item-outside-for-each", f"{ref} is only meaningful in a step with for_each",
-                            ref.span, "add for_each: †state.list to the step")
+                yield error(
+                    "item-outside-for-each",
+                    f"{ref} is only meaningful in a step with for_each",
+                    ref.span,
+                    "add for_each: †state.list to the step",
+                )
 
 
 def _fan_out_rules(step: Step, budget: Budget):
     if step.for_each.max_items is None and budget.default_max_items is None:
-        yield error("missing-max-items", f"step {step.id} has for_each but no max_items",
-                    step.span.at("for_each"), "add max_items: N (or set max_items in the configuration)")
+        yield error(
+            "missing-max-items",
+            f"step {step.id} has for_each but no max_items",
+            step.span.at("for_each"),
+            "add max_items: N (or set max_items in the configuration)",
+        )
     if step.loop is not None or step.gate is not None:
-        yield error("schema", f"step {step.id}: for_each works with tool, llm and plan steps only",
-                    step.span.at("for_each"))
+        yield error(
+            "schema", f"step {step.id}: for_each works with tool, llm and plan steps only", step.span.at("for_each")
+        )
 
 
 def _item_refs(step: Step):
@@ -288,17 +337,30 @@ def budget_rule(plan: Plan, budget: Budget) -> list[Diagnostic]:
     bounds = worst_case(plan, budget.default_max_items)
     if bounds.steps <= budget.max_steps:
         return []
-    return [error("too-many-steps", f"this plan could execute {bounds.steps} steps, over the budget of "
-                  f"{budget.max_steps} (max_steps)", Span(plan.source),
-                  "lower max_items / max_iterations, or raise max_steps in the configuration")]
+    return [
+        error(
+            "too-many-steps",
+            f"this plan could execute {bounds.steps} steps, over the budget of {budget.max_steps} (max_steps)",
+            Span(plan.source),
+            "lower max_items / max_iterations, or raise max_steps in the configuration",
+        )
+    ]
 
 
 def is_refusal(answer: Any) -> bool:
     return isinstance(answer, (str, bool)) and str(answer).strip().lower() in REFUSALS
 
 
-__all__ = ["Budget", "Bounds", "composition_fields", "resolve_children", "worst_case", "budget_rule",
-           "is_refusal", "PlanInvalid"]
+__all__ = [
+    "Budget",
+    "Bounds",
+    "composition_fields",
+    "resolve_children",
+    "worst_case",
+    "budget_rule",
+    "is_refusal",
+    "PlanInvalid",
+]
 
 
 def budget_from_config(start: str | os.PathLike | None = None) -> Budget | None:

@@ -89,7 +89,9 @@ def _same(path: DocPath) -> DocPath:
 # --- path mapping ---------------------------------------------------------------------
 
 
-def _mapper(top: dict[str, DocPath], step_base: DocPath, step_rules: dict[DocPath, DocPath]) -> Callable[[DocPath], DocPath]:
+def _mapper(
+    top: dict[str, DocPath], step_base: DocPath, step_rules: dict[DocPath, DocPath]
+) -> Callable[[DocPath], DocPath]:
     """canonical path -> original path: a rule for the top-level key, the longest
     matching rule inside a step; the rest of the path is kept."""
 

@@ -51,9 +51,7 @@ def _syntax_error(text: str, exc: _Unparsable, span: Span, what: str) -> PlanInv
     offset = exc.pos_in_stream
     got = text[offset : offset + 12] or "end of text"
     hint = _hint_for(text, offset)
-    return PlanInvalid(
-        error("syntax", f"invalid {what} at {got!r} in {text!r}", _with_offset(span, offset), hint)
-    )
+    return PlanInvalid(error("syntax", f"invalid {what} at {got!r} in {text!r}", _with_offset(span, offset), hint))
 
 
 def _with_offset(span: Span, offset: int) -> Span:
@@ -63,7 +61,10 @@ def _with_offset(span: Span, offset: int) -> Span:
 def _hint_for(text: str, offset: int) -> str:
     before = text[:offset]
     if before.endswith(("\u2020", "$")) or re.search(r"[\u2020]$", before):
-        return "a reference starts with \u2020input or \u2020state (ASCII: $input, $state); write \\\u2020 for a literal \u2020"
+        return (
+            "a reference starts with \u2020input or \u2020state (ASCII: $input, $state);"
+            " write \\\u2020 for a literal \u2020"
+        )
     if "||" in text and "&&" in text:
         return "write `||` and `&&` between references only, e.g. \u2020state.a || \u2020state.b"
     return "references look like \u2020state.a.b[0].c; escape a literal \u2020, $ or # with a backslash"

@@ -23,8 +23,22 @@ from .errors import DagplanError
 from .expr import SPECIAL, classify, parse_output
 
 TOP_ORDER = ("dagplan", "summary", "mode", "inputs", "state", "initial_state", "on_failure", "steps", "result")
-STEP_ORDER = ("id", "description", "for_each", "as", "max_items", "max_concurrency", "tool", "llm", "plan", "loop", "gate",
-              "args", "deps", "output")
+STEP_ORDER = (
+    "id",
+    "description",
+    "for_each",
+    "as",
+    "max_items",
+    "max_concurrency",
+    "tool",
+    "llm",
+    "plan",
+    "loop",
+    "gate",
+    "args",
+    "deps",
+    "output",
+)
 _TEMPLATE_KEYS = ("llm", "system")
 
 

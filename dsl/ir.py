@@ -182,6 +182,8 @@ class Gate:
     question: Any  # str or Template
     choices: tuple[str, ...] | None = None
     schema: Mapping[str, Any] | None = None
+
+
 class StepKind(enum.StrEnum):
     """What a step does: call a tool, ask a model, run a sub-plan, loop a sub-plan, ask a person."""
 

@@ -168,9 +168,7 @@ def _value(ctx: _Context, value: Any, path: tuple) -> Any:
         return ctx.guard(classify, value, ctx.span(path), default=value)
     if kind is dict or isinstance(value, Mapping):
         # Values that stay as they are (most of them) are taken inline: no call, no path.
-        return MappingProxyType(
-            {k: v if _as_is(v) else _value(ctx, v, path + (k,)) for k, v in value.items()}
-        )
+        return MappingProxyType({k: v if _as_is(v) else _value(ctx, v, path + (k,)) for k, v in value.items()})
     if kind is list or kind is tuple:
         return tuple(v if _as_is(v) else _value(ctx, v, path + (i,)) for i, v in enumerate(value))
     return value

@@ -156,7 +156,9 @@ def all_reads(plan: Plan) -> list[list]:
     return [step_reads(step) for step in plan.steps]
 
 
-def dependencies(plan: Plan, exact: Mapping, below: Mapping, reads: list[list] | None = None) -> dict[str, tuple[str, ...]]:
+def dependencies(
+    plan: Plan, exact: Mapping, below: Mapping, reads: list[list] | None = None
+) -> dict[str, tuple[str, ...]]:
     """Each step's dependencies (explicit + data flow + placeholders), natural order.
 
     Unknown ids are left out (``validate`` reports them); a step reading what it

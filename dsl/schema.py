@@ -225,7 +225,9 @@ def _required(value: list[str], root: dict) -> Check:
 
 
 def _one_of(value: list, root: dict) -> Check:
-    keys = [s["required"][0] for s in value if isinstance(s, dict) and s.keys() == {"required"} and len(s["required"]) == 1]
+    keys = [
+        s["required"][0] for s in value if isinstance(s, dict) and s.keys() == {"required"} and len(s["required"]) == 1
+    ]
     if len(keys) == len(value) and len(set(keys)) == len(keys):
         return _exactly_one_key(frozenset(keys))
     options = [_compile(s, root) for s in value]
@@ -345,8 +347,24 @@ def _required_message(err: Any, path: DocPath, where: str) -> tuple[str, str | N
     return f"{where} is missing {key!r}", f"add `{key}:`", path
 
 
-_JSON_TYPE = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
-_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false", "null": "null"}
+_JSON_TYPE = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
 
 
 def _type_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:
@@ -364,7 +382,11 @@ def _enum_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None,
 
 def _any_of_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:
     if path and path[-1] in ("timeout", "backoff", "max_backoff"):
-        return f"{where} must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not {err.instance!r}", None, path
+        return (
+            f"{where} must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not {err.instance!r}",
+            None,
+            path,
+        )
     return _default(err, path, where)
 
 

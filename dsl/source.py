@@ -182,7 +182,7 @@ def _block_position(text: str, start: int, offset: int) -> int:
     while seen < offset and pos < len(text):
         if text[pos] == "\n":
             pos += 1
-            pos += min(indent, len(text[pos:pos + indent]) - len(text[pos:pos + indent].lstrip(" ")))
+            pos += min(indent, len(text[pos : pos + indent]) - len(text[pos : pos + indent].lstrip(" ")))
         else:
             pos += 1
         seen += 1

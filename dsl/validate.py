@@ -217,7 +217,8 @@ def bad_outputs(facts: Facts) -> Iterator[Diagnostic]:
             if ref.root != "state" or not ref.path:
                 yield error(
                     "bad-output",
-                    f"output {ref} must be a path under †state, not {'†input' if ref.root == 'input' else 'the whole state'}",
+                    f"output {ref} must be a path under †state, "
+                    f"not {'†input' if ref.root == 'input' else 'the whole state'}",
                     ref.span,
                     "write for example †state.result",
                 )
@@ -227,7 +228,8 @@ def unwritten_state(facts: Facts) -> Iterator[Diagnostic]:
     reads = facts.read_refs[0]
     initial = facts.plan.initial_state
     unwritten = {
-        path for path in {ref.path for ref in reads}
+        path
+        for path in {ref.path for ref in reads}
         if not _is_written(facts.index, path) and not _provided(initial, path)
     }
     for ref in reads if unwritten else ():

@@ -80,7 +80,8 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
         if wanted and got and not _compatible(got, wanted):
             yield error(
                 "bad-argument",
-                f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, not {' or '.join(sorted(got))}",
+                f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, "
+                f"not {' or '.join(sorted(got))}",
                 _at(step, "args", name),
             )
 

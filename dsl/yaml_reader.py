@@ -90,7 +90,10 @@ def _yaml_syntax(exc: Exception, name: str) -> LoadError:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     context = getattr(exc, "context", None)
     message = f"{problem} ({context})" if context else str(problem)
-    hint = next((h for key, h in _YAML_HINTS if key in message), "check the indentation and quote strings with special characters")
+    hint = next(
+        (h for key, h in _YAML_HINTS if key in message),
+        "check the indentation and quote strings with special characters",
+    )
     return LoadError.make("yaml-syntax", message, _span_at(name, mark), hint)
 
 
@@ -303,11 +306,15 @@ class _YamlBuilder:
         size = self.nodes - frame.first_node + 1  # its items were counted as they came, aliases by their size
         self.add(frame.container, size, frame.height, event, frame.anchor, collection=True)
 
-    def add(self, value: Any, size: int, height: int, event: Any, anchor: str | None = None, collection: bool = False) -> None:
+    def add(
+        self, value: Any, size: int, height: int, event: Any, anchor: str | None = None, collection: bool = False
+    ) -> None:
         self.nodes += 1 if collection else size  # a collection's items were counted as they came
         if self.nodes > self.limits.max_nodes:
             raise _too_many(self.name, self.limits, event.start_mark)
-        anchor = anchor if collection else getattr(event, "anchor", None) if type(event).__name__ == "ScalarEvent" else None
+        anchor = (
+            anchor if collection else getattr(event, "anchor", None) if type(event).__name__ == "ScalarEvent" else None
+        )
         if anchor:
             self.anchors[anchor] = (value, size, height)
         if not self.stack:
@@ -327,7 +334,9 @@ class _YamlBuilder:
     def key_of(self, value: Any, event: Any) -> str:
         if isinstance(value, (dict, list)):
             raise LoadError.make(
-                "yaml-syntax", "a mapping key must be a scalar", _span_at(self.name, event.start_mark),
+                "yaml-syntax",
+                "a mapping key must be a scalar",
+                _span_at(self.name, event.start_mark),
                 "keys are names; write a string",
             )
         key = value if isinstance(value, str) else json.dumps(value)

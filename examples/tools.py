@@ -1,6 +1,6 @@
 """Tools for the bundled examples: small deterministic stand-ins for real services.
 
-    dagplan run examples/weather.yaml --tools examples/tools.py --input city=Oslo
+dagplan run examples/weather.yaml --tools examples/tools.py --input city=Oslo
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ the live state, and answers with the seed's solution shape::
 A new plan is validated (the state so far counts as written; errors go back to the
 model, ``repair`` times per turn) before anything runs; then its first batch (the
 first parallel group; ``batch="plan"`` runs it whole) goes to ``run_plan``, which
-returns the new state, and the model sees the result in the next turn. A non-null ``output`` (validated against ``output_schema``)
-ends the loop once its calls, if any, have run. Bounded by ``max_turns``; every turn
-is handed to ``checkpoint`` and every model call goes through ``memo``.
+returns the new state, and the model sees the result in the next turn. A non-null
+``output`` (validated against ``output_schema``) ends the loop once its calls, if any,
+have run. Bounded by ``max_turns``; every turn is handed to ``checkpoint`` and every
+model call goes through ``memo``.
 
 Durable mode (``run=``, or :func:`durable_agent_loop` which owns the run): every
 model call goes through the run's memo (committed before the next one is paid
@@ -96,8 +97,9 @@ class _Loop:
         if not hit:
             if self.budget:
                 self.budget.check("agent")
-            record = await complete(self.model, messages, {"response_format": {"type": "json_object"}},
-                                    self.completion_kwargs, "agent")
+            record = await complete(
+                self.model, messages, {"response_format": {"type": "json_object"}}, self.completion_kwargs, "agent"
+            )
             if self.memo:
                 self.memo.memo_put(key, record)
                 commit = getattr(self.memo, "commit", None)
@@ -108,8 +110,9 @@ class _Loop:
             self.spent[name] += usage.get(name, 0)
         self.spent["cost"] += record.get("cost", 0.0)
         if self.budget and not hit:
-            self.budget.charge("agent", usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                               record.get("cost", 0.0))
+            self.budget.charge(
+                "agent", usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), record.get("cost", 0.0)
+            )
         return record["message"].get("content") or ""
 
 
@@ -145,8 +148,10 @@ async def agent_loop(
     loop = _Loop(model, tools, completion_kwargs, memo, budget)
     live, current, turns = dict(state or {}), plan, []
     for number in range(1, max_turns + 1):
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": _context(task_or_input, tools, current, live, output_schema)}]
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": _context(task_or_input, tools, current, live, output_schema)},
+        ]
         answer, solution, checked, diags = await _valid_turn(loop, messages, live, number, repair, output_schema)
         final = solution.get("output") is not None
         ran = None if checked is None else (checked.plan if final or batch == "plan" else first_batch(checked))
@@ -157,7 +162,9 @@ async def agent_loop(
             ran = replace(ran, initial_state=thaw(ran.initial_state))
             if done is None:
                 live = dict(await run_plan(ran))
-            current = json.dumps({"calls": solution.get("calls")}, ensure_ascii=False) if "calls" in solution else answer
+            current = (
+                json.dumps({"calls": solution.get("calls")}, ensure_ascii=False) if "calls" in solution else answer
+            )
         output = solution.get("output")
         turn = Turn(number, answer, ran, output, dict(live), diags, replayed=done is not None)
         turns.append(turn)
@@ -168,12 +175,18 @@ async def agent_loop(
             checkpoint(turn)
         if output is not None:
             return AgentResult(output, live, tuple(turns), **loop.spent, run_id=run.id if run is not None else None)
-    raise AgentError(error("max-turns", f"no final output after {max_turns} turn(s)",
-                           hint="raise max_turns, or give the model a narrower task"))
+    raise AgentError(
+        error(
+            "max-turns",
+            f"no final output after {max_turns} turn(s)",
+            hint="raise max_turns, or give the model a narrower task",
+        )
+    )
 
 
-async def _valid_turn(loop: _Loop, messages: list[dict], live: dict, number: int, repair: int,
-                      output_schema: Mapping[str, Any] | None):
+async def _valid_turn(
+    loop: _Loop, messages: list[dict], live: dict, number: int, repair: int, output_schema: Mapping[str, Any] | None
+):
     """One answer that parses, validates against the live state and the output schema (with repairs)."""
     asked: list[Diagnostic] = []
     for _ in range(repair + 1):
@@ -184,18 +197,27 @@ async def _valid_turn(loop: _Loop, messages: list[dict], live: dict, number: int
         asked += problems
         messages = messages + [
             {"role": "assistant", "content": answer},
-            {"role": "user", "content": "That answer is not valid:\n\n" + repair_text(tuple(problems))
-             + "\n\nAnswer again with the complete JSON object."},
+            {
+                "role": "user",
+                "content": "That answer is not valid:\n\n"
+                + repair_text(tuple(problems))
+                + "\n\nAnswer again with the complete JSON object.",
+            },
         ]
-    raise AgentError((error("planning-failed", f"turn {number}: no valid answer after {repair + 1} attempt(s)"),
-                      *problems))
+    raise AgentError(
+        (error("planning-failed", f"turn {number}: no valid answer after {repair + 1} attempt(s)"), *problems)
+    )
 
 
 def _judge(answer: str, live: dict, tools: Mapping[str, ToolSpec], output_schema, number: int):
     """(solution, CheckResult of its plan or None, problems)."""
     solution = parse_json(answer)
     if solution is NOT_JSON or not isinstance(solution, (dict, list)):
-        return {}, None, [error("json-syntax", "the answer is not a JSON object", hint='{"calls": [...], "output": ...}')]
+        return (
+            {},
+            None,
+            [error("json-syntax", "the answer is not a JSON object", hint='{"calls": [...], "output": ...}')],
+        )
     if isinstance(solution, list):
         solution = {"calls": solution, "output": None}
     problems = _output_problems(solution.get("output"), output_schema)
@@ -232,29 +254,40 @@ def _check_with_state(answer: str, live: dict, tools: Mapping[str, ToolSpec], nu
     return check_document(replace(document, data=data), tools)
 
 
-
 def _output_problems(output: Any, schema: Mapping[str, Any] | None) -> list[Diagnostic]:
     if output is None or schema is None:
         return []
     import jsonschema
 
     found = sorted(jsonschema.Draft202012Validator(dict(schema)).iter_errors(output), key=lambda e: list(e.path))
-    return [error("output-schema", f"output{''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}")
-            for e in found]
+    return [error("output-schema", f"output{''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}") for e in found]
 
 
-def _context(task_or_input: Any, tools: Mapping[str, ToolSpec], current: str | None, live: dict,
-             output_schema: Mapping[str, Any] | None) -> str:
+def _context(
+    task_or_input: Any,
+    tools: Mapping[str, ToolSpec],
+    current: str | None,
+    live: dict,
+    output_schema: Mapping[str, Any] | None,
+) -> str:
     task = task_or_input if isinstance(task_or_input, str) else json.dumps(dict(task_or_input), ensure_ascii=False)
-    parts = [f"Input: {task}", "", "Tools:", tool_catalog(tools), "",
-             f"Current plan: {current if current else 'none yet'}", "",
-             f"State: {json.dumps(live, ensure_ascii=False, default=str)}"]
+    parts = [
+        f"Input: {task}",
+        "",
+        "Tools:",
+        tool_catalog(tools),
+        "",
+        f"Current plan: {current if current else 'none yet'}",
+        "",
+        f"State: {json.dumps(live, ensure_ascii=False, default=str)}",
+    ]
     if output_schema is not None:
         parts += ["", f"Output schema: {json.dumps(dict(output_schema), ensure_ascii=False)}"]
     return "\n".join(parts)
 
 
 # --- durable mode ---------------------------------------------------------------------------
+
 
 def recorded_turns(run: Journal) -> dict[int, Mapping[str, Any]]:
     """The turns a run completed before, by number (the last record of a number wins)."""
@@ -263,9 +296,14 @@ def recorded_turns(run: Journal) -> dict[int, Mapping[str, Any]]:
 
 def turn_data(turn: Turn, checked: Any) -> dict:
     """What the log keeps of a turn: enough to replay it without its tools, and to audit it."""
-    return {"turn": turn.number, "answer": turn.answer,
-            "plan": _plan_data(checked, turn.plan), "state": thaw(turn.state), "output": turn.output,
-            "diagnostics": [{"code": d.code, "message": d.message} for d in turn.diagnostics]}
+    return {
+        "turn": turn.number,
+        "answer": turn.answer,
+        "plan": _plan_data(checked, turn.plan),
+        "state": thaw(turn.state),
+        "output": turn.output,
+        "diagnostics": [{"code": d.code, "message": d.message} for d in turn.diagnostics],
+    }
 
 
 def _plan_data(checked: Any, ran: Plan | None) -> dict | None:
@@ -284,9 +322,13 @@ def _plan_data(checked: Any, ran: Plan | None) -> dict | None:
 
 def _replayed_state(done: dict, answer: str, number: int) -> dict:
     if done.get("answer") != answer:
-        raise AgentError(error(
-            "agent-replay-mismatch", f"turn {number}: the model's answer differs from the one the run recorded",
-            hint="resume with the task, tools, model and starting plan the run began with, or start a new run"))
+        raise AgentError(
+            error(
+                "agent-replay-mismatch",
+                f"turn {number}: the model's answer differs from the one the run recorded",
+                hint="resume with the task, tools, model and starting plan the run began with, or start a new run",
+            )
+        )
     return dict(done.get("state") or {})
 
 
@@ -326,15 +368,29 @@ async def durable_agent_loop(
             on_run_created(run.id)
         run.record(Event(EventType.PLAN_RESUMED if run_id else EventType.PLAN_STARTED, run.id))
         try:
-            result = await agent_loop(args["task"], tools=tools, model=args["model"], run_plan=run_plan,
-                                      output_schema=args["output_schema"], plan=args["plan"], state=args["state"],
-                                      run=run, **options)
+            result = await agent_loop(
+                args["task"],
+                tools=tools,
+                model=args["model"],
+                run_plan=run_plan,
+                output_schema=args["output_schema"],
+                plan=args["plan"],
+                state=args["state"],
+                run=run,
+                **options,
+            )
         except AgentError as exc:
-            run.record(Event(EventType.PLAN_COMPLETED, run.id, data={
-                "status": RunStatus.FAILED, "error": {"code": exc.code, "message": str(exc)}}))
+            run.record(
+                Event(
+                    EventType.PLAN_COMPLETED,
+                    run.id,
+                    data={"status": RunStatus.FAILED, "error": {"code": exc.code, "message": str(exc)}},
+                )
+            )
             raise
-        run.record(Event(EventType.PLAN_COMPLETED, run.id,
-                         data={"status": RunStatus.COMPLETED, "output": result.output}))
+        run.record(
+            Event(EventType.PLAN_COMPLETED, run.id, data={"status": RunStatus.COMPLETED, "output": result.output})
+        )
         return result
     finally:
         run.release()  # commits what was appended
@@ -344,8 +400,12 @@ def _new_agent_run(store: Registry, given: dict) -> tuple[Journal, dict]:
     if given["task"] is None or not given["model"]:
         raise AgentError(error("agent-args", "a new agent run needs a task and a model"))
     args = {k: _jsonable(v) for k, v in given.items()}  # the first run prompts with what a resume reads back
-    run = store.create(plan_doc={"steps": []}, plan_name="agent", inputs={"task": args["task"]},
-                       meta={"kind": "agent", **{k: v for k, v in args.items() if k != "task"}})
+    run = store.create(
+        plan_doc={"steps": []},
+        plan_name="agent",
+        inputs={"task": args["task"]},
+        meta={"kind": "agent", **{k: v for k, v in args.items() if k != "task"}},
+    )
     return run, args
 
 
@@ -354,13 +414,17 @@ def _resumed_args(run: Journal, given: dict) -> dict:
     from ..dsl.errors import RunError
 
     if run.meta.get("kind") != "agent":
-        raise RunError.make("not-an-agent-run", f"run {run.id} is not an agent run",
-                            hint=f"resume it with: dagplan resume {run.id}")
+        raise RunError.make(
+            "not-an-agent-run", f"run {run.id} is not an agent run", hint=f"resume it with: dagplan resume {run.id}"
+        )
     recorded = {**{k: run.meta.get(k) for k in given if k != "task"}, "task": run.inputs.get("task")}
     for name, value in given.items():
         if value is not None and _jsonable(value) != recorded[name]:
-            raise RunError.make("agent-run-mismatch", f"run {run.id} was started with another {name}",
-                                hint="leave it out to use the run's own, or start a new run")
+            raise RunError.make(
+                "agent-run-mismatch",
+                f"run {run.id} was started with another {name}",
+                hint="leave it out to use the run's own, or start a new run",
+            )
     return recorded
 
 

@@ -102,8 +102,12 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
                 raise error
             budget += rule.limit
         delay = backoff(rule, unit.attempts)
-        unit.emit(EventType.STEP_RETRYING, attempt=unit.attempts, delay=round(delay, 3),
-                  error=error_info(unit.id, unit.step, error))
+        unit.emit(
+            EventType.STEP_RETRYING,
+            attempt=unit.attempts,
+            delay=round(delay, 3),
+            error=error_info(unit.id, unit.step, error),
+        )
         await asyncio.sleep(delay)
         unit.attempts += 1
         try:

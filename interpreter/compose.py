@@ -103,8 +103,9 @@ class LoopRunner:
         for i in range(loop.max_iterations):
             ctx.progress(iteration=i + 1, total=loop.max_iterations)
             child = ctx.child(f"[{i}]", index=i)
-            result = await child.settle(lambda c=child, inputs=current: c.run_plan(loop.child, inputs),
-                                        failure_value=False)
+            result = await child.settle(
+                lambda c=child, inputs=current: c.run_plan(loop.child, inputs), failure_value=False
+            )
             if loop.until is not None and _holds(loop.until, result):
                 return result
             current = result

@@ -34,8 +34,13 @@ from typing import Any, Mapping
 
 from ..dsl.errors import RunError
 
-RESUME_DEFAULTS = {"default": "retry_pending", "side_effect": "ask", "pure": "retry", "idempotent": "retry",
-                   "undeclared": "retry"}
+RESUME_DEFAULTS = {
+    "default": "retry_pending",
+    "side_effect": "ask",
+    "pure": "retry",
+    "idempotent": "retry",
+    "undeclared": "retry",
+}
 _CHOICES = {
     "default": ("retry_pending", "discard"),
     "side_effect": ("ask", "adopt", "retry"),
@@ -116,11 +121,15 @@ def _build(path: Path, table: dict) -> Config:
     known = set(Config.__dataclass_fields__) - {"path"}
     unknown = sorted(set(table) - known)
     if unknown:
-        raise RunError.make("config", f"{path}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}")
+        raise RunError.make(
+            "config", f"{path}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}"
+        )
     resume = {**RESUME_DEFAULTS, **table.get("resume", {})}
     for key, value in resume.items():
         if value not in _CHOICES.get(key, (value,)):
-            raise RunError.make("config", f"{path}: resume.{key} = {value!r}", hint=f"one of {', '.join(_CHOICES[key])}")
+            raise RunError.make(
+                "config", f"{path}: resume.{key} = {value!r}", hint=f"one of {', '.join(_CHOICES[key])}"
+            )
     values = {k: v for k, v in table.items() if k != "resume"}
     if "tools" in values:
         base = path.parent

@@ -42,8 +42,9 @@ class StepContext(Protocol):
     async def answer(self, request: Mapping[str, Any]) -> Any:
         """A person's answer to a gate: recorded, asked now, or ``Waiting`` (the run stops durably)."""
 
-    def child(self, suffix: str, *, item: Any = None, index: int | None = None,
-              name: str | None = None) -> "StepContext":
+    def child(
+        self, suffix: str, *, item: Any = None, index: int | None = None, name: str | None = None
+    ) -> "StepContext":
         """The context of a child unit ``<unit_id><suffix>`` (a fan-out item knows ``†item``/``†index``)."""
 
     async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:

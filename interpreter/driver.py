@@ -25,10 +25,19 @@ from .vocabulary import EventType, RunStatus
 Approve = Callable[[Any], Any]
 
 
-async def start(plan: Plan, *, tools: Mapping[str, Tool], inputs: Mapping[str, Any] | None, options: Options,
-                approve: Approve | None = None, durable: bool = False, state: Any = None, run_id: str | None = None,
-                meta: Mapping[str, Any] | None = None,
-                on_run_created: Callable[[str], None] | None = None) -> RunResult:
+async def start(
+    plan: Plan,
+    *,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any] | None,
+    options: Options,
+    approve: Approve | None = None,
+    durable: bool = False,
+    state: Any = None,
+    run_id: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+) -> RunResult:
     """A new run of a loaded plan: inputs checked, a lazy plan approved, then executed (durably if asked)."""
     from .inputs import prepare_inputs
 
@@ -37,10 +46,15 @@ async def start(plan: Plan, *, tools: Mapping[str, Tool], inputs: Mapping[str, A
     journal = None
     if durable:
         if plan.document is None:
-            raise RunError.make("not-durable", "a durable run needs a plan loaded from a document",
-                                hint="use dagplan.load()")
-        journal = open_registry(state).create(plan_doc=plan.document, plan_name=plan.source, inputs=dict(values),
-                                              meta={"dialect": plan.dialect, **(meta or {})})
+            raise RunError.make(
+                "not-durable", "a durable run needs a plan loaded from a document", hint="use dagplan.load()"
+            )
+        journal = open_registry(state).create(
+            plan_doc=plan.document,
+            plan_name=plan.source,
+            inputs=dict(values),
+            meta={"dialect": plan.dialect, **(meta or {})},
+        )
         journal.acquire()
         run_id = journal.id
     run_id = run_id or new_run_id()
@@ -49,9 +63,17 @@ async def start(plan: Plan, *, tools: Mapping[str, Tool], inputs: Mapping[str, A
     return await execute(plan, values, RunScope(run_id, tools, options, journal))
 
 
-async def resume(run_id: str, *, tools: Mapping[str, Tool], options: Options, config: Any, state: Any = None,
-                 from_step: str | None = None, on_interrupted: AskInterrupted | None = None,
-                 on_run_created: Callable[[str], None] | None = None) -> RunResult:
+async def resume(
+    run_id: str,
+    *,
+    tools: Mapping[str, Tool],
+    options: Options,
+    config: Any,
+    state: Any = None,
+    from_step: str | None = None,
+    on_interrupted: AskInterrupted | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+) -> RunResult:
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs."""
     journal = open_registry(state).open(run_id)
     plan = stored_plan(journal, tools, config, from_step)
@@ -59,8 +81,11 @@ async def resume(run_id: str, *, tools: Mapping[str, Tool], options: Options, co
     if journal.progress().status is RunStatus.ABORTED:
         raise RunError.make("run-finished", f"run {journal.id} was discarded", hint="start a new run")
     if (config.resume or {}).get("default") == "discard":
-        raise RunError.make("resume-discarded", f"the resume policy is `discard`: run {journal.id} was not resumed",
-                            hint=f"dagplan discard {journal.id}, then start a new run")
+        raise RunError.make(
+            "resume-discarded",
+            f"the resume policy is `discard`: run {journal.id} was not resumed",
+            hint=f"dagplan discard {journal.id}, then start a new run",
+        )
     journal.acquire()
     try:
         if on_run_created:
@@ -93,14 +118,20 @@ def stored_plan(journal: Journal, tools: Mapping[str, Tool], config: Any, from_s
     if from_step is not None:
         check_step(journal.id, from_step, plan_step_ids(journal.plan_doc))
     if journal.meta.get("kind") == "agent":
-        raise RunError.make("agent-run", f"run {journal.id} is an agent loop, not a plan run",
-                            hint=f"resume it with dagplan.durable_agent_loop(run_id={journal.id!r}, tools=..., "
-                                 "run_plan=...)")
+        raise RunError.make(
+            "agent-run",
+            f"run {journal.id} is an agent loop, not a plan run",
+            hint=f"resume it with dagplan.durable_agent_loop(run_id={journal.id!r}, tools=..., run_plan=...)",
+        )
     from ..dsl import check
     from ..dsl.compose import Budget
 
-    found = check(text=json.dumps(journal.plan_doc), name=journal.plan_name or journal.id,
-                  tools={name: t.spec for name, t in tools.items()}, budget=Budget.of(config))
+    found = check(
+        text=json.dumps(journal.plan_doc),
+        name=journal.plan_name or journal.id,
+        tools={name: t.spec for name, t in tools.items()},
+        budget=Budget.of(config),
+    )
     if not found.ok or found.plan is None:
         raise PlanInvalid(found.diagnostics)
     return found.plan
@@ -111,8 +142,11 @@ async def approve_plan(plan: Plan, approve: Approve | None) -> None:
     if plan.mode != "lazy":
         return
     if approve is None:
-        raise RunError.make("approval-required", "this plan is lazy: it runs only after approval",
-                            hint="pass approve=callback (API) or --yes (CLI), or preview it first")
+        raise RunError.make(
+            "approval-required",
+            "this plan is lazy: it runs only after approval",
+            hint="pass approve=callback (API) or --yes (CLI), or preview it first",
+        )
     from .preview import build_preview
 
     answer = approve(build_preview(plan, plan.analysis))

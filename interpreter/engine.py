@@ -32,8 +32,19 @@ from .resume import Recorded
 from .runners import runner_for
 from .scope import Options, RunScope, Unit
 from .tools import Branch
-from .values import MISSING, BadReference, Dead, NotJSON, Resolver, as_text, get_path, json_value, set_path, thaw, \
-    view_text
+from .values import (
+    MISSING,
+    BadReference,
+    Dead,
+    NotJSON,
+    Resolver,
+    as_text,
+    get_path,
+    json_value,
+    set_path,
+    thaw,
+    view_text,
+)
 from .vocabulary import EventType, RunStatus, StepStatus
 
 HEAD = 200
@@ -151,20 +162,48 @@ class Execution:
                 self.scope.emit(EventType.PLAN_WAITING, waiting=list(self.scope.waiting))
                 await self.scope.commit()
             message = "waiting for an answer at " + ", ".join(w["step"] for w in self.scope.waiting)
-            return RunResult(self.scope.run_id, RunStatus.WAITING, False, None, self._reports(), order, self.state,
-                             self.scope.usage, message, tuple(self.scope.waiting))
+            return RunResult(
+                self.scope.run_id,
+                RunStatus.WAITING,
+                False,
+                None,
+                self._reports(),
+                order,
+                self.state,
+                self.scope.usage,
+                message,
+                tuple(self.scope.waiting),
+            )
         result = self._result()
         failed = any(u.status is StepStatus.FAILED for u in self.units.values())
         if self.root:
             failed = failed or self.scope.child_failures > 0
-        status = RunStatus.ABORTED if self._aborted else (
-            RunStatus.FAILED if failed and self.plan.on_failure == "abort" else RunStatus.COMPLETED)
+        status = (
+            RunStatus.ABORTED
+            if self._aborted
+            else (RunStatus.FAILED if failed and self.plan.on_failure == "abort" else RunStatus.COMPLETED)
+        )
         if self.root:
-            self.scope.emit(EventType.PLAN_COMPLETED, status=status, had_errors=failed, message=self.abort_reason,
-                            usage=dict(self.scope.usage), result=result)
+            self.scope.emit(
+                EventType.PLAN_COMPLETED,
+                status=status,
+                had_errors=failed,
+                message=self.abort_reason,
+                usage=dict(self.scope.usage),
+                result=result,
+            )
             await self.scope.commit()
-        return RunResult(self.scope.run_id, status, failed, result, self._reports(), order, self.state,
-                         self.scope.usage, self.abort_reason)
+        return RunResult(
+            self.scope.run_id,
+            status,
+            failed,
+            result,
+            self._reports(),
+            order,
+            self.state,
+            self.scope.usage,
+            self.abort_reason,
+        )
 
     async def _interrupt(self) -> None:
         for task in list(self._tasks):
@@ -304,8 +343,9 @@ class Execution:
                 except (asyncio.CancelledError, Waiting):
                     raise
                 except BaseException as exc:  # noqa: BLE001 - judged by the policy
-                    value = await attempts.retry(unit, lambda: runner.run(ctx, step, prepared),
-                                                 attempts.as_failure(exc))
+                    value = await attempts.retry(
+                        unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
+                    )
         except asyncio.CancelledError:
             raise
         except Waiting as wait:
@@ -362,8 +402,14 @@ class Execution:
         unit.duration = time.perf_counter() - started
         unit.status, unit.output = StepStatus.COMPLETED, value
         if self.scope.sinks:
-            self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
-                            **({"usage": unit.usage} if unit.usage else {}))
+            self.scope.emit(
+                EventType.STEP_COMPLETED,
+                unit.id,
+                unit.duration,
+                output=value,
+                attempts=unit.attempts,
+                **({"usage": unit.usage} if unit.usage else {}),
+            )
             if self._journal is not None:
                 await self._journal.commit()  # durable before the next resume would need it
         return value
@@ -374,12 +420,14 @@ class Execution:
             return recorded.output
         return self._child_failed(unit, None, failure_value, recorded.error)
 
-    def _child_failed(self, unit: Unit, exc: Exception | None, failure_value: bool,
-                      error: Mapping[str, Any] | None = None) -> Any:
+    def _child_failed(
+        self, unit: Unit, exc: Exception | None, failure_value: bool, error: Mapping[str, Any] | None = None
+    ) -> Any:
         info = dict(error) if error is not None else attempts.error_info(unit.id, unit.step, exc)
         unit.status, unit.error = StepStatus.FAILED, info
-        self.scope.emit(EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts,
-                        replayed=exc is None)
+        self.scope.emit(
+            EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts, replayed=exc is None
+        )
         if not failure_value or self.plan.on_failure == "abort":
             raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
         self.scope.child_failures += 1  # the run reports had_errors
@@ -420,9 +468,17 @@ class Execution:
         if precomputed:
             unit.attempts = 0
         if self.scope.sinks:
-            self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, output=value, attempts=unit.attempts,
-                            alternative=alternative, replayed=False, precomputed=precomputed,
-                            **({"usage": unit.usage} if unit.usage else {}))
+            self.scope.emit(
+                EventType.STEP_COMPLETED,
+                unit.id,
+                unit.duration,
+                output=value,
+                attempts=unit.attempts,
+                alternative=alternative,
+                replayed=False,
+                precomputed=precomputed,
+                **({"usage": unit.usage} if unit.usage else {}),
+            )
 
     def _replay(self, unit: Unit, recorded: Recorded) -> None:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
@@ -434,11 +490,26 @@ class Execution:
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
         unit.error = recorded.error
         if recorded.status is StepStatus.HANDLED:
-            self.scope.emit(EventType.STEP_FAILED, unit.id, 0.0, error=unit.error, attempts=unit.attempts,
-                            handled=True, alternative=unit.alternative, output=unit.output, replayed=True)
+            self.scope.emit(
+                EventType.STEP_FAILED,
+                unit.id,
+                0.0,
+                error=unit.error,
+                attempts=unit.attempts,
+                handled=True,
+                alternative=unit.alternative,
+                output=unit.output,
+                replayed=True,
+            )
         else:
-            self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=unit.attempts, replayed=True,
-                            alternative=unit.alternative)
+            self.scope.emit(
+                EventType.STEP_COMPLETED,
+                unit.id,
+                0.0,
+                attempts=unit.attempts,
+                replayed=True,
+                alternative=unit.alternative,
+            )
 
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
@@ -463,9 +534,17 @@ class Execution:
                 for target in step.output.alternatives[0]:
                     self.resolver.failed[target.path] = unit.output
         handled = unit.status is StepStatus.HANDLED
-        self.scope.emit(EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts,
-                        handled=handled, alternative=unit.alternative, replayed=replayed,
-                        **({"output": unit.output} if handled else {}))
+        self.scope.emit(
+            EventType.STEP_FAILED,
+            unit.id,
+            unit.duration,
+            error=info,
+            attempts=unit.attempts,
+            handled=handled,
+            alternative=unit.alternative,
+            replayed=replayed,
+            **({"output": unit.output} if handled else {}),
+        )
 
     def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
         """An approval gate without an answer: the step stays unsettled and nothing new starts."""
@@ -541,8 +620,18 @@ class Reports(Mapping[str, StepReport]):
             status = u.status
             if self._aborted and status in (StepStatus.PENDING, StepStatus.INTERRUPTED):
                 status = StepStatus.SKIPPED
-            found = self._built[sid] = StepReport(sid, u.step.tool or u.step.kind, status, u.attempts, u.duration,
-                                                  u.output, u.error, u.reason, u.replayed, u.usage)
+            found = self._built[sid] = StepReport(
+                sid,
+                u.step.tool or u.step.kind,
+                status,
+                u.attempts,
+                u.duration,
+                u.output,
+                u.error,
+                u.reason,
+                u.replayed,
+                u.usage,
+            )
         return found
 
     def __iter__(self):
@@ -599,8 +688,9 @@ class StepContext:
     async def answer(self, request: Mapping[str, Any]) -> Any:
         return await self.execution.scope.answer(self.unit_id, request)
 
-    def child(self, suffix: str, *, item: Any = MISSING, index: int | None = None,
-              name: str | None = None) -> "StepContext":
+    def child(
+        self, suffix: str, *, item: Any = MISSING, index: int | None = None, name: str | None = None
+    ) -> "StepContext":
         unit = Unit(self.execution.scope, self.unit_id + suffix, self.unit.step)
         if item is MISSING:
             return StepContext(self.execution, unit, self.resolver, {"iteration": index})

@@ -15,7 +15,9 @@ def parse_assignments(pairs: Iterable[str], plan: Plan | None = None) -> dict[st
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise RunError.make("bad-input", f"--input {pair!r} is not key=value", hint="e.g. --input customerId=cust_123")
+            raise RunError.make(
+                "bad-input", f"--input {pair!r} is not key=value", hint="e.g. --input customerId=cust_123"
+            )
         out[key] = _coerce(raw, (plan.inputs or {}).get(key) if plan else None)
     return out
 
@@ -53,6 +55,10 @@ def _problems(plan: Plan, values: dict[str, Any]):
         where = ".".join(map(str, err.absolute_path)) or "inputs"
         if err.validator == "required":
             name = err.message.split("'")[1]
-            yield error("missing-input", f"input {name!r} is required", hint=f"give it with --input {name}=VALUE or --input-file")
+            yield error(
+                "missing-input",
+                f"input {name!r} is required",
+                hint=f"give it with --input {name}=VALUE or --input-file",
+            )
         else:
             yield error("bad-input", f"input {where}: {err.message}", hint=f"schema: {json.dumps(err.schema)}")

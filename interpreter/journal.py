@@ -111,7 +111,7 @@ class StepMemo:
 def cleared_ids(progress: Progress, step_id: str, order: list[str]) -> list[str]:
     """``step_id``, every step after it in ``order`` (topological), and all their children."""
     check_step(progress.run_id, step_id, order)
-    cleared = order[order.index(step_id):]
+    cleared = order[order.index(step_id) :]
     parents = tuple(p + c for p in cleared for c in ("[", "."))  # children: review[3], sub.fetch
     return cleared + [sid for sid in progress.steps if sid.startswith(parents)]
 
@@ -126,8 +126,9 @@ def clear_from(journal: Journal, step_id: str, order: list[str]) -> list[str]:
 def check_step(run_id: str, step_id: str, order: list[str]) -> None:
     """Reject a ``--from`` step id that is not in the run's plan, listing the valid ones."""
     if step_id not in order:
-        raise RunError.make("unknown-step", f"run {run_id} has no step {step_id!r}",
-                            hint="valid step ids: " + ", ".join(order))
+        raise RunError.make(
+            "unknown-step", f"run {run_id} has no step {step_id!r}", hint="valid step ids: " + ", ".join(order)
+        )
 
 
 def unknown_run(run_id: str, where: str) -> RunError:
@@ -214,8 +215,13 @@ class MemoryRegistry:
         run_id = new_run_id()
         while run_id in self._runs:
             run_id = new_run_id()
-        artifact = {"plan": json_copy(plan_doc), "plan_name": plan_name, "inputs": json_copy(inputs),
-                    "meta": json_copy(meta or {}), "created": time.time()}
+        artifact = {
+            "plan": json_copy(plan_doc),
+            "plan_name": plan_name,
+            "inputs": json_copy(inputs),
+            "meta": json_copy(meta or {}),
+            "created": time.time(),
+        }
         self._runs[run_id] = MemoryJournal(self, run_id, artifact)
         return self._runs[run_id]
 
@@ -232,9 +238,20 @@ class MemoryRegistry:
         for run_id in sorted(self._runs, reverse=True):
             journal = self._runs[run_id]
             p = journal.progress()
-            out.append(RunInfo(run_id, journal.plan_name, p.status, p.done, len(plan_step_ids(journal.plan_doc)),
-                               journal.created, self.owner(run_id), None, p.waiting,
-                               dict((p.final or {}).get("usage") or {})))
+            out.append(
+                RunInfo(
+                    run_id,
+                    journal.plan_name,
+                    p.status,
+                    p.done,
+                    len(plan_step_ids(journal.plan_doc)),
+                    journal.created,
+                    self.owner(run_id),
+                    None,
+                    p.waiting,
+                    dict((p.final or {}).get("usage") or {}),
+                )
+            )
         return out
 
     def discard(self, run_id: str) -> str:
@@ -252,8 +269,11 @@ class MemoryRegistry:
 
     def take(self, journal: MemoryJournal) -> None:
         if self._owners.get(journal.id) is not None:
-            raise RunError.make("run-locked", f"run {journal.id} is in use",
-                                hint=f"wait for it, or cancel it with: dagplan discard {journal.id}")
+            raise RunError.make(
+                "run-locked",
+                f"run {journal.id} is in use",
+                hint=f"wait for it, or cancel it with: dagplan discard {journal.id}",
+            )
         self._owners[journal.id] = os.getpid()
 
     def let_go(self, journal: MemoryJournal) -> None:

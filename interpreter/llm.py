@@ -29,8 +29,20 @@ from ..dsl.ir import LLMCall, ToolSpec
 DEFAULT_MAX_ITERATIONS = 5
 # Keys of completion_kwargs that say *where* and *as whom* to call, not *what*:
 # left out of memo keys so a resume with another key or endpoint still replays.
-_TRANSPORT_KEYS = frozenset({"api_base", "base_url", "api_key", "api_version", "timeout", "num_retries", "max_retries",
-                             "organization", "extra_headers", "custom_llm_provider"})
+_TRANSPORT_KEYS = frozenset(
+    {
+        "api_base",
+        "base_url",
+        "api_key",
+        "api_version",
+        "timeout",
+        "num_retries",
+        "max_retries",
+        "organization",
+        "extra_headers",
+        "custom_llm_provider",
+    }
+)
 TRANSIENT_CODES = frozenset({"llm-unavailable"})
 
 
@@ -145,17 +157,30 @@ class Budget:
         over = (lambda spent, cap: spent > cap) if strict else (lambda spent, cap: spent >= cap)
         where = f" (at step '{step_id}')" if step_id else ""
         if self.max_cost is not None and over(self.cost, self.max_cost):
-            raise BudgetExceeded(error(
-                "budget-exceeded", f"cost budget reached: ${self.cost:.6f} of max_cost ${self.max_cost:.6f}{where}",
-                hint="raise max_cost (completed model calls are memoized: a resume does not pay them again)"))
+            raise BudgetExceeded(
+                error(
+                    "budget-exceeded",
+                    f"cost budget reached: ${self.cost:.6f} of max_cost ${self.max_cost:.6f}{where}",
+                    hint="raise max_cost (completed model calls are memoized: a resume does not pay them again)",
+                )
+            )
         if self.max_tokens is not None and over(self.tokens, self.max_tokens):
-            raise BudgetExceeded(error(
-                "budget-exceeded", f"token budget reached: {self.tokens} of max_tokens {self.max_tokens}{where}",
-                hint="raise max_tokens (completed model calls are memoized: a resume does not pay them again)"))
+            raise BudgetExceeded(
+                error(
+                    "budget-exceeded",
+                    f"token budget reached: {self.tokens} of max_tokens {self.max_tokens}{where}",
+                    hint="raise max_tokens (completed model calls are memoized: a resume does not pay them again)",
+                )
+            )
 
     def to_json(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cost": self.cost, "max_cost": self.max_cost, "max_tokens": self.max_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": self.cost,
+            "max_cost": self.max_cost,
+            "max_tokens": self.max_tokens,
+        }
 
 
 # --- litellm --------------------------------------------------------------------------------
@@ -175,8 +200,13 @@ def default_model(explicit: str | None = None, configured: str | None = None) ->
     """step.model > config > ``$DAGPLAN_MODEL``; a clear error when none is set."""
     model = explicit or configured or os.environ.get("DAGPLAN_MODEL")
     if not model:
-        raise LLMStepError(error("no-model", "no model configured for an LLM step",
-                                 hint="set DAGPLAN_MODEL, `model` in dagplan.toml, or `model:` on the step"))
+        raise LLMStepError(
+            error(
+                "no-model",
+                "no model configured for an LLM step",
+                hint="set DAGPLAN_MODEL, `model` in dagplan.toml, or `model:` on the step",
+            )
+        )
     return model
 
 
@@ -193,8 +223,13 @@ def memo_key(kind: str, step_id: str, model: str, payload: Any) -> str:
     return "llm:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-async def complete(model: str, messages: Sequence[dict], params: Mapping[str, Any],
-                   completion_kwargs: Mapping[str, Any], step_id: str = "") -> dict:
+async def complete(
+    model: str,
+    messages: Sequence[dict],
+    params: Mapping[str, Any],
+    completion_kwargs: Mapping[str, Any],
+    step_id: str = "",
+) -> dict:
     """One model call -> a JSON-able record ``{message, usage, cost, model}`` (what the memo stores)."""
     litellm = litellm_module()
     # The step's retry policy (backoff, attempts, events) owns retrying; the SDK's
@@ -207,8 +242,10 @@ async def complete(model: str, messages: Sequence[dict], params: Mapping[str, An
     message = response.choices[0].message
     return {
         "message": _message_dict(message),
-        "usage": {"prompt_tokens": _usage(response, "prompt_tokens"),
-                  "completion_tokens": _usage(response, "completion_tokens")},
+        "usage": {
+            "prompt_tokens": _usage(response, "prompt_tokens"),
+            "completion_tokens": _usage(response, "completion_tokens"),
+        },
         "cost": _cost(litellm, response),
         "model": getattr(response, "model", None) or model,
     }
@@ -219,8 +256,11 @@ def _message_dict(message: Any) -> dict:
     calls = getattr(message, "tool_calls", None) or []
     if calls:
         out["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"},
+            }
             for c in calls
         ]
     return out
@@ -246,9 +286,12 @@ def _call_error(step_id: str, model: str, exc: Exception) -> LLMStepError:
     transient_names = ("RateLimit", "Timeout", "APIConnection", "ServiceUnavailable", "InternalServer")
     transient = any(n in type(exc).__name__ for n in transient_names) or (isinstance(status, int) and status >= 500)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return _fail("llm-unavailable" if transient else "llm-call-failed", step_id,
-                 f"model '{model}' call failed: {type(exc).__name__}: {text[:500]}",
-                 hint=None if transient else "check the model name and the provider's API key environment variable")
+    return _fail(
+        "llm-unavailable" if transient else "llm-call-failed",
+        step_id,
+        f"model '{model}' call failed: {type(exc).__name__}: {text[:500]}",
+        hint=None if transient else "check the model name and the provider's API key environment variable",
+    )
 
 
 # --- the step -------------------------------------------------------------------------------
@@ -305,8 +348,9 @@ class _Conversation:
         self.cost += record.get("cost", 0.0)
         self.answered_by = record.get("model") or self.answered_by
         if self.budget:
-            self.budget.charge(self.step_id, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                               record.get("cost", 0.0))
+            self.budget.charge(
+                self.step_id, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), record.get("cost", 0.0)
+            )
 
     async def run_tool_calls(self, calls: list[dict], tools: Mapping[str, ToolFn]) -> None:
         for call in calls:
@@ -360,18 +404,31 @@ async def run_llm_step(
     """
     shape = _OutputShape.of(call.output_schema, alternatives)
     conv = _Conversation(step_id, model, _params(call, tool_specs, shape, model), dict(completion_kwargs), memo, budget)
-    conv.messages = _opening(prompt, system, shape, native=bool(conv.params.get("response_format", {}).get("json_schema")))
+    conv.messages = _opening(
+        prompt, system, shape, native=bool(conv.params.get("response_format", {}).get("json_schema"))
+    )
     bound = call.max_iterations or max_iterations
     for _ in range(bound):
         message = await conv.ask()
         if not message.get("tool_calls"):
             output, alternative = shape.read(step_id, message.get("content") or "")
-            return LLMResult(output, alternative, conv.prompt_tokens, conv.completion_tokens, conv.cost,
-                             conv.calls, conv.replayed, conv.answered_by or model)
+            return LLMResult(
+                output,
+                alternative,
+                conv.prompt_tokens,
+                conv.completion_tokens,
+                conv.cost,
+                conv.calls,
+                conv.replayed,
+                conv.answered_by or model,
+            )
         await conv.run_tool_calls(message["tool_calls"], tools)
-    raise _fail("max-iterations", step_id,
-                f"the model was still calling tools after {bound} model calls (max_iterations {bound})",
-                hint="raise max_iterations on the step (or step_max_iterations in the config), or narrow the task")
+    raise _fail(
+        "max-iterations",
+        step_id,
+        f"the model was still calling tools after {bound} model calls (max_iterations {bound})",
+        hint="raise max_iterations on the step (or step_max_iterations in the config), or narrow the task",
+    )
 
 
 def _params(call: LLMCall, tool_specs: Mapping[str, ToolSpec], shape: "_OutputShape", model: str) -> dict:
@@ -387,8 +444,10 @@ def _params(call: LLMCall, tool_specs: Mapping[str, ToolSpec], shape: "_OutputSh
 def tool_schema(spec: ToolSpec) -> dict:
     """A ToolSpec as an OpenAI function tool."""
     parameters = json.loads(json.dumps(spec.parameters, default=dict))
-    return {"type": "function",
-            "function": {"name": spec.name, "description": spec.description or spec.name, "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": spec.name, "description": spec.description or spec.name, "parameters": parameters},
+    }
 
 
 def _opening(prompt: str, system: str | None, shape: "_OutputShape", native: bool) -> list[dict]:
@@ -418,8 +477,11 @@ class _OutputShape:
         wrapped = {
             "type": "object",
             "properties": {
-                "alternative": {"type": "string", "enum": list(alternatives),
-                                "description": "where the result goes: pick the path that fits the outcome"},
+                "alternative": {
+                    "type": "string",
+                    "enum": list(alternatives),
+                    "description": "where the result goes: pick the path that fits the outcome",
+                },
                 "value": value if value is not None else {"description": "the result"},
             },
             "required": ["alternative", "value"],
@@ -429,20 +491,28 @@ class _OutputShape:
 
     def response_format(self, native: bool) -> dict:
         if native:
-            return {"type": "json_schema", "json_schema": {"name": "step_output", "schema": self.schema, "strict": False}}
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": "step_output", "schema": self.schema, "strict": False},
+            }
         return {"type": "json_object"}
 
     def instruction(self) -> str:
-        return ("Answer with one JSON value only (no prose, no code fences) matching this JSON Schema:\n"
-                + json.dumps(self.schema, indent=1))
+        return "Answer with one JSON value only (no prose, no code fences) matching this JSON Schema:\n" + json.dumps(
+            self.schema, indent=1
+        )
 
     def read(self, step_id: str, content: str) -> tuple[Any, int]:
         if self.schema is None:
             return content, 0
         value = parse_json(content)
         if value is _NOT_JSON:
-            raise _fail("output-schema", step_id, f"the model's answer is not JSON: {_clip(content)}",
-                        hint="the step has an output_schema; a model that supports structured output helps")
+            raise _fail(
+                "output-schema",
+                step_id,
+                f"the model's answer is not JSON: {_clip(content)}",
+                hint="the step has an output_schema; a model that supports structured output helps",
+            )
         _check(step_id, value, self.schema)
         if not self.alternatives:
             return value, 0
@@ -477,12 +547,14 @@ def _check(step_id: str, value: Any, schema: dict) -> None:
     if problems:
         first = problems[0]
         where = "".join(f"[{p!r}]" for p in first.absolute_path) or "the answer"
-        raise _fail("output-schema", step_id, f"the model's answer does not match output_schema: {where}: "
-                    f"{first.message}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise _fail(
+            "output-schema",
+            step_id,
+            f"the model's answer does not match output_schema: {where}: "
+            f"{first.message}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+        )
 
 
 def _clip(text: str, n: int = 200) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= n else text[:n] + "...")
-
-

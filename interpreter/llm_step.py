@@ -28,7 +28,9 @@ class LLMRunner:
         branching = step.output is not None and step.output.branching
         specs = {name: spec for name, spec in ctx.tool_specs().items() if name in call.tools}
         result = await llm.run_llm_step(
-            ctx.unit_id, call, *prepared,
+            ctx.unit_id,
+            call,
+            *prepared,
             model=llm.default_model(call.model, options.model),
             tools={name: _caller(ctx, name) for name in specs},
             tool_specs=specs,
@@ -38,9 +40,16 @@ class LLMRunner:
             completion_kwargs=options.completion_kwargs,
             budget=ctx.budget(),
         )
-        ctx.account({"model": result.model, "prompt_tokens": result.prompt_tokens,
-                     "completion_tokens": result.completion_tokens, "cost": result.cost, "calls": result.calls,
-                     "replayed_calls": result.replayed})
+        ctx.account(
+            {
+                "model": result.model,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "cost": result.cost,
+                "calls": result.calls,
+                "replayed_calls": result.replayed,
+            }
+        )
         return Branch(result.alternative, result.output) if branching else result.output
 
 

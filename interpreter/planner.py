@@ -123,8 +123,10 @@ async def aplan(
     ``on_attempt`` sees each checked answer (progress lines in the CLI).
     """
     params = {"response_format": _response_format(model)}
-    messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": task_prompt(task, tools, inputs)}]
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": task_prompt(task, tools, inputs)},
+    ]
     usage = _Usage()
     attempts: list[PlanAttempt] = []
     for number in range(1, repair + 2):
@@ -139,8 +141,10 @@ async def aplan(
             on_attempt(attempts[-1])
         if checked.ok and checked.plan is not None:
             return usage.result(checked, tuple(attempts), model)
-        messages += [{"role": "assistant", "content": answer},
-                     {"role": "user", "content": REPAIR_PROMPT.format(problems=repair_text(checked.diagnostics))}]
+        messages += [
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": REPAIR_PROMPT.format(problems=repair_text(checked.diagnostics))},
+        ]
     raise _failed(attempts)
 
 
@@ -155,8 +159,11 @@ def plan(task: str, **kwargs: Any) -> PlanResult:
 def task_prompt(task: str, tools: Mapping[str, ToolSpec] | None, inputs: Mapping[str, Any] | None = None) -> str:
     parts = [f"Task: {task.strip()}", "", "Tool catalog:", tool_catalog(tools)]
     if inputs:
-        parts += ["", "Inputs the caller will provide (declare them under \"inputs\"):",
-                  json.dumps(dict(inputs), ensure_ascii=False, default=str)]
+        parts += [
+            "",
+            'Inputs the caller will provide (declare them under "inputs"):',
+            json.dumps(dict(inputs), ensure_ascii=False, default=str),
+        ]
     return "\n".join(parts)
 
 
@@ -206,9 +213,11 @@ def canonical_yaml(result: Any) -> str:
 def _failed(attempts: list[PlanAttempt]) -> PlanningFailed:
     last = attempts[-1].diagnostics
     n_errors = sum(d.severity == "error" for d in last)
-    head = error("planning-failed",
-                 f"no valid plan after {len(attempts)} attempt(s); the last one has {n_errors} error(s)",
-                 hint="raise --repair, try a stronger model, or narrow the task or the tool catalog")
+    head = error(
+        "planning-failed",
+        f"no valid plan after {len(attempts)} attempt(s); the last one has {n_errors} error(s)",
+        hint="raise --repair, try a stronger model, or narrow the task or the tool catalog",
+    )
     return PlanningFailed((head, *last), tuple(attempts))
 
 
@@ -228,10 +237,20 @@ class _Usage:
         self.calls += 1
         self.model = record.get("model") or self.model
         if budget:
-            budget.charge("planner", usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                          record.get("cost", 0.0))
+            budget.charge(
+                "planner", usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), record.get("cost", 0.0)
+            )
 
     def result(self, checked: Any, attempts: tuple[PlanAttempt, ...], model: str) -> PlanResult:
         warnings = tuple(d for d in checked.diagnostics if d.severity == "warning")
-        return PlanResult(checked.plan, canonical_yaml(checked), attempts, warnings, self.prompt_tokens,
-                          self.completion_tokens, self.cost, self.calls, self.model or model)
+        return PlanResult(
+            checked.plan,
+            canonical_yaml(checked),
+            attempts,
+            warnings,
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost,
+            self.calls,
+            self.model or model,
+        )

@@ -127,7 +127,11 @@ def _composition(step: Step) -> dict[str, Any]:
         out["repeat"] = f"for each of {symbolic(step.for_each.over)}" + (f" (at most {cap})" if cap else "")
     sub = step.plan or (step.loop.child if step.loop else None)
     if step.loop is not None:
-        until = f" until {str(step.loop.until).replace(chr(0x2020) + 'state', chr(0x2020) + 'result')}" if step.loop.until else ""
+        until = (
+            f" until {str(step.loop.until).replace(chr(0x2020) + 'state', chr(0x2020) + 'result')}"
+            if step.loop.until
+            else ""
+        )
         out["repeat"] = f"at most {step.loop.max_iterations} iterations{until}"
     if sub is not None and sub.plan is not None:
         analysis = sub.analysis or analyze(sub.plan)

@@ -57,8 +57,12 @@ def _on_completed(state: dict, e: dict) -> None:
 def _on_failed(state: dict, e: dict) -> None:
     s = _step(state, e["step"])
     handled = bool(e.get("handled"))
-    s.update(status=StepStatus.HANDLED if handled else StepStatus.FAILED, error=e.get("error"),
-             attempts=e.get("attempts", s["attempts"]), alternative=e.get("alternative", 0))
+    s.update(
+        status=StepStatus.HANDLED if handled else StepStatus.FAILED,
+        error=e.get("error"),
+        attempts=e.get("attempts", s["attempts"]),
+        alternative=e.get("alternative", 0),
+    )
     if "output" in e:
         s["output"] = e["output"]
 
@@ -114,9 +118,17 @@ FOLD: dict[str, Callable[[dict, dict], None]] = {
     EventType.STEPS_CLEARED: _on_cleared,
     **{t: _on_lifecycle for t in EventType if t.lifecycle and t is not EventType.STEPS_CLEARED},
 }
-_NEEDS_STEP = frozenset({EventType.STEP_STARTED, EventType.STEP_RETRYING, EventType.STEP_COMPLETED,
-                         EventType.STEP_FAILED, EventType.STEP_SKIPPED, EventType.STEP_WAITING,
-                         EventType.GATE_ANSWERED})
+_NEEDS_STEP = frozenset(
+    {
+        EventType.STEP_STARTED,
+        EventType.STEP_RETRYING,
+        EventType.STEP_COMPLETED,
+        EventType.STEP_FAILED,
+        EventType.STEP_SKIPPED,
+        EventType.STEP_WAITING,
+        EventType.GATE_ANSWERED,
+    }
+)
 
 
 def fold(state: dict, event: Mapping[str, Any]) -> None:
@@ -194,8 +206,9 @@ class Progress:
         return [s.id for s in self.steps.values() if s.status is status]
 
 
-def progress_of(run_id: str, state: Mapping[str, Any], plan_ids: list[str], live: bool,
-                load: Callable[[str], Any]) -> Progress:
+def progress_of(
+    run_id: str, state: Mapping[str, Any], plan_ids: list[str], live: bool, load: Callable[[str], Any]
+) -> Progress:
     """The :class:`Progress` of a folded state; steps of the plan never mentioned are pending.
 
     A step that started and never settled is ``running`` while its run is live, else ``interrupted``.
@@ -205,12 +218,27 @@ def progress_of(run_id: str, state: Mapping[str, Any], plan_ids: list[str], live
         status = StepStatus(s["status"])
         if status is StepStatus.RUNNING and not live:
             status = StepStatus.INTERRUPTED
-        steps[sid] = StepProgress(sid, status, s.get("attempts", 0), s.get("duration"), bool(s.get("replayed")),
-                                  s.get("error"), "spill" in s, {k: v for k, v in s.items() if k != "output"}, load)
+        steps[sid] = StepProgress(
+            sid,
+            status,
+            s.get("attempts", 0),
+            s.get("duration"),
+            bool(s.get("replayed")),
+            s.get("error"),
+            "spill" in s,
+            {k: v for k, v in s.items() if k != "output"},
+            load,
+        )
     for sid in plan_ids:
         steps.setdefault(sid, StepProgress(sid, StepStatus.PENDING, _load=load))
-    return Progress(run_id, run_status(state, live), steps, state["final"], tuple(state.get("waiting") or ()),
-                    dict(state.get("answers") or {}))
+    return Progress(
+        run_id,
+        run_status(state, live),
+        steps,
+        state["final"],
+        tuple(state.get("waiting") or ()),
+        dict(state.get("answers") or {}),
+    )
 
 
 @dataclass(frozen=True)
@@ -232,10 +260,18 @@ class RunInfo:
     def to_json(self) -> dict:
         from datetime import datetime
 
-        return {"id": self.id, "plan": self.plan_name, "status": str(self.status), "done": self.done,
-                "total": self.total, "started": datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
-                "pid": self.pid, "notice": self.notice, "waiting": [dict(w) for w in self.waiting],
-                "usage": dict(self.usage)}
+        return {
+            "id": self.id,
+            "plan": self.plan_name,
+            "status": str(self.status),
+            "done": self.done,
+            "total": self.total,
+            "started": datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
+            "pid": self.pid,
+            "notice": self.notice,
+            "waiting": [dict(w) for w in self.waiting],
+            "usage": dict(self.usage),
+        }
 
 
 def plan_step_ids(plan_doc: Mapping[str, Any]) -> list[str]:

@@ -32,16 +32,20 @@ RETRY, ADOPT, ASK, FAIL, REPLAY, RUN = "retry", "adopt", "ask", "fail", "replay"
 INTERRUPTED_ERROR = "Interrupted"  # the error type of a unit failed because nobody could say whether it ran
 
 
-def action_for(status: StepStatus, purity: str | None, policy: Mapping[str, str],
-               error: Mapping[str, Any] | None = None) -> str:
+def action_for(
+    status: StepStatus, purity: str | None, policy: Mapping[str, str], error: Mapping[str, Any] | None = None
+) -> str:
     """What resuming does with one unit the journal left in ``status`` (the one rule).
 
     A unit an earlier resume failed as :data:`INTERRUPTED_ERROR` is still interrupted: the
     next resume asks again (or follows the policy), never runs a side effect silently."""
     if status.has_output:
         return REPLAY
-    if status is StepStatus.INTERRUPTED or status is StepStatus.RUNNING or (
-            status is StepStatus.FAILED and (error or {}).get("type") == INTERRUPTED_ERROR):
+    if (
+        status is StepStatus.INTERRUPTED
+        or status is StepStatus.RUNNING
+        or (status is StepStatus.FAILED and (error or {}).get("type") == INTERRUPTED_ERROR)
+    ):
         return policy.get(purity or "undeclared", RETRY)
     return RUN
 
@@ -102,8 +106,9 @@ class ResumePlan:
         return [sid for sid, action in self.actions.items() if action == ASK]
 
 
-def resume_plan(progress: Progress, plan: Plan, tools: Mapping[str, Any] | None = None,
-                policy: Mapping[str, str] | None = None) -> ResumePlan:
+def resume_plan(
+    progress: Progress, plan: Plan, tools: Mapping[str, Any] | None = None, policy: Mapping[str, str] | None = None
+) -> ResumePlan:
     """Apply the resume policy to the plan's own steps (children decide when they are reached)."""
     policy = {**RESUME_DEFAULTS, **(policy or {})}
     classes, actions = {}, {}
@@ -146,8 +151,14 @@ class Replay:
         return (True, self.answers[unit_id]) if unit_id in self.answers else (False, None)
 
     @classmethod
-    def of(cls, journal: Any, plan: Plan, tools: Mapping[str, Any], policy: Mapping[str, str] | None,
-           ask: AskInterrupted | None) -> "Replay":
+    def of(
+        cls,
+        journal: Any,
+        plan: Plan,
+        tools: Mapping[str, Any],
+        policy: Mapping[str, str] | None,
+        ask: AskInterrupted | None,
+    ) -> "Replay":
         """Decide every unit the journal mentions; adoptions are recorded in the journal (acquired)."""
         policy = {**RESUME_DEFAULTS, **(policy or {})}
         progress = journal.progress()
@@ -169,11 +180,18 @@ class Replay:
 
 def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | None:
     if action == REPLAY:
-        return Recorded(found.status, found.output, found.attempts, found.alternative, found.error,
-                        found.fields.get("usage"))
+        return Recorded(
+            found.status, found.output, found.attempts, found.alternative, found.error, found.fields.get("usage")
+        )
     if action == ADOPT:
-        journal.record(Event(EventType.STEP_COMPLETED, journal.id, unit_id,
-                             data={"output": None, "attempts": found.attempts, "adopted": True}))
+        journal.record(
+            Event(
+                EventType.STEP_COMPLETED,
+                journal.id,
+                unit_id,
+                data={"output": None, "attempts": found.attempts, "adopted": True},
+            )
+        )
         return Recorded(StepStatus.COMPLETED, None, found.attempts)
     if action == FAIL:
         error = {"step": unit_id, "type": INTERRUPTED_ERROR, "message": interrupted_text(unit_id)}

@@ -51,8 +51,12 @@ class GateRunner:
 
     async def run(self, ctx: StepContext, step: Step, question: Any) -> Any:
         gate = step.gate
-        request = {"step": ctx.unit_id, "question": question, "choices": list(gate.choices) if gate.choices else None,
-                   "schema": dict(gate.schema) if gate.schema else None}
+        request = {
+            "step": ctx.unit_id,
+            "question": question,
+            "choices": list(gate.choices) if gate.choices else None,
+            "schema": dict(gate.schema) if gate.schema else None,
+        }
         return check_answer(request, await ctx.answer(request))
 
 
@@ -87,9 +91,13 @@ def _table() -> tuple[dict[StepKind, Runner], dict[StepKind, Runner]]:
     from .compose import FanOut, LoopRunner, SubPlanRunner
     from .llm_step import LLMRunner
 
-    plain: dict[StepKind, Runner] = {StepKind.TOOL: ToolRunner(), StepKind.LLM: LLMRunner(),
-                                     StepKind.PLAN: SubPlanRunner(), StepKind.LOOP: LoopRunner(),
-                                     StepKind.GATE: GateRunner()}
+    plain: dict[StepKind, Runner] = {
+        StepKind.TOOL: ToolRunner(),
+        StepKind.LLM: LLMRunner(),
+        StepKind.PLAN: SubPlanRunner(),
+        StepKind.LOOP: LoopRunner(),
+        StepKind.GATE: GateRunner(),
+    }
     return plain, {kind: FanOut(runner) for kind, runner in plain.items()}
 
 

@@ -36,8 +36,15 @@ class StepRow:
     request: Mapping[str, Any] | None = None  # what a waiting gate asks
 
     def to_json(self) -> dict[str, Any]:
-        out = {"status": str(self.status), "attempts": self.attempts, "duration": self.duration,
-               "replayed": self.replayed, "error": self.error, "spilled": self.spilled, "output": self.output}
+        out = {
+            "status": str(self.status),
+            "attempts": self.attempts,
+            "duration": self.duration,
+            "replayed": self.replayed,
+            "error": self.error,
+            "spilled": self.spilled,
+            "output": self.output,
+        }
         if self.request is not None:
             out["request"] = dict(self.request)
         return out
@@ -62,13 +69,19 @@ class RunReport:
     def to_json(self) -> dict[str, Any]:
         from datetime import datetime
 
-        return {"run_id": self.run_id, "plan": self.plan, "status": str(self.status),
-                "started": datetime.fromtimestamp(self.created).isoformat(timespec="seconds"),
-                "inputs": dict(self.inputs), "done": self.done, "total": self.total,
-                "final": dict(self.final) if self.final is not None else None,
-                "steps": {sid: row.to_json() for sid, row in self.steps.items()},
-                "waiting": [dict(w) for w in self.waiting],
-                "children": {sid: row.to_json() for sid, row in self.children.items()}}
+        return {
+            "run_id": self.run_id,
+            "plan": self.plan,
+            "status": str(self.status),
+            "started": datetime.fromtimestamp(self.created).isoformat(timespec="seconds"),
+            "inputs": dict(self.inputs),
+            "done": self.done,
+            "total": self.total,
+            "final": dict(self.final) if self.final is not None else None,
+            "steps": {sid: row.to_json() for sid, row in self.steps.items()},
+            "waiting": [dict(w) for w in self.waiting],
+            "children": {sid: row.to_json() for sid, row in self.children.items()},
+        }
 
 
 def run_report(run_id: str, state: Any = None) -> RunReport:
@@ -76,14 +89,25 @@ def run_report(run_id: str, state: Any = None) -> RunReport:
     progress = journal.progress()
     ids = plan_step_ids(journal.plan_doc)
     rows = {sid: _row(s) for sid, s in progress.steps.items()}
-    return RunReport(journal.id, journal.plan_name, progress.status, journal.created, journal.inputs, progress.done,
-                     len(ids), progress.final, {sid: rows[sid] for sid in ids}, progress.waiting,
-                     {sid: row for sid, row in rows.items() if sid not in set(ids)})
+    return RunReport(
+        journal.id,
+        journal.plan_name,
+        progress.status,
+        journal.created,
+        journal.inputs,
+        progress.done,
+        len(ids),
+        progress.final,
+        {sid: rows[sid] for sid in ids},
+        progress.waiting,
+        {sid: row for sid, row in rows.items() if sid not in set(ids)},
+    )
 
 
 def _row(s: Any) -> StepRow:
-    return StepRow(s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output,
-                   s.fields.get("request"))
+    return StepRow(
+        s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output, s.fields.get("request")
+    )
 
 
 def run_events(run_id: str, state: Any = None, types: Iterable[str] | None = None) -> list[Event]:
@@ -124,8 +148,9 @@ def answer_gate(run_id: str, step: str, value: Any, state: Any = None, *, text: 
 
 def _request(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any]:
     if not waiting:
-        raise RunError.make("not-waiting", f"run {run_id} is not waiting for an answer",
-                            hint="dagplan runs shows each run's status")
+        raise RunError.make(
+            "not-waiting", f"run {run_id} is not waiting for an answer", hint="dagplan runs shows each run's status"
+        )
     for request in waiting:
         if request.get("step") == step:
             return request

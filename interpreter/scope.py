@@ -59,8 +59,20 @@ class Options:
 class Unit:
     """One unit of work and its bookkeeping: a plan step, a fan-out item, a loop iteration."""
 
-    __slots__ = ("scope", "id", "step", "status", "output", "attempts", "duration", "error", "reason", "replayed",
-                 "alternative", "usage")
+    __slots__ = (
+        "scope",
+        "id",
+        "step",
+        "status",
+        "output",
+        "attempts",
+        "duration",
+        "error",
+        "reason",
+        "replayed",
+        "alternative",
+        "usage",
+    )
 
     def __init__(self, scope: "RunScope", unit_id: str, step: Step):
         self.scope, self.id, self.step = scope, unit_id, step
@@ -96,8 +108,14 @@ class Unit:
 class RunScope:
     """The run-wide part of an execution (see the module doc)."""
 
-    def __init__(self, run_id: str, tools: Mapping[str, Tool], options: Options | None = None, journal: Any = None,
-                 replay: Replay | None = None):
+    def __init__(
+        self,
+        run_id: str,
+        tools: Mapping[str, Tool],
+        options: Options | None = None,
+        journal: Any = None,
+        replay: Replay | None = None,
+    ):
         self.run_id, self.tools = run_id, tools
         self.options = options or Options()
         self.journal = journal
@@ -161,8 +179,13 @@ class RunScope:
             from .llm import Budget
 
             usage, options = self.usage, self.options
-            self._budget = Budget(options.max_cost, options.max_tokens, prompt_tokens=usage["prompt_tokens"],
-                                  completion_tokens=usage["completion_tokens"], cost=usage["cost"])
+            self._budget = Budget(
+                options.max_cost,
+                options.max_tokens,
+                prompt_tokens=usage["prompt_tokens"],
+                completion_tokens=usage["completion_tokens"],
+                cost=usage["cost"],
+            )
         return self._budget
 
     def spend(self, usage: Mapping[str, Any]) -> None:

@@ -33,8 +33,21 @@ _EN_VERBS = (
     "debug patch convert port extract split rewrite translate setup benchmark profile scaffold publish "
     "release package compile lint format validate automate containerize dockerize wire hook"
 ).split()
-_EN_IRREGULAR = ("wrote", "written", "writing", "built", "building", "ran", "running", "rewrote", "rewritten",
-                 "rewriting", "set up", "sets up", "setting up")
+_EN_IRREGULAR = (
+    "wrote",
+    "written",
+    "writing",
+    "built",
+    "building",
+    "ran",
+    "running",
+    "rewrote",
+    "rewritten",
+    "rewriting",
+    "set up",
+    "sets up",
+    "setting up",
+)
 # pt-BR: infinitive, imperative (você), and the first-person/“vamos” forms people type.
 _PT_VERBS = (
     "implementar implemente implementa adicionar adicione adiciona criar crie cria corrigir corrija corrige "
@@ -59,13 +72,38 @@ _ES_VERBS = (
 # Longest first, so "and then" counts once, not as "and then" + "then".
 _SEQUENCERS = (
     # en
-    "and then", "after that", "afterwards", "followed by", "subsequently", "finally", "lastly",
-    "then", "after", "next", "once done", "before",
+    "and then",
+    "after that",
+    "afterwards",
+    "followed by",
+    "subsequently",
+    "finally",
+    "lastly",
+    "then",
+    "after",
+    "next",
+    "once done",
+    "before",
     # pt-BR
-    "e em seguida", "em seguida", "e depois", "depois disso", "depois", "por fim", "por ultimo",
-    "finalmente", "apos", "logo apos", "antes de", "entao",
+    "e em seguida",
+    "em seguida",
+    "e depois",
+    "depois disso",
+    "depois",
+    "por fim",
+    "por ultimo",
+    "finalmente",
+    "apos",
+    "logo apos",
+    "antes de",
+    "entao",
     # es
-    "y luego", "luego", "a continuacion", "despues de", "despues", "al final",
+    "y luego",
+    "luego",
+    "a continuacion",
+    "despues de",
+    "despues",
+    "al final",
 )
 
 _EXTENSIONS = (
@@ -102,8 +140,11 @@ class Score:
             "parts": {
                 "verbs": {"score": self.verbs, "cap": VERB_CAP, "matched": list(self.matched_verbs)},
                 "files": {"score": self.files, "cap": FILE_CAP, "matched": list(self.matched_files)},
-                "sequencers": {"score": self.sequencers, "cap": SEQUENCER_CAP,
-                               "matched": list(self.matched_sequencers)},
+                "sequencers": {
+                    "score": self.sequencers,
+                    "cap": SEQUENCER_CAP,
+                    "matched": list(self.matched_sequencers),
+                },
             },
         }
 

@@ -72,8 +72,11 @@ def io_error(path: Path, exc: OSError, doing: str) -> RunError:
     reason = exc.strerror or type(exc).__name__
     if isinstance(exc, (NotADirectoryError, FileExistsError)) or exc.errno in (errno.ENOTDIR, errno.EEXIST):
         reason = "a file is in the way (it must be a directory)"
-    return RunError.make("io", f"cannot {doing} {path}: {reason}",
-                         hint="give another --state-dir (or $DAGPLAN_STATE_DIR), or fix its permissions")
+    return RunError.make(
+        "io",
+        f"cannot {doing} {path}: {reason}",
+        hint="give another --state-dir (or $DAGPLAN_STATE_DIR), or fix its permissions",
+    )
 
 
 # --- the registry ------------------------------------------------------------------------
@@ -99,8 +102,15 @@ class RunStore:
                 except FileExistsError:
                     continue
             run_dir = self.runs_dir / run_id
-            artifact = {"format": FORMAT, "id": run_id, "plan_name": plan_name, "created": time.time(),
-                        "inputs": inputs, "meta": meta or {}, "plan": plan_doc}
+            artifact = {
+                "format": FORMAT,
+                "id": run_id,
+                "plan_name": plan_name,
+                "created": time.time(),
+                "inputs": inputs,
+                "meta": meta or {},
+                "plan": plan_doc,
+            }
             wal.atomic_write(run_dir / "plan.json", wal.checksummed(artifact))
             wal.fsync_dir(self.runs_dir)
         except OSError as exc:
@@ -110,8 +120,11 @@ class RunStore:
     def resolve(self, run_id: str) -> Path:
         """The directory of a run given its id or a unique prefix of it (never a path outside the store)."""
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-            raise RunError.make("unknown-run", f"{run_id!r} is not a run id",
-                                hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs")
+            raise RunError.make(
+                "unknown-run",
+                f"{run_id!r} is not a run id",
+                hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs",
+            )
         if (self.runs_dir / run_id).is_dir():
             return self.runs_dir / run_id
         found = [p for p in self._run_dirs() if p.name.startswith(run_id)]
@@ -120,8 +133,9 @@ class RunStore:
         if not found:
             raise unknown_run(run_id, str(self.state_dir))
         names = ", ".join(p.name for p in found[:5])
-        raise RunError.make("ambiguous-run", f"{run_id!r} matches several runs: {names}",
-                            hint="give more of the run id")
+        raise RunError.make(
+            "ambiguous-run", f"{run_id!r} matches several runs: {names}", hint="give more of the run id"
+        )
 
     def open(self, run_id: str) -> "Run":
         run_dir = self.resolve(run_id)
@@ -167,15 +181,26 @@ class RunStore:
         try:
             artifact = _read_artifact(run_dir)
         except RunError as exc:
-            return RunInfo(run_dir.name, "?", RunStatus.DISCARDED, 0, 0, _mtime(run_dir),
-                           notice=exc.diagnostics[0].message)
+            return RunInfo(
+                run_dir.name, "?", RunStatus.DISCARDED, 0, 0, _mtime(run_dir), notice=exc.diagnostics[0].message
+            )
         run = Run(run_dir, artifact, tolerate_corruption=True)
         progress = run.progress()
         final = progress.final or {}
         live = progress.status is RunStatus.RUNNING
-        return RunInfo(run.id, run.plan_name, progress.status, progress.done, len(plan_step_ids(run.plan_doc)),
-                       run.created, owner_pid(run_dir) if live else None, run.notice, progress.waiting,
-                       dict(final.get("usage") or {}), final.get("ts"))
+        return RunInfo(
+            run.id,
+            run.plan_name,
+            progress.status,
+            progress.done,
+            len(plan_step_ids(run.plan_doc)),
+            run.created,
+            owner_pid(run_dir) if live else None,
+            run.notice,
+            progress.waiting,
+            dict(final.get("usage") or {}),
+            final.get("ts"),
+        )
 
     def _audit(self, event: dict) -> None:
         """The store-wide log keeps a line for every discarded run (its own log is removed)."""
@@ -200,14 +225,17 @@ def _read_artifact(run_dir: Path) -> dict:
     try:
         artifact = wal.read_checksummed(run_dir / "plan.json")
     except FileNotFoundError:
-        raise RunError.make("missing-artifact", f"run {run_id}: its plan artifact is missing",
-                            hint=_discard_hint(run_id)) from None
+        raise RunError.make(
+            "missing-artifact", f"run {run_id}: its plan artifact is missing", hint=_discard_hint(run_id)
+        ) from None
     except OSError as exc:
-        raise RunError.make("corrupt-artifact", f"run {run_id}: cannot read its plan artifact: {exc}",
-                            hint=_discard_hint(run_id)) from None
+        raise RunError.make(
+            "corrupt-artifact", f"run {run_id}: cannot read its plan artifact: {exc}", hint=_discard_hint(run_id)
+        ) from None
     if artifact is None or artifact.get("format") not in _FORMATS or not isinstance(artifact.get("plan"), dict):
-        raise RunError.make("corrupt-artifact", f"run {run_id}: its plan artifact is corrupt",
-                            hint=_discard_hint(run_id))
+        raise RunError.make(
+            "corrupt-artifact", f"run {run_id}: its plan artifact is corrupt", hint=_discard_hint(run_id)
+        )
     return artifact
 
 
@@ -227,8 +255,11 @@ def _stop_owner(run_dir: Path, wait: float) -> None:
     deadline = time.monotonic() + wait
     while owner_pid(run_dir) is not None:
         if time.monotonic() > deadline:
-            raise RunError.make("run-locked", f"run {run_dir.name} is still owned by process {pid}",
-                                hint=f"stop process {pid}, then discard again")
+            raise RunError.make(
+                "run-locked",
+                f"run {run_dir.name} is still owned by process {pid}",
+                hint=f"stop process {pid}, then discard again",
+            )
         time.sleep(0.02)
 
 
@@ -304,7 +335,9 @@ class Run:
             return record.get("output", record.get("value"))
         data = (self.dir / record["spill"]).read_bytes()
         if record.get("spill_crc") is not None and zlib.crc32(data) != record["spill_crc"]:
-            raise RunError.make("corrupt-spill", f"run {self.id}: {what}: {record['spill']} does not match its checksum")
+            raise RunError.make(
+                "corrupt-spill", f"run {self.id}: {what}: {record['spill']} does not match its checksum"
+            )
         if record["spill"].endswith(".txt"):
             return data.decode("utf-8", "surrogatepass")
         return json.loads(data)
@@ -338,8 +371,11 @@ class Run:
         except OSError:
             pid = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
             os.close(fd)
-            raise RunError.make("run-locked", f"run {self.id} is in use by process {pid}",
-                                hint=f"wait for it, or cancel it with: dagplan discard {self.id}") from None
+            raise RunError.make(
+                "run-locked",
+                f"run {self.id} is in use by process {pid}",
+                hint=f"wait for it, or cancel it with: dagplan discard {self.id}",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
@@ -477,8 +513,13 @@ class Run:
         with self._io:
             self._write_buffer()  # only durable events may be in a snapshot
             lines = self._snap_lines + self._tail
-            snap = {"format": FORMAT, "seq": self._durable_seq, "offset": self._offset, "lines": lines,
-                    "state": {k: v for k, v in self._state.items() if k != "seq"}}
+            snap = {
+                "format": FORMAT,
+                "seq": self._durable_seq,
+                "offset": self._offset,
+                "lines": lines,
+                "state": {k: v for k, v in self._state.items() if k != "seq"},
+            }
             wal.atomic_write(self.dir / "snapshot.json", wal.checksummed(snap))
             self._snap_lines, self._tail = lines, 0
 

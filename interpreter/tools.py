@@ -96,7 +96,7 @@ def as_tool(obj: Any) -> Tool:
     if found is not None:
         return found
     if callable(obj):
-        return getattr(tool(obj), "__dagplan_tool__")
+        return tool(obj).__dagplan_tool__
     raise TypeError(f"not a tool: {obj!r}")
 
 

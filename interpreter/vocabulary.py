@@ -116,9 +116,17 @@ class EventType(enum.StrEnum):
         return self in _LIFECYCLE
 
 
-_LIFECYCLE = frozenset({EventType.PLAN_STARTED, EventType.PLAN_RESUMED, EventType.PLAN_WAITING,
-                        EventType.PLAN_COMPLETED, EventType.PLAN_INTERRUPTED, EventType.PLAN_ABORTED,
-                        EventType.STEPS_CLEARED})
+_LIFECYCLE = frozenset(
+    {
+        EventType.PLAN_STARTED,
+        EventType.PLAN_RESUMED,
+        EventType.PLAN_WAITING,
+        EventType.PLAN_COMPLETED,
+        EventType.PLAN_INTERRUPTED,
+        EventType.PLAN_ABORTED,
+        EventType.STEPS_CLEARED,
+    }
+)
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 _FIXED = frozenset({"type", "run_id", "step", "ts", "duration", "seq", "crc"})
@@ -158,8 +166,15 @@ class Event:
         except ValueError:
             type_ = raw
         data = {k: v for k, v in record.items() if k not in _FIXED}
-        return cls(type_, record.get("run_id") or run_id, record.get("step"), record.get("ts") or 0.0,
-                   record.get("duration"), MappingProxyType(data), record.get("seq"))
+        return cls(
+            type_,
+            record.get("run_id") or run_id,
+            record.get("step"),
+            record.get("ts") or 0.0,
+            record.get("duration"),
+            MappingProxyType(data),
+            record.get("seq"),
+        )
 
 
 Subscriber = Callable[[Event], None]

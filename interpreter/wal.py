@@ -164,5 +164,3 @@ def _held_elsewhere(fd: int) -> bool:
         raise
     fcntl.flock(fd, fcntl.LOCK_UN)
     return False
-
-

@@ -159,12 +159,14 @@ class StubLLM:
             "created": int(time.time()),
             "model": self.model,
             "system_fingerprint": "fp_stub",
-            "choices": [{
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": "tool_calls" if reply.calls else "stop",
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if reply.calls else "stop",
+                }
+            ],
             "usage": usage,
         }
 

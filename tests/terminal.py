@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 
-def run_on_terminal(argv: list[str], *, cwd: Path, env: dict, prompt: bytes, answer: bytes,
-                    timeout: float = 60) -> tuple[str, int, bool]:
+def run_on_terminal(
+    argv: list[str], *, cwd: Path, env: dict, prompt: bytes, answer: bytes, timeout: float = 60
+) -> tuple[str, int, bool]:
     """(everything printed, exit code, whether the prompt was seen and answered)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, close_fds=True)

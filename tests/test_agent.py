@@ -34,19 +34,29 @@ def run_agent(stub, tools, task, **kw):
         result = await dagplan.arun(plan, tools=tools, inputs=inputs)
         return result.state
 
-    result = asyncio.run(agent_loop(task, tools=specs, model=MODEL, run_plan=run_plan,
-                                    completion_kwargs=stub.kwargs(), **kw))
+    result = asyncio.run(
+        agent_loop(task, tools=specs, model=MODEL, run_plan=run_plan, completion_kwargs=stub.kwargs(), **kw)
+    )
     return result, ran
 
 
 def test_refund_follows_the_plan_one_batch_at_a_time(stub, tools):
-    history = {"_tool": "checkBillingHistory", "customerId": f"{D}input.customerId",
-               "_outputPath": f"{D}state.billingHistory"}
-    refund = {"_tool": "issueRefund", "customerId": f"{D}input.customerId", "amount": f"{D}input.amount",
-              "history": f"{D}state.billingHistory", "_outputPath": f"{D}state.refund"}
+    history = {
+        "_tool": "checkBillingHistory",
+        "customerId": f"{D}input.customerId",
+        "_outputPath": f"{D}state.billingHistory",
+    }
+    refund = {
+        "_tool": "issueRefund",
+        "customerId": f"{D}input.customerId",
+        "amount": f"{D}input.amount",
+        "history": f"{D}state.billingHistory",
+        "_outputPath": f"{D}state.refund",
+    }
     output = {"confirmationId": "refund_xyz789", "message": "The refund has been processed successfully."}
-    stub.script(json_reply({"calls": [history, refund], "output": None}),
-                json_reply({"calls": [refund], "output": output}))
+    stub.script(
+        json_reply({"calls": [history, refund], "output": None}), json_reply({"calls": [refund], "output": output})
+    )
     schema = {"type": "object", "properties": {"confirmationId": {"type": "string"}, "message": {"type": "string"}}}
     task = {"request": "I'd like a refund for my last order.", "customerId": "cust_123", "amount": 50.0}
     result, ran = run_agent(stub, tools, task, output_schema=schema)
@@ -61,13 +71,26 @@ def test_refund_follows_the_plan_one_batch_at_a_time(stub, tools):
 
 
 def test_pet_friendly_hotel_replaces_the_plan(stub, tools):
-    current = json.dumps([{"_tool": "bookFlight", "destination": f"{D}input.destination"},
-                          {"_tool": "bookHotel", "destination": f"{D}input.destination"}])
+    current = json.dumps(
+        [
+            {"_tool": "bookFlight", "destination": f"{D}input.destination"},
+            {"_tool": "bookHotel", "destination": f"{D}input.destination"},
+        ]
+    )
     stub.script(
-        json_reply({"calls": [
-            {"_tool": "bookFlight", "destination": f"{D}input.destination", "_outputPath": f"{D}state.flight"},
-            {"_tool": "findPetFriendlyHotel", "destination": f"{D}input.destination", "_outputPath": f"{D}state.hotel"},
-        ], "output": None}),
+        json_reply(
+            {
+                "calls": [
+                    {"_tool": "bookFlight", "destination": f"{D}input.destination", "_outputPath": f"{D}state.flight"},
+                    {
+                        "_tool": "findPetFriendlyHotel",
+                        "destination": f"{D}input.destination",
+                        "_outputPath": f"{D}state.hotel",
+                    },
+                ],
+                "output": None,
+            }
+        ),
         json_reply({"calls": [], "output": "Flight and a pet-friendly hotel booked."}),
     )
     task = {"destination": "Berlin", "instruction": "Actually, I'll be traveling with my dog."}
@@ -80,10 +103,19 @@ def test_pet_friendly_hotel_replaces_the_plan(stub, tools):
 
 def test_payment_failure_replans(stub, tools):
     stub.script(
-        json_reply({"calls": [
-            {"_tool": "processPayment", "amount": f"{D}input.amount", "_outputPath": f"{D}state.receipt || {D}state.error"},
-            {"_tool": "confirmOrder", "receipt": f"{D}state.receipt"},
-        ], "output": None}),
+        json_reply(
+            {
+                "calls": [
+                    {
+                        "_tool": "processPayment",
+                        "amount": f"{D}input.amount",
+                        "_outputPath": f"{D}state.receipt || {D}state.error",
+                    },
+                    {"_tool": "confirmOrder", "receipt": f"{D}state.receipt"},
+                ],
+                "output": None,
+            }
+        ),
         json_reply({"calls": [{"_tool": "reportFailure", "error": f"{D}state.error"}], "output": {"status": "Failed"}}),
     )
     schema = {"type": "object", "properties": {"status": {"enum": ["Success", "Failed"]}}, "required": ["status"]}
@@ -146,7 +178,7 @@ async def refundOrder(order: dict) -> dict:
     return {{"refundId": "r-" + order["orderId"], "amount": order["total"]}}
 '''
 
-KILLED_CHILD = '''
+KILLED_CHILD = """
 import asyncio, sys
 import dagplan
 from dagplan.interpreter.agent import durable_agent_loop
@@ -164,7 +196,7 @@ asyncio.run(durable_agent_loop({"orderId": "o7", "request": "refund my order"},
                                tools={n: t.spec for n, t in tools.items()}, model=model,
                                run_plan=run_plan, state_dir=state_dir,
                                completion_kwargs={"api_base": api_base, "api_key": "x"}))
-'''
+"""
 
 LOOKUP = {"_tool": "lookupOrder", "orderId": f"{D}input.orderId", "_outputPath": f"{D}state.order"}
 REFUND = {"_tool": "refundOrder", "order": f"{D}state.order", "_outputPath": f"{D}state.refund"}
@@ -199,8 +231,15 @@ def durable(stub, tools_file: Path, state_dir: Path, *, fail_on: str | None = No
             raise KeyboardInterrupt  # the process is interrupted before the batch's tools run
         return (await dagplan.arun(plan, tools=tools, inputs={"orderId": "o7"})).state
 
-    return asyncio.run(durable_agent_loop(tools={n: t.spec for n, t in tools.items()}, run_plan=run_plan,
-                                          state_dir=state_dir, completion_kwargs=stub.kwargs(), **kw))
+    return asyncio.run(
+        durable_agent_loop(
+            tools={n: t.spec for n, t in tools.items()},
+            run_plan=run_plan,
+            state_dir=state_dir,
+            completion_kwargs=stub.kwargs(),
+            **kw,
+        )
+    )
 
 
 def uninterrupted(stub, tmp_path: Path):
@@ -236,8 +275,11 @@ def test_agent_run_killed_in_turn_two_resumes_without_repaying_or_rerunning(stub
 
     stub.script(TURN1, TURN2)  # turn 1 completes; turn 2's answer is in when its batch is killed
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    child = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(tools_file), str(state_dir),
-                              stub.url, MODEL, str(marker)], env=env, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, str(tmp_path / "child.py"), str(tools_file), str(state_dir), stub.url, MODEL, str(marker)],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120  # a bound on waiting (litellm's import), not a timing assertion
     while not marker.exists():
         assert child.poll() is None, child.stderr.read().decode()
@@ -284,8 +326,9 @@ def test_interrupted_agent_run_replays_memoized_calls_and_completed_turns(stub, 
     run = RunStore(state_dir).open(run_id)
     turns = [e.data for e in run.events({dagplan.EventType.AGENT_TURN})]
     assert [e["turn"] for e in turns] == [1, 2, 3]
-    assert turns[0]["plan"]["steps"] == [{"id": "E1", "tool": "lookupOrder", "output": f"{D}state.order",
-                                          "args": {"orderId": f"{D}input.orderId"}}]
+    assert turns[0]["plan"]["steps"] == [
+        {"id": "E1", "tool": "lookupOrder", "output": f"{D}state.order", "args": {"orderId": f"{D}input.orderId"}}
+    ]
     assert turns[1]["state"]["refund"]["refundId"] == "r-o7" and turns[2]["output"] == {"refunded": True}
     assert run.progress().status == "completed"
 

@@ -24,9 +24,7 @@ def invoke(*args: str):
 @pytest.fixture
 def plans(tmp_path):
     (tmp_path / "good.yaml").write_text("steps:\n  - id: a\n    tool: t\n    output: †state.a\n", encoding="utf-8")
-    (tmp_path / "bad.yaml").write_text(
-        "steps:\n  - id: a\n    tool: t\n    args: {x: †state.nope}\n", encoding="utf-8"
-    )
+    (tmp_path / "bad.yaml").write_text("steps:\n  - id: a\n    tool: t\n    args: {x: †state.nope}\n", encoding="utf-8")
     (tmp_path / "warn.yaml").write_text(
         "steps:\n  - id: a\n    tool: t\n    output: †state.x\n  - id: b\n    tool: t\n    output: †state.y\n"
         "result: †state.y\n",
@@ -45,7 +43,10 @@ def test_invalid_file_exits_1_with_compiler_style_text(plans):
     r = invoke("check", str(plans / "bad.yaml"))
     assert r.exit_code == 1
     lines = r.stdout.splitlines()
-    assert lines[0] == f"{plans / 'bad.yaml'}:4:15: error unwritten-state: †state.nope is read but no step writes it and it is not in initial_state"
+    assert (
+        lines[0]
+        == f"{plans / 'bad.yaml'}:4:15: error unwritten-state: †state.nope is read but no step writes it and it is not in initial_state"
+    )
     assert lines[1] == "        args: {x: †state.nope}"
     assert lines[2] == "    " + " " * 14 + "^"
     assert lines[3].startswith("    hint: ")
@@ -158,7 +159,7 @@ def test_lark_is_imported_only_for_strings_the_fast_paths_do_not_read():
         "from dagplan.dsl import check\n"
         f"assert check({str(EXAMPLES / 'weather.yaml')!r}).ok\n"
         "print('lark' in sys.modules)\n"
-        "check(text='steps: [{id: a, tool: t, args: {x: \"$state[\\\\\"a b\\\\\"]\"}}]')\n"
+        'check(text=\'steps: [{id: a, tool: t, args: {x: "$state[\\\\"a b\\\\"]"}}]\')\n'
         "print('lark' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
@@ -168,7 +169,10 @@ def test_lark_is_imported_only_for_strings_the_fast_paths_do_not_read():
 def test_module_entry_point_exit_code():
     out = subprocess.run(
         [sys.executable, "-m", "dagplan", "check", str(EXAMPLES / "invalid" / "cycle.yaml")],
-        capture_output=True, text=True, env=_env(), cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
     )
     assert out.returncode == 1 and "error cycle: dependency cycle: plan -> code -> test -> plan" in out.stdout
 

@@ -75,8 +75,9 @@ def test_fan_out_of_50_respects_its_concurrency_limit(tmp_path):
 
     plan = write(tmp_path, "p.yaml", FAN_OUT % {"max_items": 50})
     seen = []
-    result = dagplan.run(str(plan), tools={"double": double}, inputs={"items": list(range(50))},
-                         subscribers=[seen.append])
+    result = dagplan.run(
+        str(plan), tools={"double": double}, inputs={"items": list(range(50))}, subscribers=[seen.append]
+    )
     assert result.status == "completed"
     assert result.result == [2 * i for i in range(50)]  # item order, whatever the finishing order
     assert 1 < peak.peak <= 3
@@ -132,7 +133,10 @@ def test_for_each_needs_max_items_unless_a_default_cap_is_configured(tmp_path):
 
 
 def test_item_reference_outside_for_each_is_an_error(tmp_path):
-    plan = write(tmp_path, "p.yaml", """\
+    plan = write(
+        tmp_path,
+        "p.yaml",
+        """\
         steps:
           - id: a
             tool: t
@@ -142,7 +146,8 @@ def test_item_reference_outside_for_each_is_an_error(tmp_path):
             max_items: 2
             tool: t
             args: {}
-        """)
+        """,
+    )
     assert "item-outside-for-each" in codes(check(plan))
 
 
@@ -175,14 +180,18 @@ def add(a: int, b: int) -> int:
 
 def test_sub_plan_from_a_file_gets_args_as_input_and_returns_its_result(tmp_path):
     write(tmp_path, "child.yaml", CHILD)
-    parent = write(tmp_path, "parent.yaml", """\
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """\
         steps:
           - id: sub
             plan: child.yaml
             args: {n: 41}
             output: †state.answer
         result: †state.answer
-        """)
+        """,
+    )
     result = dagplan.run(str(parent), tools={"add": add}, durable=True, state_dir=tmp_path / "state")
     assert result.status == "completed" and result.result == 42
     run = RunStore(tmp_path / "state").open(result.run_id)
@@ -193,7 +202,10 @@ def test_sub_plan_from_a_file_gets_args_as_input_and_returns_its_result(tmp_path
 
 
 def test_inline_sub_plan_and_fan_out_over_a_sub_plan(tmp_path):
-    parent = write(tmp_path, "parent.yaml", """\
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """\
         initial_state: {ns: [1, 2, 3]}
         steps:
           - id: each
@@ -207,7 +219,8 @@ def test_inline_sub_plan_and_fan_out_over_a_sub_plan(tmp_path):
             args: {n: †item}
             output: †state.all
         result: †state.all
-        """)
+        """,
+    )
     result = dagplan.run(str(parent), tools={"add": add}, durable=True, state_dir=tmp_path / "state")
     assert result.result == [11, 12, 13]
     steps = RunStore(tmp_path / "state").open(result.run_id).progress().steps
@@ -216,12 +229,16 @@ def test_inline_sub_plan_and_fan_out_over_a_sub_plan(tmp_path):
 
 def test_sub_plan_arguments_are_checked_against_the_child_inputs(tmp_path):
     write(tmp_path, "child.yaml", CHILD)
-    parent = write(tmp_path, "parent.yaml", """\
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """\
         steps:
           - id: sub
             plan: child.yaml
             args: {m: 1}
-        """)
+        """,
+    )
     messages = [d.message for d in check(parent).errors]
     assert any("needs input 'n'" in m for m in messages) and any("has no input 'm'" in m for m in messages)
 
@@ -235,7 +252,10 @@ def test_errors_inside_a_child_carry_the_child_file_and_line(tmp_path):
 
 
 def test_errors_inside_an_inline_child_point_into_the_parent_file(tmp_path):
-    parent = write(tmp_path, "parent.yaml", """\
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """\
         steps:
           - id: sub
             plan:
@@ -243,7 +263,8 @@ def test_errors_inside_an_inline_child_point_into_the_parent_file(tmp_path):
                 - id: a
                   tool: t
                   args: {x: †state.never}
-        """)
+        """,
+    )
     (diag,) = check(parent).errors
     assert diag.code == "unwritten-state" and diag.span.file.endswith("parent.yaml") and diag.span.line == 7
 
@@ -282,20 +303,29 @@ def count(n: int) -> dict:
 
 def loop_plan(tmp_path, bound: int) -> Path:
     write(tmp_path, "counter.yaml", COUNTER)
-    return write(tmp_path, "loop.yaml", f"""\
+    return write(
+        tmp_path,
+        "loop.yaml",
+        f"""\
         steps:
           - id: again
             loop: {{plan: counter.yaml, max_iterations: {bound}, until: †result.done}}
             args: {{n: 0}}
             output: †state.final
         result: †state.final
-        """)
+        """,
+    )
 
 
 def test_a_loop_repeats_until_its_condition_holds(tmp_path):
     seen = []
-    result = dagplan.run(str(loop_plan(tmp_path, 10)), tools={"count": count}, subscribers=[seen.append],
-                         durable=True, state_dir=tmp_path / "state")
+    result = dagplan.run(
+        str(loop_plan(tmp_path, 10)),
+        tools={"count": count},
+        subscribers=[seen.append],
+        durable=True,
+        state_dir=tmp_path / "state",
+    )
     assert result.result == {"n": 3, "done": True}
     iterations = [(e.data["iteration"], e.data["total"]) for e in seen if e.type == "plan_step_progress"]
     assert iterations == [(1, 10), (2, 10), (3, 10)]
@@ -318,7 +348,7 @@ def test_a_loop_needs_max_iterations(tmp_path):
 
 # --- durability ------------------------------------------------------------------------------------
 
-KILL_TOOLS = '''
+KILL_TOOLS = """
 import os, signal
 import dagplan
 
@@ -332,7 +362,7 @@ def work(x: int) -> int:
         open(LOG + ".killed", "w").close()
         os.kill(os.getpid(), signal.SIGKILL)  # kill -9 in the middle of the fan-out
     return x * x
-'''
+"""
 
 KILL_PLAN = """\
 initial_state: {xs: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]}
@@ -353,16 +383,43 @@ def kill_then_resume(tmp_path: Path, purity: str, *resume_args: str) -> tuple[di
     write(tmp_path, "tools.py", KILL_TOOLS)
     plan = write(tmp_path, "plan.yaml", KILL_PLAN)
     log = tmp_path / "calls.log"
-    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PURITY": purity}
-    first = subprocess.run([sys.executable, "-m", "dagplan", "run", str(plan), "--tools", str(tmp_path / "tools.py")],
-                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+        "FANOUT_LOG": str(log),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PURITY": purity,
+    }
+    first = subprocess.run(
+        [sys.executable, "-m", "dagplan", "run", str(plan), "--tools", str(tmp_path / "tools.py")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == -9, first.stderr
     (info,) = RunStore(tmp_path / "state").list()
     assert info.status == "interrupted"
-    second = subprocess.run([sys.executable, "-m", "dagplan", "resume", info.id, "--tools", str(tmp_path / "tools.py"),
-                             "--format", "json", *resume_args], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dagplan",
+            "resume",
+            info.id,
+            "--tools",
+            str(tmp_path / "tools.py"),
+            "--format",
+            "json",
+            *resume_args,
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode in (0, 1), second.stderr
     return json.loads(second.stdout), [int(line) for line in log.read_text().split()]
 
@@ -388,24 +445,44 @@ def test_an_interrupted_side_effecting_item_runs_again_with_yes(tmp_path):
 
 def test_kill_9_inside_a_sub_plan_resumes_at_the_unfinished_child_step(tmp_path):
     write(tmp_path, "tools.py", KILL_TOOLS)
-    write(tmp_path, "child.yaml", """\
+    write(
+        tmp_path,
+        "child.yaml",
+        """\
         steps:
           - {id: one, tool: work, args: {x: 1}, output: †state.one}
           - {id: ten, tool: work, args: {x: 10}, deps: [one], output: †state.ten}
           - {id: two, tool: work, args: {x: 2}, deps: [ten], output: †state.two}
         result: †state.two
-        """)
+        """,
+    )
     plan = write(tmp_path, "plan.yaml", "steps:\n  - id: sub\n    plan: child.yaml\n")
     log = tmp_path / "calls.log"
-    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {
+        **os.environ,
+        "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+        "FANOUT_LOG": str(log),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
     run = [sys.executable, "-m", "dagplan"]
-    first = subprocess.run([*run, "run", str(plan), "--tools", "tools.py"], env=env, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    first = subprocess.run(
+        [*run, "run", str(plan), "--tools", "tools.py"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == -9, first.stderr
     (info,) = RunStore(tmp_path / "state").list()
-    second = subprocess.run([*run, "resume", info.id, "--tools", "tools.py", "--format", "json"], env=env,
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    second = subprocess.run(
+        [*run, "resume", info.id, "--tools", "tools.py", "--format", "json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["result"] == 4
     assert [int(x) for x in log.read_text().split()] == [1, 10, 10, 2]  # `one` replayed, `ten` again (cut)
@@ -452,12 +529,24 @@ def test_check_cli_reads_max_steps_from_the_config_and_shows_the_worst_case(tmp_
     write(tmp_path, "p.yaml", NESTED)
     (tmp_path / "dagplan.toml").write_text("max_steps = 10\n")
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagplan", "check", "p.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "too-many-steps" in proc.stdout
     (tmp_path / "dagplan.toml").write_text("max_steps = 100\n")
-    proc = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagplan", "check", "p.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "worst case 17 steps, 8 LLM steps" in proc.stderr
 
@@ -479,7 +568,7 @@ def test_preview_nests_children_under_their_parent_with_worst_case_counts(tmp_pa
 
 # --- approval gates --------------------------------------------------------------------------------
 
-GATE_TOOLS = '''
+GATE_TOOLS = """
 import os
 import dagplan
 
@@ -490,7 +579,7 @@ def work(x: str) -> str:
     with open(LOG, "a") as f:
         f.write(x + "\\n")
     return x.upper()
-'''
+"""
 
 GATE_PLAN = """\
 on_failure: skip_dependents
@@ -514,13 +603,25 @@ result: †state.sent
 def gate_env(tmp_path: Path) -> dict:
     write(tmp_path, "tools.py", GATE_TOOLS)
     write(tmp_path, "plan.yaml", GATE_PLAN)
-    return {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "GATE_LOG": str(tmp_path / "calls.log"),
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "dumb"}
+    return {
+        **os.environ,
+        "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+        "GATE_LOG": str(tmp_path / "calls.log"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TERM": "dumb",
+    }
 
 
 def cli(tmp_path: Path, env: dict, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dagplan", *args], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "dagplan", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+    )
 
 
 def test_a_gate_answered_later_from_another_process_after_the_first_exited(tmp_path):
@@ -556,21 +657,28 @@ def test_a_gate_answered_interactively_on_a_terminal(tmp_path):
     from terminal import run_on_terminal
 
     out, code, answered = run_on_terminal(
-        [sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py"], cwd=tmp_path,
-        env=gate_env(tmp_path), prompt=b"Send the refund REFUND?", answer=b"approve",
+        [sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py"],
+        cwd=tmp_path,
+        env=gate_env(tmp_path),
+        prompt=b"Send the refund REFUND?",
+        answer=b"approve",
     )
     assert answered and code == 0, out
     assert (tmp_path / "calls.log").read_text().split("\n") == ["refund", "sent REFUND", ""]
 
 
 def test_gates_through_the_api_with_a_callback_and_a_schema(tmp_path):
-    plan = write(tmp_path, "p.yaml", """\
+    plan = write(
+        tmp_path,
+        "p.yaml",
+        """\
         steps:
           - id: amount
             gate: {question: "How much?", schema: {type: integer, minimum: 1}}
             output: †state.amount
         result: †state.amount
-        """)
+        """,
+    )
     asked = []
     result = dagplan.run(str(plan), ask_gate=lambda request: asked.append(request) or 5)
     assert result.result == 5 and asked[0]["schema"] == {"type": "integer", "minimum": 1}
@@ -591,8 +699,13 @@ def example_tools():
 
 
 def test_example_review_prs_fans_out_over_a_sub_plan(example_tools, tmp_path):
-    result = dagplan.run(str(EXAMPLES / "review_prs.yaml"), tools=example_tools, inputs={"repo": "acme/api"},
-                         durable=True, state_dir=tmp_path)
+    result = dagplan.run(
+        str(EXAMPLES / "review_prs.yaml"),
+        tools=example_tools,
+        inputs={"repo": "acme/api"},
+        durable=True,
+        state_dir=tmp_path,
+    )
     assert result.status == "completed" and not result.had_errors
     assert [r["title"] for r in result.result][:2] == ["Fix typo in README", "Add retry to the HTTP client"]
     info = RunStore(tmp_path).list()[0]
@@ -606,14 +719,23 @@ def test_example_wait_for_job_loops_until_done(example_tools):
 
 @pytest.mark.parametrize("answer, status", [("approve", "completed"), ("reject", "skipped")])
 def test_example_approve_refund(example_tools, answer, status):
-    result = dagplan.run(str(EXAMPLES / "approve_refund.yaml"), tools=example_tools,
-                         inputs={"customerId": "cust_42", "amount": 25}, ask_gate=lambda request: answer)
+    result = dagplan.run(
+        str(EXAMPLES / "approve_refund.yaml"),
+        tools=example_tools,
+        inputs={"customerId": "cust_42", "amount": 25},
+        ask_gate=lambda request: answer,
+    )
     assert result.steps["refund"].status == status
 
 
 def test_example_approve_refund_waits_without_a_person(example_tools, tmp_path):
-    result = dagplan.run(str(EXAMPLES / "approve_refund.yaml"), tools=example_tools,
-                         inputs={"customerId": "cust_42", "amount": 25}, durable=True, state_dir=tmp_path)
+    result = dagplan.run(
+        str(EXAMPLES / "approve_refund.yaml"),
+        tools=example_tools,
+        inputs={"customerId": "cust_42", "amount": 25},
+        durable=True,
+        state_dir=tmp_path,
+    )
     assert result.status == "waiting" and result.steps["history"].status == "completed"
     assert result.steps["refund"].status == "pending"
     assert [r["step"] for r in result.waiting] == ["approve"]
@@ -625,23 +747,42 @@ def test_example_approve_refund_waits_without_a_person(example_tools, tmp_path):
 
 def test_an_interrupted_side_effecting_step_of_a_sub_plan_follows_the_policy(tmp_path):
     write(tmp_path, "tools.py", KILL_TOOLS)
-    write(tmp_path, "child.yaml", """\
+    write(
+        tmp_path,
+        "child.yaml",
+        """\
         steps:
           - {id: ten, tool: work, args: {x: 10}, output: †state.ten}
           - {id: two, tool: work, args: {x: 2}, deps: [ten], output: †state.two}
         result: †state.two
-        """)
+        """,
+    )
     plan = write(tmp_path, "plan.yaml", "steps:\n  - id: sub\n    plan: child.yaml\n")
     log = tmp_path / "calls.log"
-    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "FANOUT_LOG": str(log),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PURITY": "side_effect"}
+    env = {
+        **os.environ,
+        "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+        "FANOUT_LOG": str(log),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PURITY": "side_effect",
+    }
     (tmp_path / "dagplan.toml").write_text('[resume]\nside_effect = "adopt"\n')
     run = [sys.executable, "-m", "dagplan"]
-    assert subprocess.run([*run, "run", str(plan), "--tools", "tools.py"], env=env, cwd=tmp_path,
-                          capture_output=True, timeout=120).returncode == -9
+    assert (
+        subprocess.run(
+            [*run, "run", str(plan), "--tools", "tools.py"], env=env, cwd=tmp_path, capture_output=True, timeout=120
+        ).returncode
+        == -9
+    )
     (info,) = RunStore(tmp_path / "state").list()
-    second = subprocess.run([*run, "resume", info.id, "--tools", "tools.py", "--format", "json"], env=env,
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    second = subprocess.run(
+        [*run, "resume", info.id, "--tools", "tools.py", "--format", "json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 0, second.stderr
     assert [int(x) for x in log.read_text().split()] == [10, 2]  # `ten` adopted, not repeated
 
@@ -654,8 +795,9 @@ def test_resume_from_a_fan_out_step_runs_its_items_again(tmp_path):
         return 2 * x
 
     plan = write(tmp_path, "p.yaml", FAN_OUT % {"max_items": 5})
-    first = dagplan.run(str(plan), tools={"double": double}, inputs={"items": [1, 2, 3]}, durable=True,
-                        state_dir=tmp_path / "state")
+    first = dagplan.run(
+        str(plan), tools={"double": double}, inputs={"items": [1, 2, 3]}, durable=True, state_dir=tmp_path / "state"
+    )
     again = dagplan.resume(first.run_id, tools={"double": double}, from_step="double", state_dir=tmp_path / "state")
     assert again.result == [2, 4, 6] and sorted(calls) == [1, 1, 2, 2, 3, 3]  # children cleared with their parent
 
@@ -664,7 +806,10 @@ def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model,
     from llm_stub import text
 
     stub.script(text("one"), text("two"), text("three"))
-    plan = write(tmp_path, "p.yaml", """\
+    plan = write(
+        tmp_path,
+        "p.yaml",
+        """\
         initial_state: {words: [uno, dos, tres]}
         steps:
           - id: tr
@@ -682,7 +827,8 @@ def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model,
             args: {words: †state.english}
             output: †state.verdict
         result: †state.verdict
-        """)
+        """,
+    )
     state = tmp_path / "state"
     waiting = dagplan.run(str(plan), model=stub_model, completion_kwargs=stub.kwargs(), durable=True, state_dir=state)
     assert waiting.status == "waiting" and waiting.state["english"] == ["one", "two", "three"]

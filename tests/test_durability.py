@@ -38,16 +38,44 @@ def plan20() -> dict:
         prev = "root"
         for i in range(1, 6):
             sid = f"b{branch}_{i}"
-            steps.append({"id": sid, "tool": "work", "args": {"name": sid, "inputs": {"prev": f"†state.{prev}"}},
-                          "output": f"†state.{sid}"})
+            steps.append(
+                {
+                    "id": sid,
+                    "tool": "work",
+                    "args": {"name": sid, "inputs": {"prev": f"†state.{prev}"}},
+                    "output": f"†state.{sid}",
+                }
+            )
             prev = sid
     steps.append({"id": "big", "tool": "big", "args": {"name": "big", "seed": "†state.root"}, "output": "†state.big"})
-    steps.append({"id": "join", "tool": "work", "output": "†state.join", "args": {"name": "join", "inputs": {
-        "a": "†state.b1_5", "b": "†state.b2_5", "c": "†state.b3_5", "big": "†state.big"}}})
-    steps.append({"id": "publish", "tool": "publish", "purity": "side_effect", "output": "†state.published",
-                  "args": {"name": "publish", "inputs": {"j": "†state.join"}}})
-    steps.append({"id": "final", "tool": "work", "args": {"name": "final", "inputs": {"p": "†state.published"}},
-                  "output": "†state.final"})
+    steps.append(
+        {
+            "id": "join",
+            "tool": "work",
+            "output": "†state.join",
+            "args": {
+                "name": "join",
+                "inputs": {"a": "†state.b1_5", "b": "†state.b2_5", "c": "†state.b3_5", "big": "†state.big"},
+            },
+        }
+    )
+    steps.append(
+        {
+            "id": "publish",
+            "tool": "publish",
+            "purity": "side_effect",
+            "output": "†state.published",
+            "args": {"name": "publish", "inputs": {"j": "†state.join"}},
+        }
+    )
+    steps.append(
+        {
+            "id": "final",
+            "tool": "work",
+            "args": {"name": "final", "inputs": {"p": "†state.published"}},
+            "output": "†state.final",
+        }
+    )
     return {"dagplan": 1, "summary": "Kill harness plan", "steps": steps, "result": "†state.final"}
 
 
@@ -64,20 +92,46 @@ class Case:
         self.state = folder / "state"
         self.journal = folder / "journal.txt"
         self.journal.touch()
-        self.env = {**os.environ, "DAGPLAN_TEST_JOURNAL": str(self.journal), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                    "DAGPLAN_STATE_DIR": str(self.state)}
+        self.env = {
+            **os.environ,
+            "DAGPLAN_TEST_JOURNAL": str(self.journal),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "DAGPLAN_STATE_DIR": str(self.state),
+        }
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "dagplan", *args, "--tools", TOOLS, "--state-dir", str(self.state),
-                "--format", "json"]
+        return [
+            sys.executable,
+            "-m",
+            "dagplan",
+            *args,
+            "--tools",
+            TOOLS,
+            "--state-dir",
+            str(self.state),
+            "--format",
+            "json",
+        ]
 
     def start(self) -> subprocess.Popen:
-        return subprocess.Popen(self.command("run", str(self.plan)), cwd=self.folder, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            self.command("run", str(self.plan)),
+            cwd=self.folder,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def resume(self, run_id: str) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command("resume", run_id, "--yes"), cwd=self.folder, env=self.env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            self.command("resume", run_id, "--yes"),
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def runs(self) -> Counter:
         return Counter(self.journal.read_text(encoding="utf-8").split())
@@ -139,8 +193,9 @@ def kill_and_resume(tmp_path: Path, baseline: dict, seed: int, sig: signal.Signa
     assert set(runs) == set(STEP_IDS)
     for step_id in done_before:
         assert runs[step_id] == 1, f"{step_id} completed before the kill but ran {runs[step_id]} times"
-    replayed = [e.step for e in RunStore(case.state).open(run_id).events({EventType.STEP_COMPLETED})
-                if e.data.get("replayed")]
+    replayed = [
+        e.step for e in RunStore(case.state).open(run_id).events({EventType.STEP_COMPLETED}) if e.data.get("replayed")
+    ]
     assert not set(replayed) - done_before
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from dagplan.dsl import expr
 from dagplan.dsl.errors import PlanInvalid, Span
 from dagplan.dsl.ir import AllOf, AnyOf, Output, Placeholder, Ref, Template
-from dagplan.dsl.expr import classify, parse_output, parse_template
+from dagplan.dsl.expr import classify, parse_output
 
 S = Ref("state", ("a",))
 
@@ -80,7 +80,22 @@ def test_str_round_trips():
 # --- property: fast paths == lark ------------------------------------------------------------
 
 ALPHABET = st.sampled_from(
-    list("abcxyz019 _-.[]\"'|&=\\#$†") + ["†state", "†input", "$state", "$input", "†item", "$item", "†index", "$index", ".summary", ".head=", "||", "&&", "#E1"]
+    list("abcxyz019 _-.[]\"'|&=\\#$†")
+    + [
+        "†state",
+        "†input",
+        "$state",
+        "$input",
+        "†item",
+        "$item",
+        "†index",
+        "$index",
+        ".summary",
+        ".head=",
+        "||",
+        "&&",
+        "#E1",
+    ]
 )
 TEXTS = st.lists(ALPHABET, max_size=14).map("".join)
 

@@ -35,20 +35,23 @@ TOOLS = """\
 def dagplan_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("DAGPLAN_STATE_DIR", None)
-    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "tools.py").write_text(textwrap.dedent(TOOLS))
-    (tmp_path / "p.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "p.yaml").write_text(
+        textwrap.dedent("""\
         steps:
           - {id: a, tool: blob, output: †state.a}
           - {id: b, tool: quit, output: †state.b}
           - {id: c, tool: when, output: †state.c}
         result: †state.c
-        """))
+        """)
+    )
     return tmp_path
 
 

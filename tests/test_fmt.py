@@ -64,7 +64,7 @@ def test_escapes_and_non_references_are_left_alone():
     text = 'steps:\n  - id: a\n    tool: t\n    description: costs $state of the art\n    args: {p: "\\\\$state.x", q: "$5 #1"}\n'
     out = formatted(text)
     assert "costs $state of the art" in out  # descriptions are not templates
-    assert '\\\\$state.x' in out and "$5 #1" in out
+    assert "\\\\$state.x" in out and "$5 #1" in out
 
 
 def test_syntax_errors_are_left_for_check():
@@ -81,11 +81,15 @@ def test_dialects_become_canonical_and_fmt_is_idempotent(name):
     assert formatted(out) == out
     original = load.load_text(DIALECTS[name]).data
     again = {k: v for k, v in doc.data.items() if k != "dagplan"}
-    assert json.loads(json.dumps(again, ensure_ascii=False).replace("†", "$")) == json.loads(json.dumps(original, ensure_ascii=False).replace("†", "$"))
+    assert json.loads(json.dumps(again, ensure_ascii=False).replace("†", "$")) == json.loads(
+        json.dumps(original, ensure_ascii=False).replace("†", "$")
+    )
 
 
 def test_step_key_order():
-    out = formatted('{"steps": [{"output": "†state.a", "deps": [], "args": {}, "tool": "t", "description": "d", "id": "a", "timeout": 3}]}')
+    out = formatted(
+        '{"steps": [{"output": "†state.a", "deps": [], "args": {}, "tool": "t", "description": "d", "id": "a", "timeout": 3}]}'
+    )
     keys = [line.strip().split(":")[0].lstrip("- ") for line in out.splitlines()[2:]]
     assert keys == ["id", "description", "tool", "args", "deps", "output", "timeout"]
 
@@ -95,10 +99,19 @@ def test_canonical_fmt_is_idempotent():
 
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 5), st.text(alphabet="ab $#†\\.:-{}[]'\"\n", max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.text(alphabet="ab $#†\\.:-{}[]'\"\n", max_size=8),
     st.sampled_from(["$state.a", "†input.b", "x $state.c y", "#a.head=3", "yes", "no", "1.5", "~", "- x"]),
 )
-ARGS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3), inner, max_size=3), max_leaves=8)
+ARGS = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -79,7 +79,11 @@ def test_many_brackets_in_prose_are_bounded():
 def test_huge_string():
     text = 'steps: [{id: a, tool: t, args: {x: "' + "y" * 5000 + '"}}]'
     assert code_of(text, Limits(max_string=1000)) == "too-large"
-    assert code_of(text.replace("steps: [", '{"steps": [').replace("{id: a, tool: t, args: {x:", '{"id": "a", "args": {"x":') + "}", Limits(max_string=1000)) in ("too-large",)
+    assert code_of(
+        text.replace("steps: [", '{"steps": [').replace("{id: a, tool: t, args: {x:", '{"id": "a", "args": {"x":')
+        + "}",
+        Limits(max_string=1000),
+    ) in ("too-large",)
 
 
 def test_unknown_alias():

@@ -28,8 +28,9 @@ from dagplan.interpreter.llm import (
 from llm_stub import error, json_reply, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[1]
-ADD = ToolSpec("add", "Add two numbers.", {"type": "object", "properties": {"a": {"type": "number"},
-                                                                           "b": {"type": "number"}}})
+ADD = ToolSpec(
+    "add", "Add two numbers.", {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
+)
 
 
 def call(prompt: str = "Say hi", **kw) -> LLMCall:
@@ -37,8 +38,9 @@ def call(prompt: str = "Say hi", **kw) -> LLMCall:
 
 
 def run(stub, model, llm_call=None, prompt="Say hi", system=None, **kw):
-    return asyncio.run(run_llm_step("s1", llm_call or call(prompt), prompt, system, model=model,
-                                    completion_kwargs=stub.kwargs(), **kw))
+    return asyncio.run(
+        run_llm_step("s1", llm_call or call(prompt), prompt, system, model=model, completion_kwargs=stub.kwargs(), **kw)
+    )
 
 
 def adder(journal: list | None = None):
@@ -46,6 +48,7 @@ def adder(journal: list | None = None):
         if journal is not None:
             journal.append((a, b))
         return {"sum": a + b}
+
     return {"add": add}
 
 
@@ -77,8 +80,14 @@ def test_sampling_params_are_passed(stub, stub_model):
 def test_tool_calling_loop_through_real_http_path(stub, stub_model):
     journal: list = []
     stub.script(tool_calls(("add", {"a": 2, "b": 3})), text("The sum is 5."))
-    result = run(stub, stub_model, llm_call=call("2+3?", tools=("add",)), prompt="2+3?",
-                 tools=adder(journal), tool_specs={"add": ADD})
+    result = run(
+        stub,
+        stub_model,
+        llm_call=call("2+3?", tools=("add",)),
+        prompt="2+3?",
+        tools=adder(journal),
+        tool_specs={"add": ADD},
+    )
     assert result.output == "The sum is 5."
     assert journal == [(2, 3)]
     assert result.calls == 2
@@ -182,8 +191,17 @@ def test_memo_key_ignores_transport_settings(stub, stub_model):
     memo = MemoryMemo()
     stub.script(text("x"))
     run(stub, stub_model, memo=memo)
-    result = asyncio.run(run_llm_step("s1", call(), "Say hi", None, model=stub_model, memo=memo,
-                                      completion_kwargs={"api_base": stub.url, "api_key": "another"}))
+    result = asyncio.run(
+        run_llm_step(
+            "s1",
+            call(),
+            "Say hi",
+            None,
+            model=stub_model,
+            memo=memo,
+            completion_kwargs={"api_base": stub.url, "api_key": "another"},
+        )
+    )
     assert (result.calls, stub.count) == (0, 1)
 
 
@@ -233,18 +251,23 @@ def test_default_model(monkeypatch):
     assert default_model("step", "cfg") == "step"
 
 
-@pytest.mark.parametrize("answer, value", [
-    ('{"a": 1}', {"a": 1}),
-    ('Sure! ```json\n[1, 2]\n``` hope {this} helps', [1, 2]),
-    ("text {not json} then {\"b\": 2}", {"b": 2}),
-])
+@pytest.mark.parametrize(
+    "answer, value",
+    [
+        ('{"a": 1}', {"a": 1}),
+        ("Sure! ```json\n[1, 2]\n``` hope {this} helps", [1, 2]),
+        ('text {not json} then {"b": 2}', {"b": 2}),
+    ],
+)
 def test_parse_json_tolerates_prose(answer, value):
     assert parse_json(answer) == value
 
 
 def test_importing_dagplan_does_not_import_litellm():
-    code = ("import sys, dagplan, dagplan.dsl, dagplan.interpreter.llm, dagplan.interpreter.planner, "
-            "dagplan.interpreter.score; print('litellm' in sys.modules)")
+    code = (
+        "import sys, dagplan, dagplan.dsl, dagplan.interpreter.llm, dagplan.interpreter.planner, "
+        "dagplan.interpreter.score; print('litellm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
 
@@ -339,14 +362,21 @@ def test_llm_step_with_tools_runs_end_to_end(stub, stub_model):
     import dagplan
 
     stub.script(tool_calls(("checkBillingHistory", {"customerId": "cust_123"})), text("5 orders"), text("5 ORDERS"))
-    result = dagplan.run(AGENT_PLAN, tools=_example_tools(), inputs={"customerId": "cust_123"},
-                         model=stub_model, completion_kwargs=stub.kwargs())
+    result = dagplan.run(
+        AGENT_PLAN,
+        tools=_example_tools(),
+        inputs={"customerId": "cust_123"},
+        model=stub_model,
+        completion_kwargs=stub.kwargs(),
+    )
     assert result.status == "completed", result.to_json()
     assert result.result == "5 ORDERS"
     assert stub.count == 3
     assert [t["function"]["name"] for t in stub.requests[0]["tools"]] == ["checkBillingHistory"]
     assert stub.requests[0]["messages"][1]["content"] == "How many orders does customer cust_123 have?"
-    assert "history" in stub.requests[1]["messages"][-1]["content"] or stub.requests[1]["messages"][-1]["role"] == "tool"
+    assert (
+        "history" in stub.requests[1]["messages"][-1]["content"] or stub.requests[1]["messages"][-1]["role"] == "tool"
+    )
     assert stub.requests[2]["messages"][0]["content"] == "Uppercase this: 5 orders"
     assert result.usage["llm_calls"] == 3
     assert result.usage["prompt_tokens"] == 33 and result.usage["cost"] > 0
@@ -356,9 +386,13 @@ def test_refund_example_composes_the_confirmation(stub, stub_model):
     import dagplan
 
     stub.script(text("Your refund is on its way."))
-    result = dagplan.run(REPO / "examples" / "refund.yaml", tools=_example_tools(),
-                         inputs={"customerId": "cust_123", "amount": 50}, model=stub_model,
-                         completion_kwargs=stub.kwargs())
+    result = dagplan.run(
+        REPO / "examples" / "refund.yaml",
+        tools=_example_tools(),
+        inputs={"customerId": "cust_123", "amount": 50},
+        model=stub_model,
+        completion_kwargs=stub.kwargs(),
+    )
     assert result.result == "Your refund is on its way."
     assert "Receipt: {" in stub.requests[0]["messages"][0]["content"]
 
@@ -367,8 +401,14 @@ def test_run_budget_stops_llm_steps(stub, stub_model):
     import dagplan
 
     stub.default = text("fine")  # 18 tokens a call
-    result = dagplan.run(AGENT_PLAN.replace("tools: [checkBillingHistory]", "tools: []"), tools=_example_tools(),
-                         inputs={"customerId": "c"}, model=stub_model, completion_kwargs=stub.kwargs(), max_tokens=10)
+    result = dagplan.run(
+        AGENT_PLAN.replace("tools: [checkBillingHistory]", "tools: []"),
+        tools=_example_tools(),
+        inputs={"customerId": "c"},
+        model=stub_model,
+        completion_kwargs=stub.kwargs(),
+        max_tokens=10,
+    )
     assert stub.count == 1  # the second step is refused before sending anything
     report = result.steps["answer"].to_json()
     assert report["status"] == "failed" and "token budget reached: 18 of max_tokens 10" in report["error"]["message"]
@@ -428,16 +468,26 @@ def test_kill_9_durable_run_then_resume_sends_zero_repeated_requests(stub, tmp_p
     (tmp_path / "tools.py").write_text(DURABLE_TOOLS)
     (tmp_path / "plan.yaml").write_text(DURABLE_PLAN)
     (tmp_path / "dagplan.toml").write_text(
-        f'model = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n')
+        f'model = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
+    )
     journal = tmp_path / "journal.txt"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "JOURNAL": str(journal),
-           "DAGPLAN_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "JOURNAL": str(journal),
+        "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+    }
     env.pop("DAGPLAN_MODEL", None)
     cli = [sys.executable, "-m", "dagplan"]
 
     stub.script(tool_calls(("lookup", {"customerId": "c1"})), hang())
-    child = subprocess.Popen([*cli, "run", "plan.yaml", "--tools", "tools.py", "-i", "customerId=c1"], cwd=tmp_path,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [*cli, "run", "plan.yaml", "--tools", "tools.py", "-i", "customerId=c1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while stub.count < 2 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -449,8 +499,14 @@ def test_kill_9_durable_run_then_resume_sends_zero_repeated_requests(stub, tmp_p
     listed = json.loads(runs.stdout)
     run_id = (listed["runs"] if isinstance(listed, dict) else listed)[0]["id"]
     stub.script(text("c1 has 5 orders"), text("C1 HAS 5 ORDERS"))
-    resumed = subprocess.run([*cli, "resume", run_id, "--tools", "tools.py", "--yes", "--format", "json"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [*cli, "resume", run_id, "--tools", "tools.py", "--yes", "--format", "json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert json.loads(resumed.stdout)["result"] == "C1 HAS 5 ORDERS"
     # 2 before the kill; after it only the interrupted call again, then the second step

@@ -79,7 +79,7 @@ def test_fenced_document_in_prose_keeps_original_positions():
     text = (
         "Here is the plan:\n```json\n"
         '[{"_tool": "a", "x": 1, "_outputPath": "†state.a"},\n {"_tool": "b", "y": "†state.a"}]\n'
-        "```\nThanks! {not json} and {\"a\": 1}\n"
+        '```\nThanks! {not json} and {"a": 1}\n'
     )
     doc = load.load_text(text)
     assert doc.dialect == "calls"
@@ -109,7 +109,7 @@ def test_two_plausible_documents_are_ambiguous():
 
 
 def test_plan_with_a_fence_inside_a_block_scalar_is_the_whole_text():
-    text = "steps:\n  - id: a\n    llm: |\n      ```json\n      {\"steps\": []}\n      ```\n"
+    text = 'steps:\n  - id: a\n    llm: |\n      ```json\n      {"steps": []}\n      ```\n'
     assert load.load_text(text).data["steps"][0]["id"] == "a"
 
 
@@ -188,7 +188,9 @@ def test_errors_pickle():
     assert again.diagnostics == err.diagnostics
 
 
-YAML_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "yes", "1.5", "~", "x: y", "", "-"]))
+YAML_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "yes", "1.5", "~", "x: y", "", "-"])
+)
 YAML_DATA = st.recursive(
     YAML_SCALARS,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["k", "l", "m"]), inner, max_size=3),

@@ -70,19 +70,24 @@ def test_retry_on_of_a_tool_applies_inside_for_each_as_to_a_plain_step(tmp_path)
     assert result.status is RunStatus.COMPLETED and not result.had_errors
     assert result.result == ["A", "B", "C"]
 
-    single = write(tmp_path, "one.yaml", """\
+    single = write(
+        tmp_path,
+        "one.yaml",
+        """\
         steps:
           - {id: clean, tool: clean, args: {x: b}, retry: {limit: 3, backoff: 0}, output: †state.c}
         result: †state.c
-        """)
+        """,
+    )
     assert dagplan.run(str(single), tools=[flaky_tool({"b": 2})]).result == "B"
 
 
 def test_every_item_attempt_has_its_events_with_its_own_id(tmp_path):
     plan = write(tmp_path, "p.yaml", FAN_OUT.replace("retry: {limit: 3, backoff: 0}", "retry: {limit: 1, backoff: 0}"))
     events: list[dagplan.Event] = []
-    result = dagplan.run(str(plan), tools=[flaky_tool({"b": 1})], inputs={"xs": ["a", "b", "bad"]},
-                         subscribers=[events.append])
+    result = dagplan.run(
+        str(plan), tools=[flaky_tool({"b": 1})], inputs={"xs": ["a", "b", "bad"]}, subscribers=[events.append]
+    )
     assert result.had_errors
     by_step: dict[str, list[EventType]] = {}
     for e in events:
@@ -98,10 +103,14 @@ def test_every_item_attempt_has_its_events_with_its_own_id(tmp_path):
 
 def test_the_failed_item_is_journaled_too(tmp_path):
     plan = write(tmp_path, "p.yaml", FAN_OUT)
-    result = dagplan.run(str(plan), tools=[flaky_tool({})], inputs={"xs": ["a", "bad"]}, durable=True,
-                         state_dir=tmp_path / "state")
-    journaled = [(e.type, e.step) for e in dagplan.events(result.run_id, tmp_path / "state")
-                 if e.step and e.step.startswith("clean[")]
+    result = dagplan.run(
+        str(plan), tools=[flaky_tool({})], inputs={"xs": ["a", "bad"]}, durable=True, state_dir=tmp_path / "state"
+    )
+    journaled = [
+        (e.type, e.step)
+        for e in dagplan.events(result.run_id, tmp_path / "state")
+        if e.step and e.step.startswith("clean[")
+    ]
     assert (EventType.STEP_FAILED, "clean[1]") in journaled
     row = dagplan.run_report(result.run_id, tmp_path / "state").children["clean[1]"]
     assert row.status is StepStatus.FAILED and row.error["type"] == "ValueError"
@@ -113,8 +122,9 @@ def test_the_failed_item_is_journaled_too(tmp_path):
 def test_as_names_the_item_in_progress_and_started_events(tmp_path):
     plan = write(tmp_path, "p.yaml", FAN_OUT)
     events: list[dagplan.Event] = []
-    dagplan.run(str(plan), tools=[flaky_tool({})], inputs={"xs": ["a", "b"]}, subscribers=[events.append],
-                max_concurrency=1)
+    dagplan.run(
+        str(plan), tools=[flaky_tool({})], inputs={"xs": ["a", "b"]}, subscribers=[events.append], max_concurrency=1
+    )
     progress = [e.data for e in events if e.type is EventType.STEP_PROGRESS]
     assert [(p["name"], p["done"], p["total"]) for p in progress] == [("page", 1, 2), ("page", 2, 2)]
     from dagplan.views import progress_text
@@ -156,7 +166,10 @@ def test_a_run_waiting_at_a_gate_shows_the_gate_waiting_not_skipped(tmp_path):
     report = dagplan.run_report(result.run_id, state)
     assert report.status is RunStatus.WAITING
     assert {sid: row.status for sid, row in report.steps.items()} == {
-        "look": StepStatus.COMPLETED, "ok": StepStatus.WAITING, "act": StepStatus.PENDING}
+        "look": StepStatus.COMPLETED,
+        "ok": StepStatus.WAITING,
+        "act": StepStatus.PENDING,
+    }
     assert (report.done, report.total) == (1, 3)
     out = CliRunner().invoke(cli, ["runs", "show", result.run_id, "--state-dir", str(state)])
     assert "1/3" in out.output and "skipped" not in out.output and "waiting" in out.output
@@ -169,8 +182,9 @@ def test_statuses_in_results_and_reports_are_the_journal_s_words(tmp_path):
     assert result.steps["look"].status is StepStatus.COMPLETED
     stored = {e.step: e.type for e in dagplan.events(result.run_id, state) if e.type is EventType.STEP_COMPLETED}
     assert set(stored) == {"look", "ok", "act"}
-    shown = json.loads(CliRunner().invoke(cli, ["runs", "show", result.run_id, "--state-dir", str(state),
-                                                "--format", "json"]).output)
+    shown = json.loads(
+        CliRunner().invoke(cli, ["runs", "show", result.run_id, "--state-dir", str(state), "--format", "json"]).output
+    )
     assert {s["status"] for s in shown["steps"].values()} == {"completed"}
     assert json.loads(json.dumps(result.to_json()))["steps"]["look"]["status"] == "completed"
 
@@ -241,8 +255,12 @@ def test_a_registry_is_what_the_file_store_and_the_memory_one_both_are(tmp_path)
 # --- layers ----------------------------------------------------------------------------------------
 
 
-PACKAGES = {"dsl": ROOT / "dsl", "interpreter": ROOT / "interpreter", "schemas": ROOT / "schemas",
-            "dagplan": ROOT / "dagplan"}
+PACKAGES = {
+    "dsl": ROOT / "dsl",
+    "interpreter": ROOT / "interpreter",
+    "schemas": ROOT / "schemas",
+    "dagplan": ROOT / "dagplan",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -319,8 +337,18 @@ ALLOWED = {  # who may import whom
     "facade": {"dsl", "interpreter", "schemas", "facade"},
     "cli": {"facade", "cli", "dsl"},
 }
-CLI_MAY_IMPORT = ("dagplan", "dagplan.api", "dagplan.views", "dagplan.render", "dagplan.graph", "dagplan.sarif",
-                  "dagplan.project", "dagplan.dsl.errors", "dagplan.dsl.diagnostics", "dagplan.dsl.render")
+CLI_MAY_IMPORT = (
+    "dagplan",
+    "dagplan.api",
+    "dagplan.views",
+    "dagplan.render",
+    "dagplan.graph",
+    "dagplan.sarif",
+    "dagplan.project",
+    "dagplan.dsl.errors",
+    "dagplan.dsl.diagnostics",
+    "dagplan.dsl.render",
+)
 
 
 def _graph() -> dict[str, set[str]]:
@@ -350,8 +378,15 @@ def test_no_import_circles_between_modules_at_import_time():
         for path in folder.rglob("*.py"):
             name = _module_name(path)
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            top = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom, ast.Try))
-                                   or (isinstance(n, ast.If) and not _is_type_checking(n))], type_ignores=[])
+            top = ast.Module(
+                body=[
+                    n
+                    for n in tree.body
+                    if isinstance(n, (ast.Import, ast.ImportFrom, ast.Try))
+                    or (isinstance(n, ast.If) and not _is_type_checking(n))
+                ],
+                type_ignores=[],
+            )
             graph[name] = {t for t in _imports_of_tree(top, path) if t in _all_modules()}
     import graphlib
 
@@ -386,8 +421,10 @@ def _is_type_checking(node: ast.If) -> bool:
 def test_check_does_not_import_the_interpreter_s_heavy_parts():
     import subprocess
 
-    code = ("import sys, dagplan.dsl; from dagplan.dsl import check; "
-            "check(text='steps: [{id: a, tool: t}]'); print(sorted(m for m in sys.modules if "
-            "m.startswith(('litellm', 'dagplan.interpreter.engine'))))")
+    code = (
+        "import sys, dagplan.dsl; from dagplan.dsl import check; "
+        "check(text='steps: [{id: a, tool: t}]'); print(sorted(m for m in sys.modules if "
+        "m.startswith(('litellm', 'dagplan.interpreter.engine'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -17,7 +17,9 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return next(out.glob("dagplan-*.whl"))
@@ -28,8 +30,13 @@ def test_wheel_holds_one_package_with_every_stage(wheel):
     top = {n.split("/")[0] for n in names if not n.startswith("dagplan-")}
     assert top == {"dagplan"}  # no generic top-level `dsl` or `interpreter` in site-packages
     for required in (
-        "dagplan/__init__.py", "dagplan/cli/__init__.py", "dagplan/dsl/expr.lark", "dagplan/dsl/validate.py",
-        "dagplan/interpreter/engine.py", "dagplan/interpreter/store.py", "dagplan/schemas/plan.schema.json",
+        "dagplan/__init__.py",
+        "dagplan/cli/__init__.py",
+        "dagplan/dsl/expr.lark",
+        "dagplan/dsl/validate.py",
+        "dagplan/interpreter/engine.py",
+        "dagplan/interpreter/store.py",
+        "dagplan/schemas/plan.schema.json",
     ):
         assert required in names, required
     local = {p.relative_to(ROOT).as_posix() for d in ("dsl", "interpreter") for p in (ROOT / d).glob("*.py")}
@@ -38,6 +45,8 @@ def test_wheel_holds_one_package_with_every_stage(wheel):
 
 
 def test_import_dagplan_is_light():
-    code = "import sys, dagplan, dagplan.dsl; print(sorted(m for m in ('litellm', 'rich', 'jinja2') if m in sys.modules))"
+    code = (
+        "import sys, dagplan, dagplan.dsl; print(sorted(m for m in ('litellm', 'rich', 'jinja2') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

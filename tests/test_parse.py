@@ -57,7 +57,11 @@ def test_collects_every_bad_string():
         {"steps": [{"id": "a", "tool": "t", "args": {"x": "†state.", "y": "†nope"}, "output": "†state.a ||"}]}
     )
     assert plan is None
-    assert sorted(d.span.path for d in diags) == [("steps", 0, "args", "x"), ("steps", 0, "args", "y"), ("steps", 0, "output")]
+    assert sorted(d.span.path for d in diags) == [
+        ("steps", 0, "args", "x"),
+        ("steps", 0, "args", "y"),
+        ("steps", 0, "output"),
+    ]
     assert {d.code for d in diags} == {"syntax"}
 
 
@@ -97,7 +101,11 @@ def test_repeated_retry_settings_are_shared_but_a_bad_one_is_still_reported():
 
 
 def test_values_inside_lists_and_mappings_are_classified_at_their_path():
-    plan, diags = parse_document({"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "x †bad"}], "ok": [None, 2.5]}}]})
+    plan, diags = parse_document(
+        {"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "x †bad"}], "ok": [None, 2.5]}}]}
+    )
     assert plan is None and diags[0].code == "syntax" and diags[0].span.path == ("steps", 0, "args", "l", 1, "k")
-    plan, _ = parse_document({"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "$state.x"}], "ok": [None, 2.5]}}]})
+    plan, _ = parse_document(
+        {"steps": [{"id": "a", "tool": "t", "args": {"l": [1, {"k": "$state.x"}], "ok": [None, 2.5]}}]}
+    )
     assert plan.steps[0].args["l"][1]["k"] == Ref("state", ("x",)) and plan.steps[0].args["ok"] == (None, 2.5)

@@ -23,19 +23,34 @@ def specs():
     return load_tool_specs([REPO / "examples" / "tools.py"])
 
 
-CYCLIC = {"summary": "Refund", "steps": [
-    {"id": "a", "tool": "checkBillingHistory", "args": {"customerId": "$state.b"}, "output": "$state.a"},
-    {"id": "b", "tool": "checkBillingHistory", "args": {"customerId": "$state.a"}, "output": "$state.b"}]}
-UNKNOWN_TOOL = {"summary": "Refund", "inputs": {"customerId": {"type": "string"}}, "steps": [
-    {"id": "history", "tool": "checkBilling", "args": {"customerId": "$input.customerId"}, "output": "$state.h"},
-    {"id": "answer", "llm": "Summarize #history", "output": "$state.answer"}], "result": "$state.answer"}
+CYCLIC = {
+    "summary": "Refund",
+    "steps": [
+        {"id": "a", "tool": "checkBillingHistory", "args": {"customerId": "$state.b"}, "output": "$state.a"},
+        {"id": "b", "tool": "checkBillingHistory", "args": {"customerId": "$state.a"}, "output": "$state.b"},
+    ],
+}
+UNKNOWN_TOOL = {
+    "summary": "Refund",
+    "inputs": {"customerId": {"type": "string"}},
+    "steps": [
+        {"id": "history", "tool": "checkBilling", "args": {"customerId": "$input.customerId"}, "output": "$state.h"},
+        {"id": "answer", "llm": "Summarize #history", "output": "$state.answer"},
+    ],
+    "result": "$state.answer",
+}
 GOOD = json.loads(json.dumps(UNKNOWN_TOOL).replace('"checkBilling"', '"checkBillingHistory"'))
 
 
 def run_planner(stub, specs, *answers, **kw):
     stub.script(*answers)
-    return plan("Refund the customer's last order", tools=specs, model=kw.pop("model", MODEL),
-                completion_kwargs=stub.kwargs(), **kw)
+    return plan(
+        "Refund the customer's last order",
+        tools=specs,
+        model=kw.pop("model", MODEL),
+        completion_kwargs=stub.kwargs(),
+        **kw,
+    )
 
 
 def test_repair_loop_fixes_a_cycle_then_an_unknown_tool(stub, specs):
@@ -46,7 +61,10 @@ def test_repair_loop_fixes_a_cycle_then_an_unknown_tool(stub, specs):
     assert codes == [["cycle"], ["unknown-tool"], []]
     # the diagnostics go back to the model, located in its own answer, with hints
     first_repair = stub.requests[1]["messages"][-1]["content"]
-    assert "plan-attempt-1:7:10: error cycle" in first_repair and "error cycle: dependency cycle: a -> b -> a" in first_repair
+    assert (
+        "plan-attempt-1:7:10: error cycle" in first_repair
+        and "error cycle: dependency cycle: a -> b -> a" in first_repair
+    )
     second_repair = stub.requests[2]["messages"][-1]["content"]
     assert "error unknown-tool: unknown tool 'checkBilling'" in second_repair
     assert "hint: did you mean 'checkBillingHistory'?" in second_repair
@@ -64,7 +82,7 @@ def test_first_request_carries_the_format_rules_and_the_catalog(stub, specs):
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "2 to 7 steps" in system and "#<id>.head=N" in system and "final answer" in system
     assert user.startswith("Task: Refund the customer's last order")
-    assert '- issueRefund: ' in user and '"amount":{"type":"number"}' in user
+    assert "- issueRefund: " in user and '"amount":{"type":"number"}' in user
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"]["$id"]
 
@@ -77,14 +95,26 @@ def test_json_mode_when_the_model_has_no_structured_output(stub, specs):
 DIALECTS = {
     "calls": [
         {"_tool": "checkBillingHistory", "customerId": "\u2020input.customerId", "_outputPath": "\u2020state.history"},
-        {"_tool": "issueRefund", "customerId": "\u2020input.customerId", "amount": "\u2020input.amount",
-         "_outputPath": "\u2020state.receipt"},
+        {
+            "_tool": "issueRefund",
+            "customerId": "\u2020input.customerId",
+            "amount": "\u2020input.amount",
+            "_outputPath": "\u2020state.receipt",
+        },
     ],
     "steps": json.loads((REPO / "examples" / "oauth.json").read_text()),
-    "plan-tool": {"goal": "Plan a trip", "steps": [
-        {"id": "flight", "description": "Book a flight to Berlin", "tools": ["bookFlight"]},
-        {"id": "hotel", "description": "Find a pet-friendly hotel in Berlin", "tools": ["findPetFriendlyHotel"],
-         "depends_on": ["flight"]}]},
+    "plan-tool": {
+        "goal": "Plan a trip",
+        "steps": [
+            {"id": "flight", "description": "Book a flight to Berlin", "tools": ["bookFlight"]},
+            {
+                "id": "hotel",
+                "description": "Find a pet-friendly hotel in Berlin",
+                "tools": ["findPetFriendlyHotel"],
+                "depends_on": ["flight"],
+            },
+        ],
+    },
 }
 
 
@@ -97,8 +127,9 @@ def test_other_dialects_wrapped_in_prose_are_accepted(stub, specs, dialect):
 
 
 def test_malformed_answers_are_repaired_too(stub, specs):
-    result = run_planner(stub, specs, text("I think you should refund them."), text('{"steps": [ {"id": '),
-                         json_reply(GOOD))
+    result = run_planner(
+        stub, specs, text("I think you should refund them."), text('{"steps": [ {"id": '), json_reply(GOOD)
+    )
     first, second, _ = result.attempts
     assert first.diagnostics and not first.ok
     assert not second.ok
@@ -152,18 +183,35 @@ import sys  # noqa: E402
 
 
 def dagplan_cli(*args, cwd, **env):
-    full_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "x",
-                "DAGPLAN_STATE_DIR": str(Path(cwd) / "state"), **env}
+    full_env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "OPENAI_API_KEY": "x",
+        "DAGPLAN_STATE_DIR": str(Path(cwd) / "state"),
+        **env,
+    }
     full_env.pop("DAGPLAN_MODEL", None)
-    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_plan_writes_a_valid_plan_after_a_repair(stub, tmp_path):
     stub.script(json_reply(UNKNOWN_TOOL), json_reply(GOOD))
     out = tmp_path / "plan.yaml"
-    done = dagplan_cli("plan", "Refund the customer's last order", "--tools", str(REPO / "examples" / "tools.py"),
-                       "--model", MODEL, "--api-base", stub.url, "-o", str(out), cwd=tmp_path)
+    done = dagplan_cli(
+        "plan",
+        "Refund the customer's last order",
+        "--tools",
+        str(REPO / "examples" / "tools.py"),
+        "--model",
+        MODEL,
+        "--api-base",
+        stub.url,
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "1 error(s) (unknown-tool); asking the model to repair" in done.stderr
     assert f"wrote {out}" in done.stderr
@@ -175,8 +223,19 @@ def test_cli_plan_writes_a_valid_plan_after_a_repair(stub, tmp_path):
 
 def test_cli_plan_failure_shows_diagnostics_and_the_last_answer(stub, tmp_path):
     stub.script(json_reply(CYCLIC), json_reply(CYCLIC))
-    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
-                       "--api-base", stub.url, "--repair", "1", cwd=tmp_path)
+    done = dagplan_cli(
+        "plan",
+        "refund",
+        "--tools",
+        str(REPO / "examples" / "tools.py"),
+        "--model",
+        MODEL,
+        "--api-base",
+        stub.url,
+        "--repair",
+        "1",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1
     assert "error planning-failed: no valid plan after 2 attempt(s)" in done.stderr
     assert "error cycle: dependency cycle: a -> b -> a" in done.stderr
@@ -190,8 +249,19 @@ def test_cli_plan_without_a_model_is_a_usage_error(tmp_path):
 
 def test_cli_plan_json_format(stub, tmp_path):
     stub.script(json_reply(GOOD))
-    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
-                       "--api-base", stub.url, "--format", "json", cwd=tmp_path)
+    done = dagplan_cli(
+        "plan",
+        "refund",
+        "--tools",
+        str(REPO / "examples" / "tools.py"),
+        "--model",
+        MODEL,
+        "--api-base",
+        stub.url,
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert shown["attempts"] == [{"valid": True, "diagnostics": []}]
@@ -200,17 +270,43 @@ def test_cli_plan_json_format(stub, tmp_path):
 
 def test_cli_plan_run_needs_approval(stub, tmp_path):
     stub.script(json_reply(GOOD))
-    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
-                       "--api-base", stub.url, "--run", "--input", "customerId=cust_123", cwd=tmp_path)
+    done = dagplan_cli(
+        "plan",
+        "refund",
+        "--tools",
+        str(REPO / "examples" / "tools.py"),
+        "--model",
+        MODEL,
+        "--api-base",
+        stub.url,
+        "--run",
+        "--input",
+        "customerId=cust_123",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1 and "not approved" in done.stderr
     assert stub.count == 1  # planned, but nothing ran
 
 
 def test_cli_plan_then_run(stub, tmp_path):
     stub.script(json_reply(GOOD), text("Customer cust_123 has 5 orders."))
-    done = dagplan_cli("plan", "refund", "--tools", str(REPO / "examples" / "tools.py"), "--model", MODEL,
-                       "--api-base", stub.url, "--run", "--yes", "--input", "customerId=cust_123",
-                       "-o", str(tmp_path / "p.yaml"), cwd=tmp_path)
+    done = dagplan_cli(
+        "plan",
+        "refund",
+        "--tools",
+        str(REPO / "examples" / "tools.py"),
+        "--model",
+        MODEL,
+        "--api-base",
+        stub.url,
+        "--run",
+        "--yes",
+        "--input",
+        "customerId=cust_123",
+        "-o",
+        str(tmp_path / "p.yaml"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Customer cust_123 has 5 orders." in done.stdout
     assert stub.count == 2
@@ -218,8 +314,13 @@ def test_cli_plan_then_run(stub, tmp_path):
 
 
 def test_cli_score(tmp_path):
-    done = dagplan_cli("score", "Crie main.py, adicione testes em test_main.py e depois atualize README.md",
-                       "--format", "json", cwd=tmp_path)
+    done = dagplan_cli(
+        "score",
+        "Crie main.py, adicione testes em test_main.py e depois atualize README.md",
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0
     shown = json.loads(done.stdout)
     assert shown["score"] == 7 and shown["plan_first"] is True

@@ -28,8 +28,13 @@ RUNNABLE = {
 def dagplan(*args: str, state_dir: Path, stdin: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
     env = {**os.environ, "DAGPLAN_STATE_DIR": str(state_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.run(
-        [sys.executable, "-m", "dagplan", *args], capture_output=True, text=True, env=env, cwd=ROOT,
-        input=stdin, timeout=120,
+        [sys.executable, "-m", "dagplan", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        input=stdin,
+        timeout=120,
     )
     if check:
         assert proc.returncode == 0, proc.stderr
@@ -70,8 +75,17 @@ def test_every_example_runs(tmp_path, name):
 
 
 def test_run_json_shape_and_error_branch(tmp_path):
-    proc = dagplan("run", "examples/payment.yaml", "--tools", TOOLS, "--input", "amount=250", "--format", "json",
-                   state_dir=tmp_path)
+    proc = dagplan(
+        "run",
+        "examples/payment.yaml",
+        "--tools",
+        TOOLS,
+        "--input",
+        "amount=250",
+        "--format",
+        "json",
+        state_dir=tmp_path,
+    )
     data = json.loads(proc.stdout)
     assert proc.returncode == 0
     assert set(data) >= {"run_id", "status", "had_errors", "result", "steps"}
@@ -83,8 +97,18 @@ def test_run_json_shape_and_error_branch(tmp_path):
 
 
 def test_failed_run_exits_1_and_reports(tmp_path):
-    proc = dagplan("run", "examples/refund.yaml", "--tools", TOOLS, "--input", "customerId=c1", "--input",
-                   "amount=5000", "--ephemeral", state_dir=tmp_path)
+    proc = dagplan(
+        "run",
+        "examples/refund.yaml",
+        "--tools",
+        TOOLS,
+        "--input",
+        "customerId=c1",
+        "--input",
+        "amount=5000",
+        "--ephemeral",
+        state_dir=tmp_path,
+    )
     # the refund's error branch handles the tool failure; the LLM step then fails for want of a model
     assert proc.returncode == 1
     assert "FAILED" in proc.stderr or "failed" in proc.stdout
@@ -107,8 +131,18 @@ def test_unknown_tool_is_rejected_before_running(tmp_path):
 
 
 def test_events_jsonl(tmp_path):
-    proc = dagplan("run", "examples/weather.yaml", "--tools", TOOLS, "--input", "city=Oslo", "--events", "jsonl",
-                   state_dir=tmp_path, check=True)
+    proc = dagplan(
+        "run",
+        "examples/weather.yaml",
+        "--tools",
+        TOOLS,
+        "--input",
+        "city=Oslo",
+        "--events",
+        "jsonl",
+        state_dir=tmp_path,
+        check=True,
+    )
     lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     types = [e["type"] for e in lines]
     assert types[0] == "plan_started" and types[-1] == "plan_completed"
@@ -144,8 +178,9 @@ def run_in_pty(args: list[str], state_dir: Path, answer: str) -> tuple[str, int]
     from terminal import run_on_terminal
 
     env = {**os.environ, "DAGPLAN_STATE_DIR": str(state_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "dumb"}
-    out, code, _ = run_on_terminal([sys.executable, "-m", "dagplan", *args], cwd=ROOT, env=env,
-                                   prompt=b"Run this plan?", answer=answer.encode())
+    out, code, _ = run_on_terminal(
+        [sys.executable, "-m", "dagplan", *args], cwd=ROOT, env=env, prompt=b"Run this plan?", answer=answer.encode()
+    )
     return out, code
 
 

@@ -6,7 +6,6 @@ import copy
 import importlib
 import json
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +35,9 @@ steps:
 
 def diagnostics(text):
     doc = load.load_text(text, "f.yaml")
-    return [(d.span.line, d.span.col, d.message, d.hint) for d in located(schema.schema_errors(doc), doc.source_map.locate)]
+    return [
+        (d.span.line, d.span.col, d.message, d.hint) for d in located(schema.schema_errors(doc), doc.source_map.locate)
+    ]
 
 
 def test_published_schema_is_valid_2020_12():
@@ -65,11 +66,21 @@ def test_all_errors_collected_with_messages_and_positions():
         (1, 10, "summary must be a string, not a number", None),
         (2, 7, "mode must be one of eager, lazy, not 'fast'", None),
         (3, 8, "unknown key 'stepz' in the plan", "did you mean 'steps'?"),
-        (5, 5, "step 'a' needs exactly one of tool, llm, plan, loop, gate", "a tool step has `tool: <name>` and `args`; an LLM step has `llm: <prompt>`"),
+        (
+            5,
+            5,
+            "step 'a' needs exactly one of tool, llm, plan, loop, gate",
+            "a tool step has `tool: <name>` and `args`; an LLM step has `llm: <prompt>`",
+        ),
         (6, 10, "unknown key 'tol' in step 'a'", "did you mean 'tool'?"),
         (8, 5, "step 'b/c' has both tool, llm; it needs exactly one", "split it into two steps"),
         (8, 9, "step id 'b/c' is not a safe name", found[6][3]),
-        (11, 14, "timeout in step 'b/c' must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not [1]", None),
+        (
+            11,
+            14,
+            "timeout in step 'b/c' must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not [1]",
+            None,
+        ),
         (14, 20, "retry.limit in step 'c' must be at least 0, not -1", None),
         (15, 11, "deps in step 'c' lists an item twice", None),
     ]
@@ -95,11 +106,30 @@ def test_valid_plan_has_no_errors():
 
 
 STEP = {"id": "a", "tool": "t", "args": {"x": 1}, "output": "†state.a", "timeout": "30s", "retry": {"limit": 1}}
-KEYS = ["id", "tool", "llm", "args", "deps", "output", "timeout", "retry", "purity", "tools", "tol", "x-k", "max_iterations"]
+KEYS = [
+    "id",
+    "tool",
+    "llm",
+    "args",
+    "deps",
+    "output",
+    "timeout",
+    "retry",
+    "purity",
+    "tools",
+    "tol",
+    "x-k",
+    "max_iterations",
+]
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False), st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 3),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
     st.sampled_from(["30s", "bad id", "a", "pure", "side_effect", "2m", ""]),
-    st.lists(st.sampled_from(["a", "b", 1]), max_size=3), st.dictionaries(st.sampled_from(["limit", "backoff", "x"]), st.integers(-1, 2), max_size=2),
+    st.lists(st.sampled_from(["a", "b", 1]), max_size=3),
+    st.dictionaries(st.sampled_from(["limit", "backoff", "x"]), st.integers(-1, 2), max_size=2),
 )
 
 

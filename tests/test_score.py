@@ -7,19 +7,23 @@ from hypothesis import given, strategies as st
 
 from dagplan.interpreter.score import complexity_score, score, should_plan_first
 
-OAUTH = ("Implement OAuth login in cli/auth/google.go, add tests in auth_test.go, "
-         "then update README.md and finally deploy")
+OAUTH = (
+    "Implement OAuth login in cli/auth/google.go, add tests in auth_test.go, then update README.md and finally deploy"
+)
 
 
-@pytest.mark.parametrize("task, expected", [
-    ("read main.go", 1),  # the seed's example: auto does not fire
-    ("What is the capital of France?", 0),
-    (OAUTH, 10),
-    ("Crie o arquivo main.py, adicione testes em test_main.py e depois atualize o README.md", 7),
-    ("Após corrigir o bug em api/server.go, escreva testes e por fim faça o deploy", 6),
-    ("Set up CI with a Dockerfile and a Makefile, then run the tests", 6),
-    ("Añade un endpoint en app.py y luego despliega", 4),
-])
+@pytest.mark.parametrize(
+    "task, expected",
+    [
+        ("read main.go", 1),  # the seed's example: auto does not fire
+        ("What is the capital of France?", 0),
+        (OAUTH, 10),
+        ("Crie o arquivo main.py, adicione testes em test_main.py e depois atualize o README.md", 7),
+        ("Após corrigir o bug em api/server.go, escreva testes e por fim faça o deploy", 6),
+        ("Set up CI with a Dockerfile and a Makefile, then run the tests", 6),
+        ("Añade un endpoint en app.py y luego despliega", 4),
+    ],
+)
 def test_scores(task, expected):
     assert complexity_score(task) == expected
 
@@ -50,12 +54,15 @@ def test_set_up_is_one_verb_and_set_alone_none():
     assert score("a set of numbers").verbs == 0
 
 
-@pytest.mark.parametrize("mode, task, expected", [
-    ("off", OAUTH, False),
-    ("always", "hi", True),
-    ("auto", OAUTH, True),
-    ("auto", "read main.go", False),
-])
+@pytest.mark.parametrize(
+    "mode, task, expected",
+    [
+        ("off", OAUTH, False),
+        ("always", "hi", True),
+        ("auto", OAUTH, True),
+        ("auto", "read main.go", False),
+    ],
+)
 def test_should_plan_first(mode, task, expected):
     assert should_plan_first(task, mode) is expected
 

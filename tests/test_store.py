@@ -43,8 +43,15 @@ def new_run(store, **kw):
 
 
 def complete(run, step, output="ok"):
-    return run.record(Event(EventType.STEP_COMPLETED, run.id, step, duration=0.01,
-                     data={"output": output, "attempts": 1, "replayed": False}))
+    return run.record(
+        Event(
+            EventType.STEP_COMPLETED,
+            run.id,
+            step,
+            duration=0.01,
+            data={"output": output, "attempts": 1, "replayed": False},
+        )
+    )
 
 
 def finish(run, step, output="ok"):
@@ -102,7 +109,11 @@ def test_progress_survives_reopen(store):
     progress = store.open(run.id).progress()
     assert progress.status == "interrupted"
     assert {s: p.status for s, p in progress.steps.items()} == {
-        "a": "completed", "b": "interrupted", "c": "failed", "d": "skipped"}
+        "a": "completed",
+        "b": "interrupted",
+        "c": "failed",
+        "d": "skipped",
+    }
     assert progress.steps["a"].output == {"n": 1}
     assert progress.steps["c"].error == {"type": "E", "message": "m"} and progress.steps["c"].attempts == 3
     assert progress.done == 3
@@ -449,14 +460,17 @@ def test_discard_broken_run(store):
 # --- status and resume -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("events, status", [
-    ([{"type": "plan_started"}], "interrupted"),
-    ([{"type": "plan_started"}, {"type": "plan_run_interrupted"}], "interrupted"),
-    ([{"type": "plan_waiting"}], "waiting"),
-    ([{"type": "plan_completed", "status": "completed", "had_errors": True}], "completed"),
-    ([{"type": "plan_completed", "status": "failed"}], "failed"),
-    ([{"type": "plan_aborted"}], "aborted"),
-])
+@pytest.mark.parametrize(
+    "events, status",
+    [
+        ([{"type": "plan_started"}], "interrupted"),
+        ([{"type": "plan_started"}, {"type": "plan_run_interrupted"}], "interrupted"),
+        ([{"type": "plan_waiting"}], "waiting"),
+        ([{"type": "plan_completed", "status": "completed", "had_errors": True}], "completed"),
+        ([{"type": "plan_completed", "status": "failed"}], "failed"),
+        ([{"type": "plan_aborted"}], "aborted"),
+    ],
+)
 def test_run_status(store, events, status):
     run = new_run(store)
     for event in events:
@@ -561,12 +575,15 @@ def test_cli_events(store, interrupted):
     assert [e["seq"] for e in found] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("args, code, exit_code", [
-    (["runs", "show", "nope"], "unknown-run", 2),
-    (["events", "nope"], "unknown-run", 2),
-    (["discard", "nope"], "unknown-run", 2),
-    (["resume", "nope"], "unknown-run", 2),
-])
+@pytest.mark.parametrize(
+    "args, code, exit_code",
+    [
+        (["runs", "show", "nope"], "unknown-run", 2),
+        (["events", "nope"], "unknown-run", 2),
+        (["discard", "nope"], "unknown-run", 2),
+        (["resume", "nope"], "unknown-run", 2),
+    ],
+)
 def test_cli_unknown_run(store, interrupted, args, code, exit_code):
     out = cli(*args, state_dir=store.state_dir)
     assert out.exit_code == exit_code and f"error {code}:" in out.output

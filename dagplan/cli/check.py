@@ -29,9 +29,7 @@ def expand(patterns: Iterable[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         if os.path.isdir(pattern):
-            files += sorted(
-                str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file()
-            )
+            files += sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file())
         elif not os.path.exists(pattern) and glob.has_magic(pattern):
             matches = sorted(glob.glob(pattern, recursive=True))
             if not matches:
@@ -68,8 +66,13 @@ def _exit_code(results, strict: bool) -> int:
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Treat warnings as errors (exit 1).")
-@click.option("--tools", "tool_paths", multiple=True, metavar="PATH_OR_MODULE",
-              help="Python file or module registering tools: validate tool names and argument types.")
+@click.option(
+    "--tools",
+    "tool_paths",
+    multiple=True,
+    metavar="PATH_OR_MODULE",
+    help="Python file or module registering tools: validate tool names and argument types.",
+)
 def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
     from .. import check as check_plan

@@ -17,8 +17,19 @@ from ..dsl.errors import DagplanError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 # diagnostics that are the caller's or the environment's fault, not the plan's
-USAGE_CODES = frozenset({"io", "not-found", "tools-import", "config", "unknown-run", "ambiguous-run", "unknown-step",
-                         "unknown-event-type", "bad-run-id"})
+USAGE_CODES = frozenset(
+    {
+        "io",
+        "not-found",
+        "tools-import",
+        "config",
+        "unknown-run",
+        "ambiguous-run",
+        "unknown-step",
+        "unknown-event-type",
+        "bad-run-id",
+    }
+)
 
 
 def exit_code(codes) -> int:
@@ -40,11 +51,19 @@ def die(message: str, code: int) -> NoReturn:
 
 def tools_option(f):
     return click.option(
-        "--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
+        "--tools",
+        "tool_sources",
+        multiple=True,
+        metavar="FILE_OR_MODULE",
         help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
     )(f)
 
 
 def state_dir_option(f):
-    return click.option("--state-dir", type=click.Path(file_okay=False), envvar="DAGPLAN_STATE_DIR", default=None,
-                        help="Where runs are kept (default: $DAGPLAN_STATE_DIR or ./.dagplan).")(f)
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False),
+        envvar="DAGPLAN_STATE_DIR",
+        default=None,
+        help="Where runs are kept (default: $DAGPLAN_STATE_DIR or ./.dagplan).",
+    )(f)

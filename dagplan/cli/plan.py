@@ -32,21 +32,47 @@ def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:
 
 @click.command()
 @click.argument("task")
-@click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
-              help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).")
+@click.option(
+    "--tools",
+    "tool_sources",
+    multiple=True,
+    metavar="FILE_OR_MODULE",
+    help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
+)
 @click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the plan here (default: print it on stdout).")
-@click.option("--repair", type=click.IntRange(0), default=2, show_default=True,
-              help="How many times the model may fix its plan from our diagnostics.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the plan here (default: print it on stdout).",
+)
+@click.option(
+    "--repair",
+    type=click.IntRange(0),
+    default=2,
+    show_default=True,
+    help="How many times the model may fix its plan from our diagnostics.",
+)
 @click.option("--api-base", default=None, help="OpenAI-compatible endpoint (e.g. a local server).")
 @click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input for --run (repeatable).")
 @click.option("--run", "run_after", is_flag=True, help="Run the plan after approval.")
 @click.option("--yes", "-y", is_flag=True, help="Approve the run without asking.")
 @click.option("--no-input", is_flag=True, help="Never prompt; an unanswered approval is a refusal.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def plan(task: str, tool_sources: tuple[str, ...], model: str | None, output: str | None, repair: int,
-         api_base: str | None, pairs: tuple[str, ...], run_after: bool, yes: bool, no_input: bool, fmt: str) -> None:
+def plan(
+    task: str,
+    tool_sources: tuple[str, ...],
+    model: str | None,
+    output: str | None,
+    repair: int,
+    api_base: str | None,
+    pairs: tuple[str, ...],
+    run_after: bool,
+    yes: bool,
+    no_input: bool,
+    fmt: str,
+) -> None:
     """Ask a model for a plan for TASK, validate and repair it, write canonical YAML."""
     from .. import load_config
     from .. import plan as make_plan
@@ -59,8 +85,9 @@ def plan(task: str, tool_sources: tuple[str, ...], model: str | None, output: st
     kwargs = {**config.llm, **({"api_base": api_base} if api_base else {})}
     click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
     try:
-        result = make_plan(task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs,
-                           on_attempt=_report_attempt)
+        result = make_plan(
+            task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs, on_attempt=_report_attempt
+        )
     except DagplanError as exc:
         _show_failure(exc)
     path = _write(result.document_yaml, output) if output or run_after else None
@@ -118,8 +145,10 @@ def _render(result: Any, path: Path | None, fmt: str) -> None:
     for warning in result.warnings:
         click.echo(warning.format(), err=True)
     click.echo(_preview(result.plan), err=path is None)
-    click.echo(f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, "
-               f"${result.cost:.6f}", err=True)
+    click.echo(
+        f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, ${result.cost:.6f}",
+        err=True,
+    )
 
 
 def _preview(plan: Any) -> str:
@@ -134,8 +163,13 @@ def _as_json(result: Any, path: Path | None) -> dict:
         "file": str(path) if path else None,
         "plan": result.document_yaml,
         "attempts": [{"valid": a.ok, "diagnostics": [d.to_json() for d in a.diagnostics]} for a in result.attempts],
-        "usage": {"calls": result.calls, "prompt_tokens": result.prompt_tokens,
-                  "completion_tokens": result.completion_tokens, "cost": result.cost, "model": result.model},
+        "usage": {
+            "calls": result.calls,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "cost": result.cost,
+            "model": result.model,
+        },
     }
 
 
@@ -150,8 +184,16 @@ def _run(plan: Any, path: Path, tool_sources, pairs, model, kwargs, config, yes:
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=None, yes=yes, no_input=no_input)
-    session.execute("arun", str(path), tools=tools, inputs=inputs, durable=True, config=config, model=model,
-                    completion_kwargs=kwargs)
+    session.execute(
+        "arun",
+        str(path),
+        tools=tools,
+        inputs=inputs,
+        durable=True,
+        config=config,
+        model=model,
+        completion_kwargs=kwargs,
+    )
 
 
 def _approved(yes: bool, no_input: bool) -> bool:
@@ -164,10 +206,18 @@ def _approved(yes: bool, no_input: bool) -> bool:
 
 @click.command()
 @click.argument("task")
-@click.option("--mode", type=click.Choice(["off", "auto", "always"]), default=None,
-              help="Plan-first mode (default: `plan_first.mode` in the config, else auto).")
-@click.option("--threshold", type=click.IntRange(0, 10), default=None,
-              help="Minimum score for auto (default: `plan_first.threshold` in the config, else 6).")
+@click.option(
+    "--mode",
+    type=click.Choice(["off", "auto", "always"]),
+    default=None,
+    help="Plan-first mode (default: `plan_first.mode` in the config, else auto).",
+)
+@click.option(
+    "--threshold",
+    type=click.IntRange(0, 10),
+    default=None,
+    help="Minimum score for auto (default: `plan_first.threshold` in the config, else 6).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
     """Complexity score 0-10 of TASK and whether plan-first would fire."""
@@ -183,11 +233,16 @@ def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
     except ValueError as exc:  # a bad mode in the config file
         _die(str(exc), EXIT_USAGE)
     if fmt == "json":
-        click.echo(json.dumps({**found.to_json(), "mode": mode, "threshold": threshold, "plan_first": fires},
-                              ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                {**found.to_json(), "mode": mode, "threshold": threshold, "plan_first": fires}, ensure_ascii=False
+            )
+        )
         return
     click.echo(f"score {found.total}/10 -> plan first: {'yes' if fires else 'no'} (mode {mode}, threshold {threshold})")
-    for name, value, cap, matched in (("verbs", found.verbs, 5, found.matched_verbs),
-                                      ("files", found.files, 3, found.matched_files),
-                                      ("sequencers", found.sequencers, 2, found.matched_sequencers)):
+    for name, value, cap, matched in (
+        ("verbs", found.verbs, 5, found.matched_verbs),
+        ("files", found.files, 3, found.matched_files),
+        ("sequencers", found.sequencers, 2, found.matched_sequencers),
+    ):
         click.echo(f"  {name:<10} {value}/{cap}  {', '.join(matched)}".rstrip())

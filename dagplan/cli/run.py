@@ -15,14 +15,28 @@ from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_WAITING, fail, 
 
 
 def output_options(f):
-    f = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                     help="json: the run result as one JSON object on stdout.")(f)
-    f = click.option("--events", "events", type=click.Choice(["jsonl"]), default=None,
-                     help="Stream every event as a JSON line on stderr.")(f)
+    f = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        help="json: the run result as one JSON object on stdout.",
+    )(f)
+    f = click.option(
+        "--events",
+        "events",
+        type=click.Choice(["jsonl"]),
+        default=None,
+        help="Stream every event as a JSON line on stderr.",
+    )(f)
     f = click.option("--yes", "-y", is_flag=True, help="Approve lazy plans and retry extensions without asking.")(f)
     f = click.option("--no-input", is_flag=True, help="Never prompt; unanswered questions are refusals.")(f)
-    f = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-                     help="Where runs are checkpointed (default: $DAGPLAN_STATE_DIR or ./.dagplan).")(f)
+    f = click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Where runs are checkpointed (default: $DAGPLAN_STATE_DIR or ./.dagplan).",
+    )(f)
     f = click.option("--max-concurrency", type=click.IntRange(1), default=None, help="Steps running at once.")(f)
     f = click.option("--model", default=None, help="Default model of LLM steps (litellm name).")(f)
     return f
@@ -46,7 +60,9 @@ def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> di
 
     values: dict = {}
     if input_file:
-        data = load_file(input_file).data if not input_file.endswith(".json") else json.loads(Path(input_file).read_text())
+        data = (
+            load_file(input_file).data if not input_file.endswith(".json") else json.loads(Path(input_file).read_text())
+        )
         if not isinstance(data, dict):
             raise click.BadParameter("the input file must hold an object", param_hint="--input-file")
         values.update(data)
@@ -80,8 +96,21 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Preview only (same as `dagplan preview`).")
 @click.option("--ephemeral", is_flag=True, help="Do not checkpoint this run (it cannot be resumed).")
 @output_options
-def run(file: str, tool_sources, pairs, input_file, dry_run, ephemeral, fmt, events, yes, no_input, state_dir,
-        max_concurrency, model) -> None:
+def run(
+    file: str,
+    tool_sources,
+    pairs,
+    input_file,
+    dry_run,
+    ephemeral,
+    fmt,
+    events,
+    yes,
+    no_input,
+    state_dir,
+    max_concurrency,
+    model,
+) -> None:
     """Run the plan in FILE."""
     from .. import load_config
 
@@ -97,8 +126,15 @@ def run(file: str, tool_sources, pairs, input_file, dry_run, ephemeral, fmt, eve
     except DagplanError as exc:
         fail(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
-    kwargs = dict(tools=tools, inputs=inputs, durable=not ephemeral, state_dir=state_dir, config=config,
-                  max_concurrency=max_concurrency, model=model)
+    kwargs = dict(
+        tools=tools,
+        inputs=inputs,
+        durable=not ephemeral,
+        state_dir=state_dir,
+        config=config,
+        max_concurrency=max_concurrency,
+        model=model,
+    )
     session.execute("arun", plan, **kwargs)
 
 
@@ -117,8 +153,11 @@ def ask_gate_on_terminal(request: dict) -> Any:
 def _waiting_hint(result: Any) -> None:
     for request in result.waiting:
         step_id = request["step"]
-        click.echo(f"waiting for an answer at {step_id}; answer with: dagplan answer {result.run_id} {step_id} VALUE"
-                   f", then: dagplan resume {result.run_id}", err=True)
+        click.echo(
+            f"waiting for an answer at {step_id}; answer with: dagplan answer {result.run_id} {step_id} VALUE"
+            f", then: dagplan resume {result.run_id}",
+            err=True,
+        )
 
 
 class Session:
@@ -142,7 +181,9 @@ class Session:
             fail(exc)
         except KeyboardInterrupt:
             self._stop_progress()
-            click.echo(f"interrupted; resume with: dagplan resume {self.run_id}" if self.run_id else "interrupted", err=True)
+            click.echo(
+                f"interrupted; resume with: dagplan resume {self.run_id}" if self.run_id else "interrupted", err=True
+            )
             sys.exit(EXIT_INTERRUPTED)
         self._stop_progress()
         self._render(result)
@@ -207,7 +248,9 @@ class Session:
         if pause:
             pause()
         try:
-            return click.confirm(f"Step {step_id} failed {attempts} times ({error}). Retry more?", default=False, err=True)
+            return click.confirm(
+                f"Step {step_id} failed {attempts} times ({error}). Retry more?", default=False, err=True
+            )
         finally:
             if pause:
                 self.progress.resume()

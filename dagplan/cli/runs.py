@@ -93,8 +93,11 @@ def runs(ctx: click.Context, state_dir: str | None, fmt: str) -> None:
 def _show_waiting(run_id: str, request: Any) -> None:
     """What a waiting run waits for (an approval gate), and how to answer."""
     allowed = f" [{'/'.join(request['choices'])}]" if request.get("choices") else ""
-    click.echo(f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
-               f" -- dagplan answer {run_id} {request['step']} VALUE", err=True)
+    click.echo(
+        f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
+        f" -- dagplan answer {run_id} {request['step']} VALUE",
+        err=True,
+    )
 
 
 @runs.command()
@@ -118,16 +121,20 @@ def report_text(report: Any) -> str:
     final = report.final or {}
     errors = " (with errors)" if final.get("had_errors") else ""
     started = report.to_json()["started"]
-    lines = [f"Run {report.run_id}: {report.status}{errors}",
-             f"plan {report.plan}, started {started}, {report.done}/{report.total} steps settled"]
+    lines = [
+        f"Run {report.run_id}: {report.status}{errors}",
+        f"plan {report.plan}, started {started}, {report.done}/{report.total} steps settled",
+    ]
     rows = [("step", "status", "attempts", "duration", "output")]
     for sid, s in report.steps.items():
         duration = f"{s.duration:.2f}s" if isinstance(s.duration, (int, float)) else "-"
         rows.append((sid, str(s.status), str(s.attempts), duration, _step_detail(s)))
     lines.append(_table(rows))
     for request in report.waiting:
-        lines.append(f"waiting at {request['step']}: {request['question']}"
-                     f" -- dagplan answer {report.run_id} {request['step']} VALUE")
+        lines.append(
+            f"waiting at {request['step']}: {request['question']}"
+            f" -- dagplan answer {report.run_id} {request['step']} VALUE"
+        )
     if "result" in final:
         lines += ["Result:", final["result"] if isinstance(final["result"], str) else _dump(final["result"])]
     return "\n".join(lines)
@@ -149,8 +156,12 @@ def _step_detail(s: Any) -> str:
 
 @click.command()
 @click.argument("run_id", metavar="RUN")
-@click.option("--from", "from_step", metavar="STEP",
-              help="Clear recorded results from STEP onward (topological order) and run them again.")
+@click.option(
+    "--from",
+    "from_step",
+    metavar="STEP",
+    help="Clear recorded results from STEP onward (topological order) and run them again.",
+)
 @tools_option
 @output_options
 def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model) -> None:
@@ -165,9 +176,17 @@ def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_di
     except DagplanError as exc:
         reject(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
-    session.execute("aresume", run_id, tools=tools, from_step=from_step, state_dir=state_dir or config.state_dir,
-                    config=config, on_interrupted=Interrupted(yes=yes, no_input=no_input),
-                    max_concurrency=max_concurrency, model=model)
+    session.execute(
+        "aresume",
+        run_id,
+        tools=tools,
+        from_step=from_step,
+        state_dir=state_dir or config.state_dir,
+        config=config,
+        on_interrupted=Interrupted(yes=yes, no_input=no_input),
+        max_concurrency=max_concurrency,
+        model=model,
+    )
 
 
 class Interrupted:
@@ -184,8 +203,11 @@ class Interrupted:
         if self.yes:
             return "retry"
         if not self.interactive:
-            click.echo(f"step {step_id} ({purity}) was interrupted and may or may not have happened; not run again "
-                       "(resume with --yes to run it, or set resume.side_effect in dagplan.toml)", err=True)
+            click.echo(
+                f"step {step_id} ({purity}) was interrupted and may or may not have happened; not run again "
+                "(resume with --yes to run it, or set resume.side_effect in dagplan.toml)",
+                err=True,
+            )
             return "fail"
         question = f"Step {step_id} ({purity}) was interrupted: it may or may not have happened. Run it again?"
         if click.confirm(question, default=False, err=True):
