@@ -169,7 +169,10 @@ def resolve_children(
         diags += found
         if child.plan is not None:
             diags += _argument_rules(step, child.plan)
-        steps.append(replace(step, plan=child) if step.plan else replace(step, loop=replace(step.loop, child=child)))
+        if step.plan is not None:
+            steps.append(replace(step, plan=child))
+        elif step.loop is not None:
+            steps.append(replace(step, loop=replace(step.loop, child=child)))
         if child_doc is not None:
             inlined = _inline(inlined if inlined is not None else data, index, sub, child_doc)
     if any(d.severity == "error" for d in diags):
@@ -271,6 +274,7 @@ def _local_rules(plan: Plan, budget: Budget):
 
 
 def _fan_out_rules(step: Step, budget: Budget):
+    assert step.for_each is not None
     if step.for_each.max_items is None and budget.default_max_items is None:
         yield error(
             "missing-max-items",
@@ -383,9 +387,11 @@ def budget_from_config(start: str | os.PathLike | None = None) -> Budget | None:
                 table = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
                 return None  # the interpreter's reader reports a broken file
+            found: Any = table
             for key in section:
-                table = table.get(key) if isinstance(table, dict) else None
-            if isinstance(table, dict):
+                found = found.get(key) if isinstance(found, dict) else None
+            if isinstance(found, dict):
+                table = found
                 if table.get("max_items") is None and table.get("max_steps") is None:
                     return None
                 return Budget(table.get("max_items"), table.get("max_steps"))

@@ -73,7 +73,8 @@ def normalize(data: Any, name: str = "<string>") -> Normalized:
     """Parsed data -> canonical data. Raises ``LoadError`` (``unknown-dialect``)."""
     dialect = detect(data)
     if dialect is None:
-        found = {dict: "mapping without `steps`", list: "list that is not a list of calls"}.get(type(data))
+        kinds: dict[type, str] = {dict: "mapping without `steps`", list: "list that is not a list of calls"}
+        found = kinds.get(type(data))
         raise LoadError(unknown_dialect(Span(name), found or type(data).__name__))
     return _NORMALIZERS[dialect](data)
 

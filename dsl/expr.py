@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 
 from .errors import PlanInvalid, Span, error
-from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Template
+from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View
 
 SPECIAL = re.compile(r"[\u2020$#\\]")
 # "The whole string is an expression": it starts with a sigil and either is one
@@ -131,14 +131,14 @@ def _ref_from(text: str, start: int, end: int) -> Ref:
     root = text[start + sigil_len : start + sigil_len + size]
     selectors = text[start + sigil_len + size : end]
     path = tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(selectors))
-    return Ref(root, path, Span(offset=start))
+    return Ref(cast(Root, root), path, Span(offset=start))
 
 
 def _placeholder_from(step: str, view: str | None, start: int) -> Placeholder:
     if not view:
         return Placeholder(step[1:], "full", None, Span(offset=start))
     name, _, count = view[1:].partition("=")
-    return Placeholder(step[1:], name, int(count) if count else None, Span(offset=start))
+    return Placeholder(step[1:], cast(View, name), int(count) if count else None, Span(offset=start))
 
 
 def _scan_expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]] | None:
@@ -197,7 +197,7 @@ _SINGLE_REF_RE = re.compile(_REF + r"\Z")
 def _single_ref(text: str, span: Span) -> Ref | None:
     """The commonest string of all, exactly one plain reference, without the general machinery."""
     parts = _single_ref_parts(text)
-    return None if parts is None else Ref(parts[0], parts[1], span)
+    return None if parts is None else Ref(cast(Root, parts[0]), parts[1], span)
 
 
 @lru_cache(maxsize=65536)
@@ -233,7 +233,7 @@ def classify(text: str, span: Span = Span()) -> Any:
         )
     template = parse_template(text, span)
     if all(isinstance(p, str) for p in template.parts):
-        return "".join(template.parts)  # only escapes
+        return "".join(cast(tuple[str, ...], template.parts))  # only escapes
     if len(template.parts) == 1 and isinstance(template.parts[0], Ref):
         return template.parts[0]  # e.g. †state["a b"], which the pre-test does not see
     return template

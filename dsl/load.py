@@ -347,8 +347,9 @@ class _Shape:
                 nodes += size
                 if type(container) is dict:
                     keys += size
-                    container = container.values()
-                below += [v for v in container if type(v) is dict or type(v) is list]
+                    below += [v for v in container.values() if type(v) is dict or type(v) is list]
+                else:
+                    below += [v for v in container if type(v) is dict or type(v) is list]
             level = below
         return cls(depth, nodes, keys)
 

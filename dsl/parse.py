@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .compose import composition_fields
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
-from .ir import EMPTY, NOT_GIVEN, LLMCall, Output, Plan, Ref, Retry, Step, Template
+from .ir import EMPTY, NOT_GIVEN, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -164,7 +164,7 @@ def _value(ctx: _Context, value: Any, path: tuple) -> Any:
             return value  # most strings: no sigil, no span needed
         ref = _single_ref_parts(value)
         if ref is not None:  # the commonest of the rest, as classify would read it
-            return Ref(ref[0], ref[1], Span(ctx.name, path))
+            return Ref(cast(Root, ref[0]), ref[1], Span(ctx.name, path))
         return ctx.guard(classify, value, ctx.span(path), default=value)
     if kind is dict or isinstance(value, Mapping):
         # Values that stay as they are (most of them) are taken inline: no call, no path.
@@ -190,7 +190,7 @@ def _output(ctx: _Context, raw: Any, path: tuple):
     ref = _single_ref_parts(raw)
     if ref is not None:  # one target, as parse_output would read it
         span = Span(ctx.name, path)
-        return Output(((Ref(ref[0], ref[1], span),),), span)
+        return Output(((Ref(cast(Root, ref[0]), ref[1], span),),), span)
     return ctx.guard(parse_output, raw, ctx.span(path))
 
 

@@ -369,7 +369,7 @@ _TYPE_WORDS = {
 
 def _type_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:
     wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-    words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
+    words = " or ".join(_TYPE_WORDS.get(w) or str(w) for w in wanted)
     got = _JSON_TYPE.get(type(err.instance), type(err.instance).__name__)
     return f"{where} must be {words}, not {got}", None, path
 

@@ -450,7 +450,7 @@ def _ref_condition(facts: Facts, cond: Mapping, ref: Ref, reader: str) -> Condit
             continue
         own = cond.get(writer, frozenset())
         step = facts.plan.by_id[writer]
-        options.append(own | {(writer, alt)} if step.output.branching else own)
+        options.append(own | {(writer, alt)} if step.output is not None and step.output.branching else own)
     return _shared(options)
 
 

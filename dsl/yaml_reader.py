@@ -130,6 +130,9 @@ def _ignore(event: Any) -> None:
     pass
 
 
+_TAG_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}
+
+
 class _Frame:
     __slots__ = ("container", "is_map", "key", "key_mark", "anchor", "first_node", "height", "path_key")
 
@@ -170,7 +173,7 @@ class _YamlBuilder:
         self.root: Any = None
 
     def run(self, events: Iterator[Any]) -> Any:
-        handlers = {
+        handlers: dict[str, Callable[[Any], None]] = {
             "ScalarEvent": self.scalar,
             "AliasEvent": self.alias,
             "MappingStartEvent": self.start,
@@ -225,7 +228,7 @@ class _YamlBuilder:
                 top = _Frame({} if cls.__name__ == "MappingStartEvent" else [], None, None, nodes)
                 stack.append(top)
                 continue
-            if code == _END and len(stack) > 1 and not top.anchor:
+            if code == _END and len(stack) > 1 and top is not None and not top.anchor:
                 frame = stack.pop()
                 nodes += 1
                 if nodes > max_nodes:
@@ -275,9 +278,9 @@ class _YamlBuilder:
             return value
         if kind in ("int", "float", "bool", "null"):
             resolved = _plain_scalar(value)
-            wanted = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[kind]
+            wanted = _TAG_TYPES[kind]
             if isinstance(resolved, wanted) and not (kind == "int" and isinstance(resolved, bool)):
-                return float(resolved) if kind == "float" else resolved
+                return float(resolved) if kind == "float" else resolved  # type: ignore[arg-type]
         raise LoadError.make(
             "yaml-syntax",
             f"unsupported tag {tag} on {value!r}",

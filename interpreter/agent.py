@@ -93,7 +93,7 @@ class _Loop:
 
     async def ask(self, messages: list[dict], turn: int) -> str:
         key = memo_key("agent", f"turn-{turn}", self.model, messages)
-        hit, record = self.memo.memo_get(key) if self.memo else (False, None)
+        hit, record = self.memo.memo_get(key) if self.memo else (False, {})
         if not hit:
             if self.budget:
                 self.budget.check("agent")
@@ -320,7 +320,7 @@ def _plan_data(checked: Any, ran: Plan | None) -> dict | None:
     return thaw({**data, "steps": steps})
 
 
-def _replayed_state(done: dict, answer: str, number: int) -> dict:
+def _replayed_state(done: Mapping[str, Any], answer: str, number: int) -> dict:
     if done.get("answer") != answer:
         raise AgentError(
             error(

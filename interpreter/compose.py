@@ -27,10 +27,12 @@ class FanOut:
         self.inner = inner
 
     def prepare(self, ctx: StepContext, step: Step) -> Any:
+        assert step.for_each is not None  # the table chose this runner because it is set
         return ctx.resolve(step.for_each.over)
 
     async def run(self, ctx: StepContext, step: Step, items: Any) -> list:
         spec = step.for_each
+        assert spec is not None
         if not isinstance(items, (list, tuple)):
             raise StepFailure(f"for_each needs a list, but {spec.over} is {type(items).__name__}")
         cap = spec.max_items or ctx.options.default_max_items
@@ -84,6 +86,7 @@ class SubPlanRunner:
         return ctx.resolve(step.args)
 
     def run(self, ctx: StepContext, step: Step, inputs: Any) -> Awaitable[Any]:
+        assert step.plan is not None
         return ctx.run_plan(step.plan, inputs)
 
 
@@ -100,12 +103,16 @@ class LoopRunner:
 
     async def run(self, ctx: StepContext, step: Step, current: Any) -> Any:
         loop = step.loop
+        assert loop is not None
+        sub = loop.child
         for i in range(loop.max_iterations):
             ctx.progress(iteration=i + 1, total=loop.max_iterations)
             child = ctx.child(f"[{i}]", index=i)
-            result = await child.settle(
-                lambda c=child, inputs=current: c.run_plan(loop.child, inputs), failure_value=False
-            )
+
+            def iteration(c: StepContext = child, inputs: Any = current) -> Awaitable[Any]:
+                return c.run_plan(sub, inputs)
+
+            result = await child.settle(iteration, failure_value=False)
             if loop.until is not None and _holds(loop.until, result):
                 return result
             current = result

@@ -111,9 +111,10 @@ def _read(path: str, section: tuple[str, ...] | None) -> dict | None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RunError.make("config", f"cannot read {path}: {exc}", hint="fix the TOML syntax") from None
     for key in section or ():
-        data = data.get(key)
-        if not isinstance(data, dict):
+        inner = data.get(key)
+        if not isinstance(inner, dict):
             return None
+        data = inner
     return data
 
 

@@ -94,7 +94,8 @@ async def resume(
             clear_from(journal, from_step, order)
         replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
         scope = RunScope(journal.id, tools, options, journal, replay)
-        scope.emit(EventType.PLAN_RESUMED, **{"from": from_step, "replayed": sorted(replay.units)})
+        resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
+        scope.emit(EventType.PLAN_RESUMED, **resumed)
         return await execute(plan, journal.inputs, scope, own_journal=False)
     finally:
         journal.release()

@@ -24,6 +24,7 @@ from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from ..dsl.errors import DagplanError
 from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step, SubPlan
 from . import attempts
 from .attempts import StepFailure, Waiting
@@ -48,7 +49,7 @@ from .values import (
 from .vocabulary import EventType, RunStatus, StepStatus
 
 HEAD = 200
-_SETTLED = object()  # _start's answer for a step settled without running
+_SETTLED: tuple = ("settled",)  # _start's answer for a step settled without running (compared by identity)
 _RUNNING = StepStatus.RUNNING
 _PROGRESS = EventType.STEP_PROGRESS
 
@@ -228,7 +229,7 @@ class Execution:
         if inline and len(ready) == 1:  # a chain's next step (the common case): no queue
             todo = self._start(ready[0])
             if todo is not _SETTLED:
-                return todo  # type: ignore[return-value]
+                return todo
             ready = self._settle(ready[0])
         queue, mine = deque(ready), None
         while queue:
@@ -254,7 +255,7 @@ class Execution:
                 now_ready.append(dep)
         return now_ready
 
-    def _start(self, sid: str) -> tuple | object | None:
+    def _start(self, sid: str) -> tuple | None:
         """What to do with a ready step: ``(unit, runner, context, prepared)`` to run it, ``_SETTLED``
         when it was settled without running (skipped, replayed, failed early), None to leave it pending."""
         if self.scope.waiting:
@@ -331,7 +332,7 @@ class Execution:
         """Run the step's attempts and settle it; returns the dependents it made ready."""
         started = time.perf_counter()
         if self.scope.sinks:
-            await self._started(unit, runner, ctx)
+            await self._started(unit, runner.per_child, ctx)
         step = unit.step
         unit.attempts += 1
         try:
@@ -368,10 +369,11 @@ class Execution:
         except BaseException as exc:  # noqa: BLE001 - judged by the policy
             return await attempts.retry(unit, once, attempts.as_failure(exc))
 
-    async def _started(self, unit: Unit, runner: Runner, ctx: "StepContext") -> None:
-        """The started event; a side effect never starts before its intent is durable."""
+    async def _started(self, unit: Unit, per_child: bool, ctx: "StepContext") -> None:
+        """The started event; a side effect never starts before its intent is durable (a fan-out's or a
+        loop's own start is not an attempt: each child commits its own)."""
         ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
-        if self._journal is not None and not runner.per_child and self.scope.purity(unit.step) == "side_effect":
+        if self._journal is not None and not per_child and self.scope.purity(unit.step) == "side_effect":
             await self._journal.commit()
 
     # --- children (fan-out items, loop iterations) ----------------------------------------
@@ -384,7 +386,7 @@ class Execution:
             return self._replayed_child(unit, recorded, failure_value)
         started = time.perf_counter()
         if self.scope.sinks:
-            await self._started(unit, _CHILD, ctx)
+            await self._started(unit, False, ctx)
         try:
             unit.attempts += 1
             value = await self._attempts(unit, once)
@@ -423,7 +425,11 @@ class Execution:
     def _child_failed(
         self, unit: Unit, exc: Exception | None, failure_value: bool, error: Mapping[str, Any] | None = None
     ) -> Any:
-        info = dict(error) if error is not None else attempts.error_info(unit.id, unit.step, exc)
+        if error is not None:
+            info = dict(error)
+        else:
+            assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
+            info = attempts.error_info(unit.id, unit.step, exc)
         unit.status, unit.error = StepStatus.FAILED, info
         self.scope.emit(
             EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts, replayed=exc is None
@@ -514,7 +520,7 @@ class Execution:
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
         self._failed(unit, info)
-        if getattr(exc, "code", None) == "budget-exceeded":
+        if isinstance(exc, DagplanError) and exc.code == "budget-exceeded":
             self.scope.abort(exc.headline.message)  # a budget stops the whole run, cleanly
         elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
             self.abort()
@@ -642,15 +648,6 @@ class Reports(Mapping[str, StepReport]):
 
     def __repr__(self) -> str:
         return f"Reports({dict(self)!r})"
-
-
-class _ChildRunner:
-    """What ``_started`` needs to know of a child unit: it is an attempt of its own."""
-
-    per_child = False
-
-
-_CHILD = _ChildRunner()
 
 
 class StepContext:

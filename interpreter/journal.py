@@ -23,7 +23,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
 from ..dsl.errors import RunError
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
@@ -41,8 +41,9 @@ class Journal(Protocol):
     meta: dict
     created: float
 
-    def record(self, event: Event) -> None:
-        """Buffer one event (values over the inline limit are spilled first); durable at the next commit."""
+    def record(self, event: Event) -> object:
+        """Buffer one event (values over the inline limit are spilled first); durable at the next commit.
+        (What it returns is the implementation's: the file journal returns the stored line.)"""
 
     async def commit(self) -> None:
         """Return once everything recorded before this call is durable (group commit)."""
@@ -287,8 +288,3 @@ def open_registry(state: Any = None) -> Registry:
     from .store import RunStore
 
     return RunStore(state)
-
-
-def given_values(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments a caller actually gave (None means "not given")."""
-    return {k: v for k, v in mapping.items() if v is not None}

@@ -320,7 +320,7 @@ class _Conversation:
     async def ask(self) -> dict:
         """The next assistant message: from the memo when this exact call completed before."""
         key = memo_key("completion", self.step_id, self.model, {"messages": self.messages, "params": self.params})
-        hit, record = self.memo.memo_get(key) if self.memo else (False, None)
+        hit, record = self.memo.memo_get(key) if self.memo else (False, {})
         if hit:
             self.replayed += 1
         else:

@@ -20,12 +20,14 @@ class LLMRunner:
     per_child = False
 
     def prepare(self, ctx: StepContext, step: Step) -> tuple[str, str | None]:
+        assert step.llm is not None  # the table chose this runner because it is set
         prompt = ctx.resolve(step.llm.prompt)
         return prompt, ctx.resolve(step.llm.system) if step.llm.system else None
 
     async def run(self, ctx: StepContext, step: Step, prepared: tuple[str, str | None]) -> Any:
         call, options = step.llm, ctx.options
-        branching = step.output is not None and step.output.branching
+        assert call is not None
+        alternatives = step.output.alternatives if step.output is not None and step.output.branching else ()
         specs = {name: spec for name, spec in ctx.tool_specs().items() if name in call.tools}
         result = await llm.run_llm_step(
             ctx.unit_id,
@@ -34,7 +36,7 @@ class LLMRunner:
             model=llm.default_model(call.model, options.model),
             tools={name: _caller(ctx, name) for name in specs},
             tool_specs=specs,
-            alternatives=tuple(" && ".join(map(str, alt)) for alt in step.output.alternatives) if branching else (),
+            alternatives=tuple(" && ".join(map(str, alt)) for alt in alternatives),
             memo=ctx.memo(),
             max_iterations=call.max_iterations or options.step_max_iterations,
             completion_kwargs=options.completion_kwargs,
@@ -50,7 +52,7 @@ class LLMRunner:
                 "replayed_calls": result.replayed,
             }
         )
-        return Branch(result.alternative, result.output) if branching else result.output
+        return Branch(result.alternative, result.output) if alternatives else result.output
 
 
 def _caller(ctx: StepContext, name: str) -> Callable[..., Awaitable[Any]]:

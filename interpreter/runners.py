@@ -47,10 +47,12 @@ class GateRunner:
     per_child = False
 
     def prepare(self, ctx: StepContext, step: Step) -> Any:
+        assert step.gate is not None  # the table chose this runner because it is set
         return ctx.resolve(step.gate.question)
 
     async def run(self, ctx: StepContext, step: Step, question: Any) -> Any:
         gate = step.gate
+        assert gate is not None
         request = {
             "step": ctx.unit_id,
             "question": question,

@@ -122,7 +122,7 @@ class RunScope:
         self.replay = replay or Replay()
         self.subscribers = self.options.subscribers
         self.sinks = bool(self.subscribers) or journal is not None
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
+        self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
             for key in ("prompt_tokens", "completion_tokens", "cost"):
                 self.usage[key] += (recorded.usage or {}).get(key, 0)

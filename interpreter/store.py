@@ -23,6 +23,7 @@ The log is never truncated except for a torn tail: it is the run's audit trail
 from __future__ import annotations
 
 import asyncio
+import builtins
 import errno
 import fcntl
 import hashlib
@@ -169,7 +170,7 @@ class RunStore:
 
     # -- helpers --
 
-    def _run_dirs(self) -> list[Path]:
+    def _run_dirs(self) -> "builtins.list[Path]":  # `list` in this class is a method
         try:
             return [p for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
         except FileNotFoundError:
@@ -397,7 +398,8 @@ class Run:
         try:
             self.commit_sync()
         finally:
-            os.close(self._fd)
+            if self._fd is not None:
+                os.close(self._fd)
             self._fd = None
             os.ftruncate(self._lock_fd, 0)  # no pid: nobody owns it
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
@@ -493,6 +495,7 @@ class Run:
             return
         data, upto = b"".join(self._buf), self._seq
         self._buf = []
+        assert self._fd is not None  # appending requires the run acquired
         wal.write_all(self._fd, data)
         os.fsync(self._fd)
         self._offset += len(data)

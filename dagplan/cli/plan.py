@@ -173,7 +173,7 @@ def _as_json(result: Any, path: Path | None) -> dict:
     }
 
 
-def _run(plan: Any, path: Path, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
+def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
     from .run import Session, load_tools, read_inputs
 
     if not _approved(yes, no_input):

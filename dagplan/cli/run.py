@@ -166,7 +166,7 @@ class Session:
     def __init__(self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool):
         self.plan, self.fmt, self.events, self.yes, self.no_input = plan, fmt, events, yes, no_input
         self.interactive = sys.stdin.isatty() and not no_input and not yes
-        self.progress = None
+        self.progress: Any = None
 
     def execute(self, function: str, target: Any, **kwargs: Any) -> None:
         from .. import RunStatus, api

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import click
 
@@ -29,13 +29,13 @@ def _dump(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     """Plain aligned columns (the last column is not padded)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows)
 
 
-def _rich_table(rows: list[tuple[str, ...]]) -> None:
+def _rich_table(rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -45,7 +45,7 @@ def _rich_table(rows: list[tuple[str, ...]]) -> None:
     Console().print(table)
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
     if sys.stdout.isatty():
         _rich_table(rows)
     else:
