@@ -121,8 +121,10 @@ def edges(plan: Plan, analysis: Analysis) -> list[tuple[str, str, str]]:
     out = []
     for step in plan.steps:
         labels = _branch_labels(plan, analysis, step)
+        guard = f"when {step.guard.text}" if step.guard is not None else None
         for dep in analysis.deps.get(step.id, ()):
-            out.append((dep, step.id, " / ".join(labels.get(dep, ()))))
+            label = " / ".join(labels.get(dep, ()))
+            out.append((dep, step.id, " ; ".join(x for x in (label, guard) if x)))
     return out
 
 
@@ -134,6 +136,8 @@ def _branch_labels(plan: Plan, analysis: Analysis, step) -> dict[str, list[str]]
             if output is None or not output.branching:
                 continue
             text = " && ".join(format_path(r.path).lstrip(".") for r in output.alternatives[alt])
+            if alt >= len(output.own):  # a catch path
+                text = "on error: " + text
             if text not in labels.setdefault(writer, []):
                 labels[writer].append(text)
     return labels

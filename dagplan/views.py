@@ -51,6 +51,9 @@ def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
     out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")]
     if getattr(step, "repeat", None):
         out.append(f"     {step.repeat}")
+    if step.when is not None:
+        after = f"decided after {', '.join(step.decided_after)}" if step.decided_after else "decided at the start"
+        out.append(f"     when: {step.when}  ({after})")
     if step.description:
         out.append(f"     {step.description}")
     if step.prompt:
@@ -61,6 +64,8 @@ def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
         out.append(f"     deps: {', '.join(step.deps)}")
     if step.output:
         out.append(f"     output: {step.output}")
+    for entry in step.catch:
+        out.append(f"     catch {', '.join(entry['errors'])} -> {entry['output']}")
     for i, child in enumerate(getattr(step, "children", ()), 1):  # a sub-plan's steps, nested
         out.extend("     " + line for line in _preview_step(f"{number}.{i}", child))
     return [indent + line for line in out]

@@ -14,7 +14,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, UnexpectedInput  # noqa: F401 - UnexpectedInput is used by expr
 
 from .errors import Span
-from .ir import Placeholder, Ref, Template
+from .ir import BAD_LITERAL, BoolOp, Compare, Const, Contains, Length, Not, Placeholder, Ref, Template
 
 
 @lru_cache(maxsize=None)
@@ -67,6 +67,53 @@ class _Build(Transformer):
     def expr(self, alts):
         ops = {"||"} if len(alts) > 1 else set()
         return alts, ops | ({"&&"} if any(len(a) > 1 for a in alts) else set())
+
+    # --- conditions: build nodes, never judge (a bad literal becomes BAD_LITERAL for the validator)
+
+    def condition(self, items):
+        return items[0]
+
+    def or_test(self, items):
+        return BoolOp("or", tuple(items), items[0].span if hasattr(items[0], "span") else Span())
+
+    def and_test(self, items):
+        return BoolOp("and", tuple(items), items[0].span if hasattr(items[0], "span") else Span())
+
+    def negation(self, items):
+        return Not(items[0], getattr(items[0], "span", Span()))
+
+    def compare(self, items):
+        left, op, right = items
+        return Compare(op.strip(), left, right, Span(offset=op.start_pos))
+
+    def contains(self, items):
+        item, op, container = items
+        return Contains(item, container, op.type == "NOT_IN", Span(offset=op.start_pos))
+
+    def length(self, items):
+        return Length(items[0], getattr(items[0], "span", Span()))
+
+    def literal(self, items):
+        (tok,) = items
+        return Const(_literal(tok), Span(offset=tok.start_pos), str(tok))
+
+
+def _literal(tok: Token) -> Any:
+    text = str(tok)
+    try:
+        if tok.type == "STRING":
+            return json.loads(text)
+        if tok.type == "SQ_STRING":  # 'it\'s': the same escapes as JSON, quotes swapped
+            inner = text[1:-1].replace("\\'", "'").replace('"', '\\"')
+            return json.loads(f'"{inner}"')
+        if tok.type == "NUMBER":
+            if not any(c in text for c in ".eE"):
+                return int(text)
+            number = float(text)
+            return number if number not in (float("inf"), float("-inf")) else BAD_LITERAL
+    except (ValueError, OverflowError):  # a bad escape, a number past Python's digit limit
+        return BAD_LITERAL
+    return {"TRUE": True, "FALSE": False, "NULL": None}[tok.type]
 
 
 _BUILD = _Build()

@@ -22,10 +22,24 @@ from typing import Any
 from .errors import DagplanError
 from .expr import SPECIAL, classify, parse_output
 
-TOP_ORDER = ("dagplan", "summary", "mode", "inputs", "state", "initial_state", "on_failure", "steps", "result")
+TOP_ORDER = (
+    "dagplan",
+    "summary",
+    "mode",
+    "inputs",
+    "state",
+    "initial_state",
+    "on_failure",
+    "timeout",
+    "max_cost",
+    "max_tokens",
+    "steps",
+    "result",
+)
 STEP_ORDER = (
     "id",
     "description",
+    "when",
     "for_each",
     "as",
     "max_items",
@@ -38,6 +52,8 @@ STEP_ORDER = (
     "args",
     "deps",
     "output",
+    "retry",
+    "catch",
 )
 _TEMPLATE_KEYS = ("llm", "system")
 

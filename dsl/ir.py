@@ -70,6 +70,73 @@ class AllOf:
 
 
 Expr = Union[Ref, AnyOf, AllOf]
+
+
+# --- conditions (``when:``) ------------------------------------------------------------------
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda s: "MISSING", "__bool__": lambda s: False})()
+"""No value at a path (nobody wrote it): the one sentinel of the dsl and the interpreter."""
+
+BAD_LITERAL = object()  # a literal the parser could not read (judged by the validator, never evaluated)
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal in a condition: a string, a number, true, false or null."""
+
+    value: Any
+    span: Span = _span()
+    source: str = field(default="", compare=False)  # as written, for messages
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    op: Literal["==", "!=", "<", "<=", ">", ">="]
+    left: Any
+    right: Any
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Contains:
+    """``a in b`` / ``a not in b``: a substring, a list member, an object key."""
+
+    item: Any
+    container: Any
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Length:
+    """``len(x)`` of a string, a list or an object."""
+
+    value: Any
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    value: Any
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp:
+    op: Literal["and", "or"]
+    values: tuple[Any, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A step's ``when:``: the step runs only when ``condition`` holds (``text`` as written)."""
+
+    condition: Any
+    text: str
+    span: Span = _span()
+
+
 View = Literal["full", "summary", "head", "last"]
 
 
@@ -108,17 +175,30 @@ class Output:
 
     alternatives: tuple[tuple[Ref, ...], ...]
     span: Span = _span()
+    routed: int = 0  # the last ``routed`` alternatives are the step's ``catch:`` paths
 
     @property
     def branching(self) -> bool:
+        """Whether it has exclusive alternatives (its own ``||``, or ``catch:`` paths)."""
         return len(self.alternatives) > 1
+
+    @property
+    def own(self) -> tuple[tuple[Ref, ...], ...]:
+        """The alternatives written in ``output:`` (what a tool's Branch or a model chooses among)."""
+        return self.alternatives[: len(self.alternatives) - self.routed]
+
+    @property
+    def error_alternative(self) -> int | None:
+        """Where a failure no ``catch`` entry takes goes: the last of an ``a || b`` output, else nowhere."""
+        own = len(self.alternatives) - self.routed
+        return own - 1 if own > 1 else None
 
     @property
     def targets(self) -> tuple[Ref, ...]:
         return tuple(r for alt in self.alternatives for r in alt)
 
     def __str__(self) -> str:
-        return " || ".join(" && ".join(map(str, alt)) for alt in self.alternatives)
+        return " || ".join(" && ".join(map(str, alt)) for alt in self.own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +206,17 @@ class Retry:
     limit: int = 3
     backoff: float = 0.5  # seconds before the first retry; doubles each time, with jitter
     max_backoff: float = 30.0
+    errors: tuple[str, ...] = ()  # per-type form: the error types this rule is for ("*": any transient)
+
+
+@dataclass(frozen=True, slots=True)
+class Catch:
+    """One ``catch:`` entry: failures of these types (after retries) go, as the error object, to the
+    step's output alternative ``alternative`` (catch paths are appended to the output's alternatives)."""
+
+    errors: tuple[str, ...]
+    alternative: int
+    span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +306,9 @@ class Step:
     plan: SubPlan | None = None
     loop: Loop | None = None
     gate: Gate | None = None
+    guard: Guard | None = None  # when:
+    retry_rules: tuple[Retry, ...] = ()  # retry: [...] (per error type); `retry` is then the first rule
+    catch: tuple[Catch, ...] = ()
 
     @property
     def kind(self) -> StepKind:
@@ -243,6 +337,9 @@ class Plan:
     initial_state: Mapping[str, Any] = _empty()
     result: Any = None  # an Expr, a Template, or None (last step in order)
     on_failure: Literal["continue", "skip_dependents", "abort"] = "continue"
+    timeout: float | None = None  # the whole run, in seconds
+    max_cost: float | None = None  # USD, the whole run
+    max_tokens: int | None = None
     dialect: str = "canonical"
     declared_groups: tuple[tuple[str, ...], ...] | None = None  # steps dialect's parallel_groups
     source: str = "<string>"

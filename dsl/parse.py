@@ -11,16 +11,17 @@ called on data that never went through the schema.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from collections.abc import Mapping
 from typing import Any, cast
 
 from .compose import composition_fields
+from .condition import parse_condition
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
-from .ir import EMPTY, NOT_GIVEN, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template
+from .ir import EMPTY, NOT_GIVEN, Catch, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -81,6 +82,12 @@ def _plan_fields(ctx: _Context, data: Mapping) -> dict:
         "initial_state": frozen(data.get("initial_state") or {}),
         "declared_groups": _groups(ctx, data.get("parallel_groups")),
     }
+    if data.get("timeout") is not None:
+        out["timeout"] = _seconds(ctx, data["timeout"], ("timeout",))
+    for key in ("max_cost", "max_tokens"):
+        value = data.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value
     if data.get("result") is not None:
         out["result"] = _value(ctx, data["result"], ("result",))
     return out
@@ -127,6 +134,11 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
     if get("output") is not None:
         output = _output(ctx, raw["output"], path + ("output",))
     tool, args, deps, retry, timeout = get("tool"), get("args"), get("deps"), get("retry"), get("timeout")
+    rules = _retry_rules(ctx, retry, path + ("retry",)) if isinstance(retry, list) else ()
+    if rules:
+        retry = None
+    routing = _routing_fields(ctx, raw, path, output) if not _ROUTING_KEYS.isdisjoint(raw) else {}
+    output = routing.pop("output", output)
     return Step(
         id=step_id,
         tool=tool if isinstance(tool, str) else None,
@@ -135,16 +147,51 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         args=EMPTY if args is None else _args(ctx, args, path + ("args",)),
         deps=() if deps is None else _deps(ctx, deps, path + ("deps",)),
         output=output,
-        retry=_DEFAULT_RETRY if retry is None else _retry(ctx, retry, path + ("retry",)),
+        retry=(rules[0] if rules else _DEFAULT_RETRY) if retry is None else _retry(ctx, retry, path + ("retry",)),
+        retry_rules=rules,
         timeout=None if timeout is None else _seconds(ctx, timeout, path + ("timeout",)),
         purity=get("purity"),
         precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=Span(ctx.name, path),
         **(composition_fields(ctx, raw, path) if not _COMPOSITION_KEYS.isdisjoint(raw) else {}),
+        **routing,
     )
 
 
 _COMPOSITION_KEYS = frozenset(("for_each", "plan", "loop", "gate"))
+_ROUTING_KEYS = frozenset(("when", "catch"))
+
+
+def _routing_fields(ctx: _Context, raw: Mapping, path: tuple, output: Output | None) -> dict[str, Any]:
+    """``when:`` (a guard) and ``catch:`` (failure routes, appended to the output's alternatives)."""
+    out: dict[str, Any] = {}
+    if raw.get("when") is not None:
+        guard, diagnostics = parse_condition(raw["when"], ctx.span(path + ("when",)))
+        ctx.diagnostics.extend(diagnostics)
+        out["guard"] = guard
+    entries = raw.get("catch")
+    if isinstance(entries, list) and entries:
+        own = output.alternatives if output is not None else ((),)  # no output: success is written nowhere
+        routes: list[tuple[Ref, ...]] = []
+        catches: list[Catch] = []
+        for i, entry in enumerate(entries):
+            where = path + ("catch", i)
+            if not isinstance(entry, Mapping):
+                continue  # the schema reports it
+            target = _output(ctx, entry.get("output"), where + ("output",))
+            if target is None:
+                continue
+            if target.branching:
+                ctx.fail("schema", "a catch entry's output is one path (no `||`)", where + ("output",))
+                continue
+            errors = entry.get("errors")
+            names = tuple(str(e) for e in errors) if isinstance(errors, list) else ("*",)
+            catches.append(Catch(names, len(own) + len(routes), Span(ctx.name, where)))
+            routes.append(target.alternatives[0])
+        span = output.span if output is not None else Span(ctx.name, path)
+        out["output"] = Output(own + tuple(routes), span, routed=len(routes))
+        out["catch"] = tuple(catches)
+    return out
 
 
 def _args(ctx: _Context, raw: Any, path: tuple) -> Mapping[str, Any]:
@@ -253,6 +300,19 @@ def _retry(ctx: _Context, raw: Any, path: tuple) -> Retry:
     if len(key) == len(raw) and len(ctx.diagnostics) == found and len(_RETRIES) < 1024:
         _RETRIES[key] = retry
     return retry
+
+
+def _retry_rules(ctx: _Context, raw: list, path: tuple) -> tuple[Retry, ...]:
+    """``retry: [{errors: [RateLimitError], limit: 6, backoff: 2s}, {errors: ["*"], limit: 2}]``."""
+    rules = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, Mapping):
+            ctx.fail("schema", "each retry rule is a mapping such as {errors: [TimeoutError], limit: 3}", path + (i,))
+            continue
+        errors = entry.get("errors")
+        names = tuple(str(e) for e in errors) if isinstance(errors, list) and errors else ("*",)
+        rules.append(replace(_retry_from(ctx, entry, path + (i,)), errors=names))
+    return tuple(rules)
 
 
 def _retry_from(ctx: _Context, raw: Mapping, path: tuple) -> Retry:

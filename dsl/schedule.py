@@ -96,6 +96,10 @@ def step_reads(step: Step) -> list[Ref | AnyOf | AllOf | Placeholder]:
         _collect(step.for_each.over, out)
     if step.gate is not None:
         _collect(step.gate.question, out)
+    if step.guard is not None:  # what `when:` reads is a dependency like any argument
+        from .condition import condition_refs
+
+        out.extend(condition_refs(step.guard.condition))
     return out
 
 

@@ -285,11 +285,35 @@ def _path_key(path: DocPath) -> tuple:
 
 
 def _diagnostic(err: Any, prefix: DocPath, data: Any, name: str) -> Diagnostic:
+    inner = _branch_error(err)
+    if inner is not None:  # the one anyOf branch of the value's shape says it best
+        return _diagnostic(inner, prefix, data, name)
     path = prefix + tuple(err.absolute_path)
     where = _where(path, data)
     make = _MESSAGES.get(err.validator, _default)
     message, hint, path = make(err, path, where)
     return error("schema", message, Span(name, path=path), hint)
+
+
+_SHAPES = {"object": dict, "array": list}
+
+
+def _branch_error(err: Any) -> Any:
+    """For an object or a list failing an ``anyOf`` (``retry``: one rule or a list of rules): the
+    best error inside the branch of that shape, else None."""
+    if err.validator != "anyOf" or not err.context or not isinstance(err.instance, (dict, list)):
+        return None
+    from jsonschema.exceptions import best_match
+
+    shape = type(err.instance)
+    inside = [
+        e
+        for e in err.context
+        if e.relative_schema_path
+        and _SHAPES.get(err.validator_value[e.relative_schema_path[0]].get("type")) is shape
+        and not (e.validator == "type" and not e.relative_path)  # the branch's own shape: not the story
+    ]
+    return best_match(inside) if inside else None
 
 
 def _where(path: DocPath, data: Any) -> str:

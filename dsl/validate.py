@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, error, warning
-from .ir import AnyOf, Placeholder, Plan, Ref, Step, ToolSpec, format_path
+from .condition import atom, condition_rules
+from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, ToolSpec, format_path
 from .validate_tools import _MISSING, _input_schema, did_you_mean, tool_arguments, tool_names
 from .schedule import (
     Analysis,
@@ -289,6 +290,13 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
             )
 
 
+def conditions(facts: Facts) -> Iterator[Diagnostic]:
+    """``when:`` conditions: unreadable literals, comparisons the input schemas rule out, constants."""
+    for step in facts.plan.steps:
+        if step.guard is not None:
+            yield from condition_rules(step.guard, facts.plan.inputs, step.id)
+
+
 # --- graph ----------------------------------------------------------------------------------
 
 
@@ -420,13 +428,13 @@ def branch_conditions(facts: Facts) -> dict[str, Condition]:
     all of its writers share.
     """
     plan = facts.plan
-    if not any(s.output is not None and s.output.branching for s in plan.steps):
+    if not any((s.output is not None and s.output.branching) or s.guard is not None for s in plan.steps):
         return {}  # nothing branches: no two writers can be exclusive
     cond: dict[str, Condition] = {}
     reads = {s.id: nodes for s, nodes in zip(plan.steps, facts.reads)}
     for step_id in facts.order[0]:
         step = plan.by_id[step_id]
-        acc: set = set()
+        acc: set = set(guard_conditions(step.guard)) if step.guard is not None else set()
         for dep in step.deps:
             acc |= cond.get(dep, frozenset())
         for node in reads[step_id]:
@@ -439,6 +447,18 @@ def branch_conditions(facts: Facts) -> dict[str, Condition]:
                     acc |= _ref_condition(facts, cond, ref, step_id)
         cond[step_id] = frozenset(acc)
     return cond
+
+
+def guard_conditions(guard: Guard) -> Iterator[tuple[tuple[str, str], int]]:
+    """A guarded step runs only when each conjunct of its ``when:`` holds: one (atom, polarity) each.
+
+    ``x == "a"`` and ``x != "a"`` (or ``C`` and ``not C``) give one atom with two polarities,
+    so steps guarded by them exclude each other as alternatives of one branch do."""
+    node = guard.condition
+    parts = node.values if isinstance(node, BoolOp) and node.op == "and" else (node,)
+    for part in parts:
+        key, polarity = atom(part)
+        yield ("when", key), polarity
 
 
 def _ref_condition(facts: Facts, cond: Mapping, ref: Ref, reader: str) -> Condition:
@@ -559,6 +579,7 @@ RULES: tuple[Rule, ...] = (
     bad_outputs,
     unwritten_state,
     unknown_inputs,
+    conditions,
     cycles,
     conflicting_writers,
     tool_names,

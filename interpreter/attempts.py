@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 from ..dsl.errors import DagplanError
-from ..dsl.ir import Retry, Step
+from ..dsl.ir import Catch, Retry, Step
 from .tools import TransientError
 from .vocabulary import EventType
 
@@ -47,6 +48,22 @@ class Waiting(Exception):
         super().__init__(request.get("question", ""))
         self.request = dict(request)
         self.registered = registered  # the run already counts this request among those it waits for
+
+
+@dataclass(frozen=True)
+class Caught:
+    """A fan-out item's failure taken by a ``catch:`` entry: its error object goes to ``alternative``."""
+
+    alternative: int
+    error: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A fan-out's outcome when it has ``catch:``: the successful results, and each entry's errors."""
+
+    value: Any
+    routes: Mapping[int, list]
 
 
 class Attempted(Protocol):
@@ -91,17 +108,22 @@ def as_failure(exc: BaseException) -> Exception:
 
 
 async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exception) -> Any:
-    """After a failed attempt: back off and try again while the rules allow; raise the last error."""
-    rule = unit.step.retry
-    budget = rule.limit
+    """After a failed attempt: back off and try again while the rules allow; raise the last error.
+
+    The rule is chosen for each error (:func:`retry_rule`); each rule counts its own retries."""
+    used: dict[int, int] = {}
+    allowed: dict[int, int] = {}
     while True:
-        if not is_transient(error, unit.retry_on()):
+        rule = retry_rule(unit.step, error, unit.retry_on())
+        if rule is None:
             raise error
-        if unit.attempts > budget:
+        key = id(rule)
+        used[key] = used.get(key, 0) + 1
+        if used[key] > allowed.setdefault(key, rule.limit):
             if rule.limit == 0 or not await unit.extend(error, unit.attempts):
                 raise error
-            budget += rule.limit
-        delay = backoff(rule, unit.attempts)
+            allowed[key] += rule.limit
+        delay = backoff(rule, used[key])
         unit.emit(
             EventType.STEP_RETRYING,
             attempt=unit.attempts,
@@ -116,6 +138,37 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
             raise
         except BaseException as exc:  # judged at the top of the loop
             error = as_failure(exc)
+
+
+def retry_rule(step: Step, error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> Retry | None:
+    """The retry rule that applies to ``error``, or None (not retried).
+
+    The single form (``retry: {limit: 3}``) retries transient errors. In the per-type form
+    (``retry: [{errors: [RateLimitError], limit: 6}, {errors: ["*"], limit: 2}]``) the first
+    rule naming one of the error's types (its class, a base class, or the error it wraps)
+    applies whatever the type; ``"*"`` stands for any transient error."""
+    if not step.retry_rules:
+        return step.retry if is_transient(error, retry_on) else None
+    if isinstance(error, (StepFailure, Waiting)):
+        return None  # dagplan's own verdicts (a bad reference, a gate) never change by retrying
+    names = error_names(error)
+    for rule in step.retry_rules:
+        if "*" in rule.errors and is_transient(error, retry_on):
+            return rule
+        if any(name in names for name in rule.errors):
+            return rule
+    return None
+
+
+def catch_entry(step: Step, error: BaseException | None, recorded_type: str | None = None) -> Catch | None:
+    """The ``catch:`` entry a failure (retries spent) is routed to, or None (the failure policy)."""
+    if not step.catch:
+        return None
+    names = error_names(error) if error is not None else (recorded_type,) if recorded_type else ()
+    for entry in step.catch:
+        if "*" in entry.errors or any(name in names for name in entry.errors):
+            return entry
+    return None
 
 
 def is_transient(exc: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> bool:

@@ -13,7 +13,8 @@ import asyncio
 from typing import Any, Awaitable
 
 from ..dsl.ir import Step
-from .attempts import StepFailure, Waiting
+from ..dsl.condition import guard_reads_item
+from .attempts import Caught, Routed, StepFailure, Waiting
 from .context import Runner, StepContext
 from .values import MISSING, get_path
 
@@ -43,25 +44,47 @@ class FanOut:
         waiting: list[Waiting] = []
         done = 0
 
+        per_item = step.guard is not None and guard_reads_item(step.guard)
+
         async def one(index: int, item: Any) -> None:
             nonlocal done
             child = ctx.child(f"[{index}]", item=item, index=index, name=spec.name)
-            async with limit:
-                try:
-                    results[index] = await child.settle(lambda: self._attempt(child, step), failure_value=True)
-                except Waiting as wait:
-                    waiting.append(wait)  # the other items go on; the step waits once they settled
-                    return
+            if per_item and not child.holds():
+                results[index] = _LEFT_OUT  # its condition is false: the item is left out
+            else:
+                async with limit:
+                    try:
+                        results[index] = await child.settle(lambda: self._attempt(child, step), failure_value=True)
+                    except Waiting as wait:
+                        waiting.append(wait)  # the other items go on; the step waits once they settled
+                        return
             done += 1
             ctx.progress(item=index + 1, done=done, total=len(items), name=spec.name)
 
         await _gather_all([one(i, item) for i, item in enumerate(items)])
         if waiting:
             raise waiting[0]
-        return results
+        return _outcome(step, results, items)
 
     def _attempt(self, child: StepContext, step: Step) -> Awaitable[Any]:
         return self.inner.run(child, step, self.inner.prepare(child, step))
+
+
+_LEFT_OUT = object()
+
+
+def _outcome(step: Step, results: list, items: Any) -> Any:
+    """The items' results in order; with ``catch:``, failed items' errors go to their entry's path."""
+    if not step.catch:
+        return [r for r in results if r is not _LEFT_OUT] if _LEFT_OUT in results else results
+    routes: dict[int, list] = {entry.alternative: [] for entry in step.catch}
+    kept = []
+    for index, result in enumerate(results):
+        if isinstance(result, Caught):
+            routes[result.alternative].append({**result.error, "index": index, "item": items[index]})
+        elif result is not _LEFT_OUT:
+            kept.append(result)
+    return Routed(kept, routes)
 
 
 async def _gather_all(coros: list) -> None:

@@ -47,6 +47,9 @@ class StepContext(Protocol):
     ) -> "StepContext":
         """The context of a child unit ``<unit_id><suffix>`` (a fan-out item knows ``†item``/``†index``)."""
 
+    def holds(self) -> bool:
+        """Whether this unit's ``when:`` holds (a fan-out item's condition reads †item)."""
+
     async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
         """Run this (child) unit to its outcome under the attempt policy: replayed when the journal has it,
         events and journal records with its id. A failure gives the failure value (``failure_value``)

@@ -60,7 +60,7 @@ async def start(
     run_id = run_id or new_run_id()
     if on_run_created:
         on_run_created(run_id)
-    return await execute(plan, values, RunScope(run_id, tools, options, journal))
+    return await execute(plan, values, RunScope(run_id, tools, options.limited_by(plan), journal))
 
 
 async def resume(
@@ -93,7 +93,7 @@ async def resume(
         if from_step is not None:
             clear_from(journal, from_step, order)
         replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
-        scope = RunScope(journal.id, tools, options, journal, replay)
+        scope = RunScope(journal.id, tools, options.limited_by(plan), journal, replay)
         resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
         scope.emit(EventType.PLAN_RESUMED, **resumed)
         return await execute(plan, journal.inputs, scope, own_journal=False)

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..dsl.errors import DagplanError
-from ..dsl.ir import NOT_GIVEN, Output, Plan, Ref, Step, SubPlan
+from ..dsl import condition
+from ..dsl.condition import guard_reads_item
+from ..dsl.ir import NOT_GIVEN, Catch, Output, Plan, Ref, Step, SubPlan
 from . import attempts
 from .attempts import StepFailure, Waiting
 from .context import Runner
@@ -42,6 +44,7 @@ from .values import (
     as_text,
     get_path,
     json_value,
+    read_or_missing,
     set_path,
     thaw,
     view_text,
@@ -148,6 +151,13 @@ class Execution:
             await self.scope.commit()
             self._release([sid for sid in self.analysis.order if self._waiting[sid] == 0])
             if self._settled < len(self.units):
+                if self.root and self.plan.timeout is not None:
+                    try:
+                        async with asyncio.timeout(self.plan.timeout):
+                            await asyncio.shield(self._finished)
+                    except TimeoutError:
+                        if not self._finished.done():
+                            return await self._timed_out()
                 await self._finished
             return await self._finish()
         except BaseException:  # Ctrl-C, cancellation, or an error of the journal: state is kept
@@ -204,6 +214,29 @@ class Execution:
             self.state,
             self.scope.usage,
             self.abort_reason,
+        )
+
+    async def _timed_out(self) -> RunResult:
+        """The plan's timeout passed: cancel what runs (those steps are interrupted, as by a kill) and
+        stop durably as timed_out; `resume` continues the run."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        assert self.plan.timeout is not None
+        message = f"the plan's timeout ({self.plan.timeout:g}s) passed; resume the run to go on"
+        self.scope.emit(EventType.PLAN_TIMED_OUT, timeout=self.plan.timeout)
+        await self.scope.commit()
+        return RunResult(
+            self.scope.run_id,
+            RunStatus.TIMED_OUT,
+            True,
+            None,
+            self._reports(),
+            self.analysis.order,
+            self.state,
+            self.scope.usage,
+            message,
         )
 
     async def _interrupt(self) -> None:
@@ -270,6 +303,8 @@ class Execution:
             self._replay(unit, recorded)
         elif step.precomputed is not NOT_GIVEN:
             self._complete(unit, thaw(step.precomputed), precomputed=True)
+        elif step.guard is not None and not self._guard_per_item(step) and not self._guard_passes(unit):
+            pass  # settled by _guard_passes: skipped (a false condition) or failed (an undecidable one)
         else:
             runner = runner_for(step)
             ctx = StepContext(self, unit, self.resolver)
@@ -280,6 +315,31 @@ class Execution:
             except (BadReference, StepFailure) as exc:
                 self._fail(unit, exc)
         return _SETTLED
+
+    def _guard_per_item(self, step: Step) -> bool:
+        """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""
+        return step.for_each is not None and step.guard is not None and guard_reads_item(step.guard)
+
+    def _guard_passes(self, unit: Unit) -> bool:
+        """Whether a step's ``when:`` holds; when not, the step is settled here (skipped or failed)."""
+        try:
+            if self.holds(unit, self.resolver):
+                return True
+        except StepFailure as exc:
+            self._fail(unit, exc)
+        return False
+
+    def holds(self, unit: Unit, resolver: Resolver) -> bool:
+        """The unit's ``when:`` (a false one is recorded as a skip); StepFailure when undecidable."""
+        guard = unit.step.guard
+        assert guard is not None
+        try:
+            if condition.evaluate(guard.condition, lambda ref: read_or_missing(resolver, ref)):
+                return True
+        except condition.ConditionError as exc:
+            raise StepFailure(f"its condition {guard.text!r} cannot be decided: {exc}") from None
+        self._skip(unit, f"its condition is false: {guard.text}")
+        return False
 
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
@@ -417,6 +477,22 @@ class Execution:
         return value
 
     def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
+        if recorded.status is StepStatus.HANDLED and recorded.error is not None:
+            entry = attempts.catch_entry(unit.step, None, recorded.error.get("type"))
+            if entry is not None:
+                self.scope.emit(
+                    EventType.STEP_FAILED,
+                    unit.id,
+                    0.0,
+                    error=recorded.error,
+                    attempts=recorded.attempts,
+                    handled=True,
+                    alternative=entry.alternative,
+                    output=recorded.error,
+                    replayed=True,
+                )
+                unit.status, unit.error = StepStatus.HANDLED, dict(recorded.error)
+                return attempts.Caught(entry.alternative, dict(recorded.error))
         if recorded.status.has_output:
             self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=recorded.attempts, replayed=True)
             return recorded.output
@@ -430,6 +506,21 @@ class Execution:
         else:
             assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
             info = attempts.error_info(unit.id, unit.step, exc)
+        entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value else None
+        if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
+            unit.status, unit.error = StepStatus.HANDLED, info
+            self.scope.emit(
+                EventType.STEP_FAILED,
+                unit.id,
+                unit.duration,
+                error=info,
+                attempts=unit.attempts,
+                handled=True,
+                alternative=entry.alternative,
+                output=info,
+                replayed=exc is None,
+            )
+            return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
         self.scope.emit(
             EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts, replayed=exc is None
@@ -463,6 +554,11 @@ class Execution:
 
     def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
         step = unit.step
+        routes: dict[str, list] = {}
+        if isinstance(value, attempts.Routed):  # a fan-out with catch: failed items collected on their paths
+            routes = {str(alt): errors for alt, errors in value.routes.items()}
+            self._write_routes(step.output, routes)
+            value = value.value
         try:
             alternative, value = self._choose(step, value)
             value = json_value(value)
@@ -484,7 +580,12 @@ class Execution:
                 replayed=False,
                 precomputed=precomputed,
                 **({"usage": unit.usage} if unit.usage else {}),
+                **({"routes": routes} if routes else {}),
             )
+
+    def _write_routes(self, output: Output | None, routes: Mapping[str, list]) -> None:
+        for alt, errors in routes.items():
+            self._write(output, int(alt), errors)
 
     def _replay(self, unit: Unit, recorded: Recorded) -> None:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
@@ -493,6 +594,7 @@ class Execution:
             self._failed(unit, dict(recorded.error or {}), replayed=True)
             return
         self._write(unit.step.output, recorded.alternative, recorded.output)
+        self._write_routes(unit.step.output, recorded.routes or {})
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
         unit.error = recorded.error
         if recorded.status is StepStatus.HANDLED:
@@ -519,19 +621,21 @@ class Execution:
 
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
-        self._failed(unit, info)
+        self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
         if isinstance(exc, DagplanError) and exc.code == "budget-exceeded":
             self.scope.abort(exc.headline.message)  # a budget stops the whole run, cleanly
         elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
             self.abort()
 
-    def _failed(self, unit: Unit, info: dict, replayed: bool = False) -> None:
+    def _failed(self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None) -> None:
+        """A failure, retries spent: to the ``catch`` entry that takes its type, else to the error
+        alternative of an ``a || b`` output (handled either way), else the plan's failure policy."""
         step = unit.step
         unit.error = info
-        if step.output is not None and step.output.branching:
-            # the error object takes the last alternative: the plan handles the failure itself
-            unit.alternative = len(step.output.alternatives) - 1
-            self._write(step.output, unit.alternative, dict(info))
+        handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
+        if handler is not None and step.output is not None:
+            unit.alternative = handler
+            self._write(step.output, handler, dict(info))
             unit.status, unit.output = StepStatus.HANDLED, dict(info)
         else:
             unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
@@ -697,6 +801,11 @@ class StepContext:
     async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
         return await self.execution.settle_child(self, once, failure_value)
 
+    def holds(self) -> bool:
+        """Whether this unit's ``when:`` holds (a false one is recorded as skipped; an undecidable
+        one fails the unit)."""
+        return self.execution.holds(self.unit, self.resolver)
+
     async def run_plan(self, sub: SubPlan, inputs: Any) -> Any:
         return await self.execution.run_plan(sub, inputs, self.unit_id)
 
@@ -727,14 +836,14 @@ class _ItemResolver(Resolver):
 
 def _alternative_index(output: Output, chosen: int | str, step_id: str) -> int:
     if isinstance(chosen, int):
-        if 0 <= chosen < len(output.alternatives):
+        if 0 <= chosen < len(output.own):
             return chosen
-        raise StepFailure(f"step {step_id} chose alternative {chosen}, but its output has {len(output.alternatives)}")
+        raise StepFailure(f"step {step_id} chose alternative {chosen}, but its output has {len(output.own)}")
     wanted = chosen.strip().lstrip("\u2020$")
-    for index, alt in enumerate(output.alternatives):
+    for index, alt in enumerate(output.own):
         if any(str(ref).lstrip("\u2020") == wanted for ref in alt):
             return index
-    choices = ", ".join(str(o) for alt in output.alternatives for o in alt)
+    choices = ", ".join(str(o) for alt in output.own for o in alt)
     raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
 
 

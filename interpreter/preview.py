@@ -28,11 +28,18 @@ class StepPreview:
     kind: str = "tool"  # tool | llm | plan | loop | gate
     repeat: str | None = None  # "for each of †state.xs (at most 20)" / "at most 10 iterations until ..."
     children: tuple["StepPreview", ...] = ()  # a sub-plan's steps, nested under their parent
+    when: str | None = None  # the step's condition, as canonically written
+    decided_after: tuple[str, ...] = ()  # the steps whose results the condition reads (none: known at start)
+    catch: tuple[dict, ...] = ()  # {errors, output} per catch entry
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
         if self.kind in ("plan", "loop", "gate") or self.repeat:
             out.update(kind=self.kind, repeat=self.repeat, children=[c.to_json() for c in self.children])
+        if self.when is not None:
+            out["when"] = {"condition": self.when, "decided_after": list(self.decided_after)}
+        if self.catch:
+            out["catch"] = [dict(c) for c in self.catch]
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -139,8 +146,30 @@ def _composition(step: Step) -> dict[str, Any]:
     return out
 
 
+def _routing(step: Step, analysis: Analysis) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if step.guard is not None:
+        from ..dsl.condition import condition_refs, to_text
+        from ..dsl.schedule import writers_of
+
+        reads = {
+            w
+            for ref in condition_refs(step.guard.condition)
+            if ref.root == "state"
+            for w, _ in writers_of(analysis, ref)
+        }
+        out["when"] = to_text(step.guard.condition)
+        out["decided_after"] = tuple(sid for sid in analysis.order if sid in reads and sid != step.id)
+    if step.catch and step.output is not None:
+        out["catch"] = tuple(
+            {"errors": list(c.errors), "output": " && ".join(map(str, step.output.alternatives[c.alternative]))}
+            for c in step.catch
+        )
+    return out
+
+
 def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
-    alternatives = tuple(" && ".join(map(str, alt)) for alt in step.output.alternatives) if step.output else ()
+    alternatives = tuple(" && ".join(map(str, alt)) for alt in step.output.own) if step.output else ()
     return StepPreview(
         id=step.id,
         description=step.description,
@@ -151,6 +180,7 @@ def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
         output=str(step.output) if step.output else None,
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,
+        **(_routing(step, analysis) if step.guard is not None or step.catch else {}),
         **(_composition(step) if step.tool is None and step.llm is None or step.for_each is not None else {}),
     )
 

@@ -151,6 +151,8 @@ def run_status(state: Mapping[str, Any], live: bool) -> RunStatus:
         return RunStatus((state["final"] or {}).get("status") or RunStatus.COMPLETED)
     if live:
         return RunStatus.RUNNING
+    if last == EventType.PLAN_TIMED_OUT:
+        return RunStatus.TIMED_OUT
     return RunStatus.WAITING if last == EventType.PLAN_WAITING else RunStatus.INTERRUPTED
 
 

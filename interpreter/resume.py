@@ -134,6 +134,7 @@ class Recorded:
     alternative: int = 0
     error: Mapping[str, Any] | None = None
     usage: Mapping[str, Any] | None = None
+    routes: Mapping[str, list] | None = None  # a fan-out's catch paths: alternative -> error objects
 
 
 class Replay:
@@ -181,7 +182,13 @@ class Replay:
 def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | None:
     if action == REPLAY:
         return Recorded(
-            found.status, found.output, found.attempts, found.alternative, found.error, found.fields.get("usage")
+            found.status,
+            found.output,
+            found.attempts,
+            found.alternative,
+            found.error,
+            found.fields.get("usage"),
+            found.fields.get("routes"),
         )
     if action == ADOPT:
         journal.record(

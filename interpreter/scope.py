@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping
 
-from ..dsl.ir import Step
+from ..dsl.ir import Plan, Step
 from .attempts import StepFailure, Waiting
 from .resume import Replay, purity_of
 from .tools import Tool, WorkerThreads
@@ -39,6 +39,13 @@ class Options:
     ask_gate: AskGate | None = None  # answers approval gates interactively (else the run waits)
     default_max_items: int | None = None  # for_each cap when a step gives no max_items
 
+    def limited_by(self, plan: Plan) -> "Options":
+        """These options under the plan's own ``max_cost`` / ``max_tokens``: the smaller limit applies."""
+        cost, tokens = _smaller(self.max_cost, plan.max_cost), _smaller(self.max_tokens, plan.max_tokens)
+        if (cost, tokens) == (self.max_cost, self.max_tokens):
+            return self
+        return replace(self, max_cost=cost, max_tokens=tokens)
+
     @classmethod
     def from_config(cls, config: Any, **given: Any) -> "Options":
         """The config's values, overridden by what the caller gave (None means "not given")."""
@@ -54,6 +61,10 @@ class Options:
             default_max_items=given.pop("default_max_items", config.max_items),
             **given,
         )
+
+
+def _smaller(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class Unit:

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Callable
 
-from ..dsl.ir import AllOf, AnyOf, Placeholder, Ref, Template
+from ..dsl.ir import MISSING, AllOf, AnyOf, Placeholder, Ref, Template  # MISSING: one sentinel, shared
 
 ELLIPSIS = "\u2026"
-MISSING: Any = type("Missing", (), {"__repr__": lambda s: "MISSING", "__bool__": lambda s: False})()
 
 
 class Dead(Exception):
@@ -230,3 +229,11 @@ class Resolver:
         if isinstance(part, Placeholder):
             return view_text(self.placeholder_text(part.step), part.view, part.n)
         return as_text(self.ref(part))
+
+
+def read_or_missing(resolver: Resolver, ref: Ref) -> Any:
+    """A reference's value for a condition: MISSING where nothing was written (it reads as null)."""
+    try:
+        return resolver.ref(ref)
+    except (Dead, BadReference):
+        return MISSING

@@ -16,6 +16,7 @@ journal and to every subscriber. What each type carries in ``data``:
                        ``usage``, ``result``
 ``plan_run_interrupted`` (Ctrl-C, a signal, an error of the journal)
 ``plan_aborted``       ``reason`` (a discarded run)
+``plan_timed_out``     ``timeout`` (seconds): the plan's timeout passed; running steps were cancelled
 ``plan_steps_cleared`` ``from``, ``steps``: results forgotten by ``resume --from``
 ``plan_step_started``  ``attempt``, ``description``, ``item`` / ``iteration`` for children
 ``plan_step_retrying`` ``attempt`` (the one that failed), ``delay``, ``error``
@@ -76,6 +77,7 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"
     WAITING = "waiting"  # stopped durably at approval gates
     INTERRUPTED = "interrupted"  # stopped without finishing (killed, Ctrl-C): resumable
+    TIMED_OUT = "timed_out"  # the plan's `timeout` passed: running steps were cancelled; resumable
     COMPLETED = "completed"
     FAILED = "failed"  # finished, and the failure policy `abort` failed it
     ABORTED = "aborted"  # stopped early: abort policy, a budget, or discarded
@@ -93,6 +95,7 @@ class EventType(enum.StrEnum):
     PLAN_COMPLETED = "plan_completed"
     PLAN_INTERRUPTED = "plan_run_interrupted"
     PLAN_ABORTED = "plan_aborted"
+    PLAN_TIMED_OUT = "plan_timed_out"
     STEPS_CLEARED = "plan_steps_cleared"
     STEP_STARTED = "plan_step_started"
     STEP_RETRYING = "plan_step_retrying"
@@ -124,6 +127,7 @@ _LIFECYCLE = frozenset(
         EventType.PLAN_COMPLETED,
         EventType.PLAN_INTERRUPTED,
         EventType.PLAN_ABORTED,
+        EventType.PLAN_TIMED_OUT,
         EventType.STEPS_CLEARED,
     }
 )
