@@ -18,6 +18,9 @@ from .dsl.schedule import Analysis, state_refs, writers_of
 # --- diagnostics ------------------------------------------------------------------------
 
 
+SOURCE_WIDTH = 120  # characters of a source line shown under a diagnostic
+
+
 def render_text(results: Sequence[CheckResult]) -> str:
     """Compiler-style: ``PATH:LINE:COL: error CODE: message``, the source line, a caret, the hint."""
     blocks = [_text_block(d, _source_lines(r)) for r in results for d in r.diagnostics]
@@ -27,9 +30,16 @@ def render_text(results: Sequence[CheckResult]) -> str:
 def _text_block(diag: Diagnostic, lines: list[str] | None) -> str:
     out = [f"{diag.span}: {diag.severity} {diag.code}: {diag.message}"]
     if lines and 0 < diag.span.line <= len(lines):
-        source = lines[diag.span.line - 1].rstrip("\r\n")
-        out.append("    " + source.expandtabs(1))
-        out.append("    " + " " * max(diag.span.col - 1, 0) + "^")
+        source = lines[diag.span.line - 1].rstrip("\r\n").expandtabs(1)
+        caret = max(diag.span.col - 1, 0)
+        if len(source) > SOURCE_WIDTH:  # a window around the caret, marked where cut
+            start = max(0, min(caret - SOURCE_WIDTH // 2, len(source) - SOURCE_WIDTH))
+            shown = source[start : start + SOURCE_WIDTH]
+            lead = "\u2026" if start else ""
+            source = lead + shown + ("\u2026" if start + SOURCE_WIDTH < len(source) else "")
+            caret = caret - start + len(lead)
+        out.append("    " + source)
+        out.append("    " + " " * caret + "^")
     if diag.hint:
         out.append(f"    hint: {diag.hint}")
     return "\n".join(out)

@@ -185,7 +185,10 @@ def _resolve(sub: SubPlan, parent: Plan, check_child: Callable, includes: tuple[
     if sub.inline is not None:
         result = check_child(None, sub.inline, parent.source, sub.at, includes)
         return replace(sub, plan=result.plan, analysis=result.analysis), list(result.diagnostics), None
-    real = os.path.realpath(sub.source)
+    try:
+        real = os.path.realpath(sub.source)
+    except ValueError:  # a lone surrogate or NUL: the loader reports the path as an `io` error
+        real = sub.source
     if real in includes:
         chain = " -> ".join(os.path.basename(p) for p in (*includes, real))
         return (

@@ -61,7 +61,7 @@ def parse_condition(text: Any, span: Span) -> tuple[Guard | None, list[Diagnosti
         return None, [
             error(
                 "bad-condition",
-                f"invalid condition at {got!r} in {body!r}",
+                f"invalid condition at {got!r} in {body if len(body) <= 80 else body[:77] + '...'!r}",
                 _at(span, lead + offset),
                 _syntax_hint(body, offset),
             )

@@ -51,7 +51,8 @@ def _syntax_error(text: str, exc: _Unparsable, span: Span, what: str) -> PlanInv
     offset = exc.pos_in_stream
     got = text[offset : offset + 12] or "end of text"
     hint = _hint_for(text, offset)
-    return PlanInvalid(error("syntax", f"invalid {what} at {got!r} in {text!r}", _with_offset(span, offset), hint))
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return PlanInvalid(error("syntax", f"invalid {what} at {got!r} in {shown!r}", _with_offset(span, offset), hint))
 
 
 def _with_offset(span: Span, offset: int) -> Span:
@@ -86,9 +87,12 @@ def _expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]]:
 # anything else -- quoted keys, errors -- which then goes through lark. A property test
 # checks that both paths agree.
 
-_REF = r"(?:\u2020|\$(?=(?:input|state|item|index)\b))(input|state|item|index)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)"
+_REF = (
+    r"(?:\u2020|\$(?=(?:input|state|item|index)\b))(input|state|item|index)"
+    r"((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d{1,9}\])*)"  # at most 9 digits, as the grammar's INT
+)
 _REF_RE = re.compile(_REF)
-_SELECTOR_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+_SELECTOR_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d{1,9})\]")
 _TOKEN_RE = re.compile(
     rf"(?P<ref>{_REF})"
     r"|(?P<ph>#[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*)(?P<view>\.summary\b|\.(?:head|last)=\d+)?"
@@ -138,7 +142,14 @@ def _placeholder_from(step: str, view: str | None, start: int) -> Placeholder:
     if not view:
         return Placeholder(step[1:], "full", None, Span(offset=start))
     name, _, count = view[1:].partition("=")
-    return Placeholder(step[1:], cast(View, name), int(count) if count else None, Span(offset=start))
+    return Placeholder(step[1:], cast(View, name), view_length(count), Span(offset=start))
+
+
+def view_length(count: str) -> int | None:
+    """``N`` of ``#E1.head=N``; -1 for more than 9 digits (the validator refuses it with its position)."""
+    if not count:
+        return None
+    return int(count) if len(count) <= 9 else -1
 
 
 def _scan_expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]] | None:

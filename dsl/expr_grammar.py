@@ -14,6 +14,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, UnexpectedInput  # noqa: F401 - UnexpectedInput is used by expr
 
 from .errors import Span
+from .expr import view_length
 from .ir import BAD_LITERAL, BoolOp, Compare, Const, Contains, Length, Not, Placeholder, Ref, Template
 
 
@@ -58,7 +59,7 @@ class _Build(Transformer):
         if len(items) > 1:
             suffix = str(items[1])[1:]
             view, _, count = suffix.partition("=")
-            n = int(count) if count else None
+            n = view_length(count)
         return Placeholder(tok[1:], view, n, Span(offset=tok.start_pos))
 
     def alt(self, refs):

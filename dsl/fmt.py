@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 from typing import Any
 
@@ -59,13 +60,86 @@ _TEMPLATE_KEYS = ("llm", "system")
 
 
 def format_document(doc: Any) -> str:
-    """Canonical YAML text of a loaded :class:`~.load.Document`."""
+    """Canonical YAML text of a loaded :class:`~.load.Document`, checked before it is returned: the
+    text loads back to the same values, and formatting it again changes nothing. What YAML cannot
+    carry faithfully is a ``cannot-format`` error, never a silent change."""
+    from .load import load_text
+
+    text = _format(doc)
+    expected = _canonical(json.loads(json.dumps(doc.data)))  # fmt's own rewrites, on plain data
+    try:
+        again = load_text(text, doc.name)
+    except DagplanError as exc:
+        raise _cannot(doc.name, f"its output would not load ({exc.headline.message})") from None
+    where = _first_difference(expected, again.data)
+    if where is not None:
+        raise _cannot(doc.name, f"the value at {where} would change")
+    if _format(again) != text:
+        raise _cannot(doc.name, "formatting its output again would change it")
+    return text
+
+
+def _format(doc: Any) -> str:
     source = doc.source_map
     if doc.dialect == "canonical" and source.syntax == "yaml":
         data = _round_trip(source.parse_text)
     else:
         data = _plain_to_commented(doc.data)
-    return _dump(_canonical(data))
+    return _dump(_quoted(_canonical(data)))
+
+
+def _cannot(name: str, why: str) -> DagplanError:
+    from .errors import LoadError, Span
+
+    return LoadError.make(
+        "cannot-format",
+        f"fmt leaves {name} as it is: {why}",
+        Span(name),
+        "the file is valid as written; fmt refuses rather than change a value",
+    )
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """Where two JSON values differ (types included: 1 is not 1.0 is not true), or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a.keys() | b.keys():
+            if key not in a or key not in b:
+                return f"{path}.{key}" if path else str(key)
+            found = _first_difference(a[key], b[key], f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return path or "the top"
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if type(a) is type(b) and a == b else (path or "the top")
+
+
+# characters YAML would fold, drop or refuse outside a double-quoted scalar (it escapes them there)
+_NEEDS_QUOTES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]|^[ \t]|\r")
+
+
+def _quoted(node: Any) -> Any:
+    """Strings that only a double-quoted scalar carries faithfully become double-quoted."""
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str) and _NEEDS_QUOTES.search(value):
+            return DoubleQuotedScalarString(str(value))
+        return _quoted(value) if isinstance(value, (dict, list)) else value
+
+    if isinstance(node, dict):  # keys stay as they are: one YAML cannot carry is caught by the check
+        for key in list(node):
+            node[key] = fix(node[key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            node[i] = fix(value)
+    return node
 
 
 def _yaml() -> Any:

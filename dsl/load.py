@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
 from .source import SourceMap, _Index  # noqa: F401 - SourceMap is part of this module's interface
-from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many
+from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many, too_many_digits
 
 _JSON_START = re.compile(r"\s*[\[{]")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
@@ -52,15 +54,78 @@ class Document:
 def load_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Document:
     """Read and load a file; I/O problems are ``LoadError`` with code ``io``."""
     name = os.fspath(path)
+    return load_text(read_file(name, limits), name, limits)
+
+
+def read_data(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> dict:
+    """A data file (run inputs): one JSON or YAML mapping, read like a plan (regular file, limits,
+    UTF-8 with or without a byte-order mark); every problem is a ``LoadError`` with its position."""
+    name = os.fspath(path)
+    text = _decode(read_file(name, limits), name, limits)
+    if not text.strip():
+        raise LoadError.make(
+            "empty-data", f"{name} is empty", Span(name, line=1, col=1), "write a mapping: {city: Rome}"
+        )
+    data = _parse(text, name, limits)[1]
+    if not isinstance(data, dict):
+        raise LoadError.make(
+            "bad-data",
+            f"{name} holds {type(data).__name__ if data is not None else 'null'}, not a mapping of input names to values",
+            Span(name, line=1, col=1),
+            "write a mapping: {city: Rome}",
+        )
+    return data
+
+
+def read_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """The one way a file is read (plans, sub-plans, input files): regular files only, within the size
+    limit. A FIFO, a directory or a device is an ``io`` error (reading one could hang forever)."""
+    name = os.fspath(path)
     try:
-        size = os.stat(name).st_size
-        _check_size(size, name, limits)  # before reading a byte of it
+        info = os.stat(name)
+        if not stat.S_ISREG(info.st_mode):
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else ("a device or socket")
+            )
+            raise LoadError.make(
+                "io",
+                f"cannot read {name!r}: it is {kind}, not a regular file",
+                Span(_printable(name)),
+                "give the path of a plan file",
+            )
+        _check_size(info.st_size, name, limits)  # before reading a byte of it
         with open(name, "rb") as handle:
-            raw = handle.read(limits.max_bytes + 1)
+            return handle.read(limits.max_bytes + 1)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise LoadError.make("io", f"cannot read {name}: {reason}", Span(name)) from None
-    return load_text(raw, name, limits)
+        raise LoadError.make("io", f"cannot read {name!r}: {reason}", Span(_printable(name))) from None
+    except ValueError:  # a lone surrogate or a NUL in the path: no file can have that name
+        raise LoadError.make(
+            "io",
+            f"cannot read {name!r}: the path cannot be a file name (it holds {_bad_char(name)})",
+            Span(_printable(name)),
+        ) from None
+
+
+def _printable(name: str) -> str:
+    return (
+        name.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        if not name.isprintable() or (any(0xD800 <= ord(c) <= 0xDFFF for c in name))
+        else name
+    )
+
+
+def _bad_char(name: str) -> str:
+    for c in name:
+        if c == "\x00":
+            return "a NUL character"
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            return f"a lone surrogate U+{ord(c):04X}"
+    return "a character the file system cannot encode"
 
 
 def load_text(text: str | bytes, name: str = "<string>", limits: Limits = DEFAULT_LIMITS) -> Document:
@@ -119,14 +184,21 @@ class _Candidate:
     start: int
     end: int
     syntax: str = ""
-    parse_text: str = ""
     data: Any = None
     failure: LoadError | None = None
+    text: str = ""  # the whole text; what was parsed is text[start:end], positions kept
+
+    @property
+    def parse_text(self) -> str:
+        """The text with everything outside the candidate blanked (built once, for the chosen one)."""
+        if self.start == 0 and self.end == len(self.text):
+            return self.text
+        return _blank_outside(self.text, self.start, self.end)
 
 
 def _find_document(text: str, name: str, limits: Limits) -> tuple[str, str, Any]:
     """-> (syntax, text as parsed with prose blanked, data)."""
-    whole = _Candidate(0, len(text))
+    whole = _Candidate(0, len(text), text=text)
     _parse_candidate(whole, text, name, limits)
     if whole.failure is None and isinstance(whole.data, (dict, list)):
         return whole.syntax, text, whole.data
@@ -152,13 +224,23 @@ def _plausible(data: Any) -> bool:
 
 
 def _candidates(text: str, name: str, limits: Limits) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Code fences, then balanced JSON values in the prose around them. Each candidate is parsed
+    alone, with only the lines before it kept as blank lines, so the work stays linear in the text."""
     fences: list[_Candidate] = []
     for match in _FENCE.finditer(text):
-        cand = _Candidate(match.start(3), match.end(3))
-        _parse_candidate(cand, _blank_outside(text, cand.start, cand.end), name, limits)
+        if len(fences) >= _MAX_CANDIDATE_TRIES:
+            break
+        cand = _Candidate(match.start(3), match.end(3), text=text)
+        _parse_candidate(cand, _alone(text, cand.start, cand.end), name, limits)
         fences.append(cand)
     taken = [(c.start, c.end) for c in fences]
     return fences, list(_inline_json(text, taken, name, limits))
+
+
+def _alone(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` preceded by blank lines and columns: its positions are those of ``text``."""
+    line_start = text.rfind("\n", 0, start) + 1
+    return "\n" * text.count("\n", 0, line_start) + " " * (start - line_start) + text[start:end]
 
 
 def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Limits) -> Iterator[_Candidate]:
@@ -176,16 +258,21 @@ def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Lim
         try:
             data, end = decoder.raw_decode(text, start)
         except _DuplicateKey:
-            data, end = json.JSONDecoder().raw_decode(text, start)
-            cand = _Candidate(start, end)
-            _parse_candidate(cand, _blank_outside(text, start, end), name, limits)
-            pos = end
-            yield cand  # its failure says where the duplicate is
-            continue
-        except (ValueError, RecursionError):
+            cand = _Candidate(start, len(text), text=text)
+            try:
+                cand.end = json.JSONDecoder().raw_decode(text, start)[1]
+            except json.JSONDecodeError as exc:  # a truncated answer: the duplicate comes before the cut
+                cand.failure = _json_syntax(exc, name)
+            except (ValueError, RecursionError):
+                cand.failure = _json_syntax(json.JSONDecodeError("not readable JSON", text, start), name)
+            if cand.failure is None:
+                _parse_candidate(cand, _alone(text, start, cand.end), name, limits)
+            yield cand  # its failure says where the duplicate (or the cut) is: nothing after it matters
+            return
+        except (ValueError, RecursionError):  # not JSON from here (a JSON number past 4,300 digits too)
             continue
         if isinstance(data, (dict, list)) and data:
-            cand = _Candidate(start, end, "json", _blank_outside(text, start, end), data)
+            cand = _Candidate(start, end, "json", data, text=text)
             cand.failure = _limits_failure(data, name, limits, end - start)
             pos = end
             yield cand
@@ -204,7 +291,6 @@ def _blank(part: str) -> str:
 
 
 def _parse_candidate(cand: _Candidate, text: str, name: str, limits: Limits) -> None:
-    cand.parse_text = text
     try:
         cand.syntax, cand.data = _parse(text, name, limits)
     except LoadError as exc:
@@ -224,7 +310,7 @@ def _ambiguous(text: str, name: str, found: list[_Candidate]) -> LoadError:
 
 
 def _no_document(text: str, name: str, whole: _Candidate, fences: list, inline: list) -> LoadError:
-    failed = [c.failure for c in fences if c.failure is not None]
+    failed = [c.failure for c in fences + inline if c.failure is not None]
     if failed:
         return failed[0]
     if whole.failure is not None:
@@ -260,6 +346,8 @@ def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
         raise _too_deep(name, limits, None) from None
     except json.JSONDecodeError as exc:
         return _json_or_flow_yaml(text, name, limits, exc)
+    except ValueError:  # an integer past Python's digit limit (the only other ValueError of json)
+        raise _huge_number(text, name) from None
     failure = _limits_failure(data, name, limits, len(text), shape)
     if failure:
         raise failure
@@ -290,6 +378,13 @@ def _json_or_flow_yaml(text: str, name: str, limits: Limits, json_error: json.JS
         if exc.code != "yaml-syntax":
             raise
         raise _json_syntax(json_error, name) from None
+
+
+def _huge_number(text: str, name: str) -> LoadError:
+    found = re.search(r"\d{%d,}" % (sys.get_int_max_str_digits() + 1), text)
+    start = found.start() if found else 0
+    line, col = _position(text, start)
+    return too_many_digits(name, len(found.group()) if found else 0, Span(name, line=line, col=col))
 
 
 class _DuplicateKey(Exception):

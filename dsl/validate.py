@@ -186,6 +186,13 @@ def unknown_steps(facts: Facts) -> Iterator[Diagnostic]:
     for node in facts.read_refs[2]:
         if node.step not in known:
             yield _unknown(node.step, known, node.span, "placeholder names")
+        if node.n == -1:
+            yield error(
+                "syntax",
+                f"#{node.step}.{node.view}= takes a length of at most 9 digits",
+                node.span,
+                f"e.g. #{node.step}.{node.view}=400",
+            )
 
 
 def _unknown(name: str, known: Iterable[str], span: Span, what: str) -> Diagnostic:
@@ -288,6 +295,37 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
                 ref.span,
                 did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
             )
+
+
+def input_schemas(facts: Facts) -> Iterator[Diagnostic]:
+    """Each input's schema must itself be valid JSON Schema (else `run` could not check the input)."""
+    inputs = facts.plan.inputs
+    if not inputs:
+        return
+    from jsonschema import Draft202012Validator
+
+    meta = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    for name, schema in inputs.items():
+        plain = _plain(schema)
+        if not isinstance(plain, (dict, bool)):
+            continue  # the plan schema reports a non-object
+        for err in meta.iter_errors(plain):
+            path = ("inputs", name, *err.absolute_path)
+            yield error(
+                "bad-schema",
+                f"the schema of input {name!r} is not valid JSON Schema: {err.message}",
+                Span(facts.plan.source, path),
+                "JSON Schema types are string, number, integer, boolean, array, object and null",
+            )
+            break  # one per input: the first says enough
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def conditions(facts: Facts) -> Iterator[Diagnostic]:
@@ -579,6 +617,7 @@ RULES: tuple[Rule, ...] = (
     bad_outputs,
     unwritten_state,
     unknown_inputs,
+    input_schemas,
     conditions,
     cycles,
     conflicting_writers,

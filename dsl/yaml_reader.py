@@ -11,6 +11,8 @@ key starts: that is how :class:`.source.SourceMap` locates YAML diagnostics.
 
 from __future__ import annotations
 
+import sys
+
 import json
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -106,6 +108,41 @@ _SPECIAL = {"~": None, "null": None, "Null": None, "NULL": None, "": None,
             "+.inf": float("inf"), "-.inf": float("-inf"), "-.Inf": float("-inf"), "-.INF": float("-inf"),
             ".nan": float("nan"), ".NaN": float("nan"), ".NAN": float("nan")}  # fmt: skip
 _NUMERIC_START = frozenset("0123456789+-.")
+
+
+def _short(tag: str) -> str:
+    return "!!" + tag[len(_CORE) :] if tag.startswith(_CORE) else tag
+
+
+def _collection_tag(name: str, event: Any) -> None:
+    """A tag on a mapping or a list: only ``!!map`` / ``!!seq`` on the matching kind (they change nothing)."""
+    mapping = type(event).__name__ == "MappingStartEvent"
+    if event.tag in (_CORE + ("map" if mapping else "seq"), "!"):
+        return
+    raise LoadError.make(
+        "yaml-syntax",
+        f"unsupported tag {_short(event.tag)} on a {'mapping' if mapping else 'list'}",
+        _span_at(name, event.start_mark),
+        "plans are plain JSON-like data: drop the tag",
+    )
+
+
+def _plain(value: str, name: str, event: Any) -> Any:
+    """:func:`_plain_scalar`, with an integer past Python's digit limit as a positioned diagnostic."""
+    try:
+        return _plain_scalar(value)
+    except ValueError:
+        raise too_many_digits(name, len(value), _span_at(name, event.start_mark)) from None
+
+
+def too_many_digits(name: str, digits: int, span: Span) -> LoadError:
+    """A number longer than Python converts (``sys.get_int_max_str_digits()``): the one rule and message."""
+    return LoadError.make(
+        "too-large",
+        f"a number with {digits:,} digits is longer than the {sys.get_int_max_str_digits():,} digits that can be read",
+        span,
+        "quote it if it is an identifier, not a quantity",
+    )
 
 
 def _plain_scalar(value: str) -> Any:
@@ -210,7 +247,7 @@ class _YamlBuilder:
                 if len(value) > max_string:
                     raise _too_long_string(self.name, self.limits, len(value), event.start_mark)
                 if event.implicit[0] and not event.style:
-                    value = _plain_scalar(value)
+                    value = _plain(value, self.name, event)
                 nodes += 1
                 if not top.is_map:
                     top.container.append(value)
@@ -225,6 +262,8 @@ class _YamlBuilder:
                     top.key_mark = event.start_mark
                 continue
             if code == _START and top is not None and not event.anchor and len(stack) < max_depth:
+                if event.tag:
+                    _collection_tag(self.name, event)
                 top = _Frame({} if cls.__name__ == "MappingStartEvent" else [], None, None, nodes)
                 stack.append(top)
                 continue
@@ -268,7 +307,7 @@ class _YamlBuilder:
         if tag and tag != "!":
             value = self.tagged(tag, value, event)
         elif event.implicit[0] and not event.style:
-            value = _plain_scalar(value)
+            value = _plain(value, self.name, event)
         self.record(event, event.style or "")
         self.add(value, 1, 0, event)
 
@@ -283,7 +322,7 @@ class _YamlBuilder:
                 return float(resolved) if kind == "float" else resolved  # type: ignore[arg-type]
         raise LoadError.make(
             "yaml-syntax",
-            f"unsupported tag {tag} on {value!r}",
+            f"unsupported tag {_short(tag)} on {value!r}",
             _span_at(self.name, event.start_mark),
             "plans are plain JSON-like data: drop the tag, or use !!str / !!int / !!float / !!bool / !!null",
         )
@@ -298,6 +337,8 @@ class _YamlBuilder:
         self.add(value, size, height, event)
 
     def start(self, event: Any) -> None:
+        if event.tag:
+            _collection_tag(self.name, event)
         if len(self.stack) >= self.limits.max_depth:
             raise _too_deep(self.name, self.limits, event.start_mark)
         self.record(event, "")

@@ -41,7 +41,7 @@ async def start(
     """A new run of a loaded plan: inputs checked, a lazy plan approved, then executed (durably if asked)."""
     from .inputs import prepare_inputs
 
-    values = prepare_inputs(plan, inputs)
+    values = prepare_inputs(plan, inputs, strict=True)
     await approve_plan(plan, approve)
     journal = None
     if durable:

@@ -7,6 +7,8 @@ from typing import Any, Iterable, Mapping
 
 from ..dsl.errors import RunError, error
 from ..dsl.ir import Plan
+from ..dsl.validate_tools import did_you_mean
+from .values import thaw
 
 
 def parse_assignments(pairs: Iterable[str], plan: Plan | None = None) -> dict[str, Any]:
@@ -31,24 +33,39 @@ def _coerce(raw: str, schema: Mapping[str, Any] | None) -> Any:
         return raw
 
 
-def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Apply defaults and validate; every problem is listed in one RunError."""
+def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None, strict: bool = False) -> dict[str, Any]:
+    """Apply defaults and validate; every problem is listed in one RunError. ``strict`` (a run's own
+    inputs): a name the plan does not declare is an error too (a sub-plan or a loop iteration
+    receives a step's arguments or the last result, which may carry more)."""
     values = dict(given or {})
     if plan.inputs is None:
         return values
     for name, schema in plan.inputs.items():
         if name not in values and isinstance(schema, Mapping) and "default" in schema:
-            values[name] = json.loads(json.dumps(schema["default"]))
-    problems = list(_problems(plan, values))
+            values[name] = thaw(schema["default"])  # a fresh copy: a run may not change the plan's default
+    problems = [*(_extra(plan, values) if strict else ()), *_problems(plan, values)]
     if problems:
         raise RunError(problems)
     return values
 
 
+def _extra(plan: Plan, values: Mapping[str, Any]):
+    """A given input the plan does not declare is a mistake (a typo, usually), never silently dropped."""
+    declared = plan.inputs or {}
+    for name in values:
+        if name not in declared:
+            known = ", ".join(declared) or "none"
+            yield error(
+                "extra-input",
+                f"the plan has no input {name!r}",
+                hint=did_you_mean(name, declared) or f"the plan's inputs: {known}",
+            )
+
+
 def _problems(plan: Plan, values: dict[str, Any]):
     from jsonschema import Draft202012Validator
 
-    properties = {k: dict(v) for k, v in (plan.inputs or {}).items()}
+    properties = {k: thaw(v) for k, v in (plan.inputs or {}).items()}
     required = [k for k, v in properties.items() if "default" not in v]
     schema = {"type": "object", "properties": properties, "required": required}
     for err in Draft202012Validator(schema).iter_errors(values):

@@ -205,6 +205,12 @@ def _import(source: str | os.PathLike) -> types.ModuleType:
         return importlib.import_module(text)
     except RunError:
         raise
+    except SystemExit as exc:  # exit() on import: nothing was loaded, which must not pass for success
+        raise RunError.make(
+            "tools-import",
+            f"cannot import tools from {text}: it called sys.exit({exc.code!r}) while being imported",
+            hint="a tools module defines tools; move the script part under `if __name__ == '__main__':`",
+        ) from None
     except Exception as exc:  # the user's module failed to import: say which and why
         raise RunError.make(
             "tools-import",

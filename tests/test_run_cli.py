@@ -116,7 +116,7 @@ def test_failed_run_exits_1_and_reports(tmp_path):
 
 def test_bad_inputs_are_reported_without_traceback(tmp_path):
     proc = dagplan("run", "examples/payment.yaml", "--tools", TOOLS, "--input", "amount=lots", state_dir=tmp_path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # inputs are the caller's to fix: a usage error
     assert "bad-input" in proc.stderr and "Traceback" not in proc.stderr
     proc = dagplan("run", "examples/payment.yaml", "--tools", TOOLS, state_dir=tmp_path)
     assert "missing-input" in proc.stderr and "--input amount=" in proc.stderr

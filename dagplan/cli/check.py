@@ -132,10 +132,17 @@ def fmt(file: str, check_only: bool, write: bool) -> None:
     """Rewrite a plan (any dialect) as canonical YAML."""
     from .. import format_document
 
+    from ..dsl.errors import DagplanError
+
     document = _load_or_exit(file)
-    formatted = format_document(document)
+    try:
+        formatted = format_document(document)
+    except DagplanError as exc:  # cannot-format: the file stays as it is
+        for diag in exc.diagnostics:
+            click.echo(diag.format(), err=True)
+        sys.exit(EXIT_FAILED)
     if check_only:
-        current = Path(file).read_text(encoding="utf-8")
+        current = Path(file).read_text(encoding="utf-8", errors="surrogateescape")
         if current != formatted:
             click.echo(f"would reformat {file}", err=True)
             sys.exit(1)

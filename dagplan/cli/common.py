@@ -28,6 +28,11 @@ USAGE_CODES = frozenset(
         "unknown-step",
         "unknown-event-type",
         "bad-run-id",
+        "bad-input",
+        "missing-input",
+        "extra-input",
+        "empty-data",
+        "bad-data",
     }
 )
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_WAITING, fail, tools_option
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, fail, tools_option
 
 
 def output_options(f):
@@ -55,17 +55,11 @@ def load_plan(path: str, tools: dict):
 
 
 def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> dict:
-    from .. import load_file
-    from .. import parse_assignments
+    from .. import parse_assignments, read_data
 
     values: dict = {}
     if input_file:
-        data = (
-            load_file(input_file).data if not input_file.endswith(".json") else json.loads(Path(input_file).read_text())
-        )
-        if not isinstance(data, dict):
-            raise click.BadParameter("the input file must hold an object", param_hint="--input-file")
-        values.update(data)
+        values.update(read_data(input_file))
     values.update(parse_assignments(pairs, plan))
     return values
 
@@ -122,9 +116,12 @@ def run(
         config = load_config()
         tools = load_tools(tool_sources, config)
         plan = load_plan(file, tools)
-        inputs = read_inputs(pairs, input_file, plan)
     except DagplanError as exc:
         fail(exc)
+    try:
+        inputs = read_inputs(pairs, input_file, plan)
+    except DagplanError as exc:
+        fail(exc, EXIT_USAGE)  # inputs are the caller's to fix, whatever is wrong with them
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
     kwargs = dict(
         tools=tools,
