@@ -70,7 +70,8 @@ def read_data(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> dict:
     if not isinstance(data, dict):
         raise LoadError.make(
             "bad-data",
-            f"{name} holds {type(data).__name__ if data is not None else 'null'}, not a mapping of input names to values",
+            f"{name} holds {type(data).__name__ if data is not None else 'null'}, "
+            "not a mapping of input names to values",
             Span(name, line=1, col=1),
             "write a mapping: {city: Rome}",
         )
