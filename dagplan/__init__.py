@@ -28,7 +28,7 @@ _EXPORTS = {
     "format_document": "dagplan.dsl.fmt",
     "plan_schema": "dagplan.dsl.schema",
     "worst_case": "dagplan.dsl.compose",
-    "budget_from_config": "dagplan.dsl.compose",
+    "check_files": "dagplan.api",
     "preview": "dagplan.api",
     "run": "dagplan.api",
     "arun": "dagplan.api",

@@ -41,6 +41,23 @@ def load(
     return result.plan
 
 
+def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] = (), config: Any = None) -> list:
+    """``dagplan check``: each file checked as ``run`` will load it, with the same configuration
+    (its ``tools`` and the given ones, ``max_items``, ``max_steps``). Raises RunError ``tools-import``
+    when the tools cannot be loaded."""
+    from .dsl.compose import Budget
+
+    cfg = config or load_config()
+    sources = [*cfg.tools, *tool_sources]
+    specs = None
+    if sources:  # importing user code (and the tool registry) only when there is some
+        from .interpreter.tools import load_tool_specs
+
+        specs = load_tool_specs(sources)
+    budget = Budget.of(cfg)
+    return [_check(path, name=os.fspath(path), tools=specs, budget=budget) for path in paths]
+
+
 def preview(plan: Plan | str | os.PathLike):
     """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``)."""
     from .interpreter.preview import build_preview

@@ -368,34 +368,3 @@ __all__ = [
     "is_refusal",
     "PlanInvalid",
 ]
-
-
-def budget_from_config(start: str | os.PathLike | None = None) -> Budget | None:
-    """``max_items`` / ``max_steps`` of the project configuration (``dagplan.toml`` or
-    ``[tool.dagplan]`` in ``pyproject.toml``, looked up from ``start`` upwards).
-
-    The interpreter's ``load_config`` is the full reader; ``check`` must not import the
-    interpreter, so this reads just these two keys the same way.
-    """
-    import tomllib
-    from pathlib import Path
-
-    folder = Path(start or os.getcwd()).resolve()
-    for place in (folder, *folder.parents):
-        for name, section in (("dagplan.toml", ()), ("pyproject.toml", ("tool", "dagplan"))):
-            path = place / name
-            if not path.is_file():
-                continue
-            try:
-                table = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                return None  # the interpreter's reader reports a broken file
-            found: Any = table
-            for key in section:
-                found = found.get(key) if isinstance(found, dict) else None
-            if isinstance(found, dict):
-                table = found
-                if table.get("max_items") is None and table.get("max_steps") is None:
-                    return None
-                return Budget(table.get("max_items"), table.get("max_steps"))
-    return None

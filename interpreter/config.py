@@ -25,14 +25,16 @@ section wins. Every key is optional::
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import tomllib
 from stat import S_ISREG
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from ..dsl.errors import RunError
+from ..dsl.errors import RunError, Span, error
 
 RESUME_DEFAULTS = {
     "default": "retry_pending",
@@ -118,21 +120,96 @@ def _read(path: str, section: tuple[str, ...] | None) -> dict | None:
     return data
 
 
+# What each key holds: (a test of the value, the words for it). One table: the README's list, the
+# errors and did-you-mean all come from it.
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v >= 1
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _amount(v: Any) -> bool:
+    return type(v) in (int, float) and v >= 0
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _names(v: Any) -> bool:
+    return isinstance(v, list) and all(_text(x) for x in v)
+
+
+def _table(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model": (_text, 'a model name (litellm), e.g. "openai/gpt-4o-mini"'),
+    "tools": (_names, 'a list of tool files or modules, e.g. ["tools.py"]'),
+    "max_concurrency": (_positive_int, "an integer of at least 1"),
+    "step_max_iterations": (_positive_int, "an integer of at least 1"),
+    "max_cost": (_amount, "a number of US dollars, at least 0"),
+    "max_tokens": (_count, "an integer of at least 0"),
+    "max_steps": (_positive_int, "an integer of at least 1"),
+    "max_items": (_positive_int, "an integer of at least 1"),
+    "state_dir": (_text, "a directory path"),
+    "resume": (_table, "a table: [resume] with default, side_effect, pure, idempotent, undeclared"),
+    "llm": (_table, "a table of litellm arguments: [llm]"),
+    "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
+}
+
+
 def _build(path: Path, table: dict) -> Config:
-    known = set(Config.__dataclass_fields__) - {"path"}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise RunError.make(
-            "config", f"{path}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}"
-        )
-    resume = {**RESUME_DEFAULTS, **table.get("resume", {})}
+    """The configuration from a file's table, every key checked (position, expected value, did-you-mean)."""
+    problems = []
+    for key, value in table.items():
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1, cutoff=0.6)
+            problems.append(
+                error(
+                    "config",
+                    f"unknown key {key!r}",
+                    _key_span(path, key),
+                    f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(KEYS)}",
+                )
+            )
+            continue
+        valid, words = KEYS[key]
+        if not valid(value):
+            problems.append(error("config", f"{key} must be {words}, not {value!r}", _key_span(path, key)))
+    given = table.get("resume")
+    resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
     for key, value in resume.items():
         if value not in _CHOICES.get(key, (value,)):
-            raise RunError.make(
-                "config", f"{path}: resume.{key} = {value!r}", hint=f"one of {', '.join(_CHOICES[key])}"
+            problems.append(
+                error(
+                    "config",
+                    f"resume.{key} = {value!r}",
+                    _key_span(path, key),
+                    f"one of {', '.join(_CHOICES[key])}" if key in _CHOICES else None,
+                )
             )
+    if problems:
+        raise RunError(problems)
     values = {k: v for k, v in table.items() if k != "resume"}
     if "tools" in values:
         base = path.parent
         values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])
     return Config(path=path, resume=resume, **values)
+
+
+def _key_span(path: Path, key: str) -> Span:
+    """Where ``key = ...`` is written in the file (tomllib keeps no positions; keys are on their lines)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return Span(str(path))
+    pattern = re.compile(rf"^\s*(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+    for number, line in enumerate(lines, 1):
+        found = pattern.match(line)
+        if found:
+            return Span(str(path), line=number, col=len(line) - len(line.lstrip()) + 1)
+    return Span(str(path))

@@ -15,6 +15,7 @@ from ..dsl.errors import PlanInvalid, RunError
 from ..dsl.ir import Plan
 from .engine import Execution, RunResult
 from .journal import Journal, check_step, clear_from, open_registry
+from .preflight import preflight
 from .progress import plan_step_ids
 from .resume import AskInterrupted, Replay
 from .scope import Options, RunScope
@@ -42,6 +43,7 @@ async def start(
     from .inputs import prepare_inputs
 
     values = prepare_inputs(plan, inputs, strict=True)
+    preflight(plan, options.model, options.completion_kwargs)  # before approval: nothing to approve in vain
     await approve_plan(plan, approve)
     journal = None
     if durable:
@@ -77,6 +79,7 @@ async def resume(
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs."""
     journal = open_registry(state).open(run_id)
     plan = stored_plan(journal, tools, config, from_step)
+    preflight(plan, options.model, options.completion_kwargs)
     order = list(plan.analysis.order)
     if journal.progress().status is RunStatus.ABORTED:
         raise RunError.make("run-finished", f"run {journal.id} was discarded", hint="start a new run")

@@ -96,7 +96,14 @@ def test_run_json_shape_and_error_branch(tmp_path):
         assert set(step) >= {"status", "output", "attempts"}
 
 
-def test_failed_run_exits_1_and_reports(tmp_path):
+def test_a_failed_run_exits_1_and_reports(tmp_path):
+    plan = tmp_path / "p.yaml"
+    plan.write_text("steps:\n  - {id: pay, tool: processPayment, args: {amount: 500}, retry: {limit: 0}}\n")
+    proc = dagplan("run", str(plan), "--tools", TOOLS, "--ephemeral", state_dir=tmp_path)
+    assert proc.returncode == 1 and "FAILED" in proc.stderr
+
+
+def test_preflight_runs_nothing_when_an_llm_step_has_no_model(tmp_path):
     proc = dagplan(
         "run",
         "examples/refund.yaml",
@@ -109,9 +116,9 @@ def test_failed_run_exits_1_and_reports(tmp_path):
         "--ephemeral",
         state_dir=tmp_path,
     )
-    # the refund's error branch handles the tool failure; the LLM step then fails for want of a model
-    assert proc.returncode == 1
-    assert "FAILED" in proc.stderr or "failed" in proc.stdout
+    # preflight: the LLM step has no model, so nothing runs (the refund is not issued), a usage error
+    assert proc.returncode == 2 and "no-model" in proc.stderr
+    assert "issueRefund" not in proc.stderr  # the side effect before the LLM step never started
 
 
 def test_bad_inputs_are_reported_without_traceback(tmp_path):

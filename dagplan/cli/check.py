@@ -15,7 +15,7 @@ from typing import Iterable
 
 import click
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -40,20 +40,6 @@ def expand(patterns: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def _tool_specs(paths: tuple[str, ...]):
-    if not paths:
-        return None
-    from ..dsl.errors import DagplanError
-    from .. import load_tool_specs  # only when asked: it may import user code
-
-    try:
-        return load_tool_specs(list(paths))
-    except DagplanError as exc:
-        raise UsageFailure(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - a broken tools file is a usage error, not a traceback
-        raise UsageFailure(f"cannot load tools from {', '.join(paths)}: {type(exc).__name__}: {exc}") from None
-
-
 def _exit_code(results, strict: bool) -> int:
     if exit_code(d.code for r in results for d in r.errors) == EXIT_USAGE:
         return EXIT_USAGE
@@ -75,20 +61,21 @@ def _exit_code(results, strict: bool) -> int:
 )
 def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
-    from .. import check as check_plan
+    from .. import check_files, load_config
+    from ..dsl.errors import DagplanError
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
     try:
         paths = expand(files)
-        tools = _tool_specs(tool_paths)
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    from .. import budget_from_config
-
-    budget = budget_from_config()
-    results = [check_plan(path, name=path, tools=tools, budget=budget) for path in paths]
-    worst = _worst_cases(results, budget)
+    try:
+        config = load_config()
+        results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
+    except DagplanError as exc:
+        fail(exc)
+    worst = _worst_cases(results, config.max_items)
     if fmt == "json":
         sys.stdout.write(render_json(results, worst))
     else:
@@ -100,12 +87,12 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
     sys.exit(_exit_code(results, strict))
 
 
-def _worst_cases(results, budget) -> dict:
+def _worst_cases(results, max_items: int | None) -> dict:
     """For plans with fan-out, sub-plans or loops: the most steps (and LLM steps) they can execute."""
     from .. import worst_case
 
     return {
-        r.name: worst_case(r.plan, budget.default_max_items if budget else None)
+        r.name: worst_case(r.plan, max_items)
         for r in results
         if r.plan is not None and any(s.for_each or s.plan or s.loop for s in r.plan.steps)
     }

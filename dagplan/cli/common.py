@@ -33,6 +33,9 @@ USAGE_CODES = frozenset(
         "extra-input",
         "empty-data",
         "bad-data",
+        "no-model",
+        "no-llm-support",
+        "no-credentials",
     }
 )
 
