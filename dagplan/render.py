@@ -155,7 +155,8 @@ def _branch_labels(plan: Plan, analysis: Analysis, step) -> dict[str, list[str]]
 
 def _node_label(plan: Plan, step_id: str) -> str:
     step = plan.by_id[step_id]
-    return f"{step_id}: {step.tool}" if step.tool else f"{step_id}: llm"
+    what = step.tool or str(step.kind)  # llm, plan (a sub-plan), loop, gate
+    return f"{step_id}: {what}" + (" (for each)" if step.for_each is not None else "")
 
 
 def render_mermaid(plan: Plan, analysis: Analysis) -> str:

@@ -240,10 +240,19 @@ def progress_for(plan: Any, stream: TextIO = sys.stderr) -> PlainProgress:
 
 
 class JsonlEvents:
-    """``--events jsonl``: every event as one JSON line."""
+    """``--events TARGET``: every event as one JSON line (pure JSONL: nothing else is written there)."""
 
     def __init__(self, stream: TextIO):
         self.stream = stream
+
+    @classmethod
+    def to(cls, target: str) -> "JsonlEvents":
+        """``-``: stdout; ``jsonl``: stderr (the older spelling); anything else: a file, appended to."""
+        if target == "-":
+            return cls(sys.stdout)
+        if target == "jsonl":
+            return cls(sys.stderr)
+        return cls(open(target, "a", encoding="utf-8"))  # noqa: SIM115 - open for the whole run
 
     def __call__(self, event: Any) -> None:
         print(json.dumps(event.to_json(), ensure_ascii=False, default=str), file=self.stream, flush=True)

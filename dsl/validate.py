@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, error, warning
 from .condition import atom, condition_rules
-from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, ToolSpec, format_path
+from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
 from .validate_tools import _MISSING, _input_schema, did_you_mean, tool_arguments, tool_names
 from .schedule import (
     Analysis,
@@ -295,6 +295,41 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
                 ref.span,
                 did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
             )
+
+
+_FOREIGN = re.compile(r"\{\{\s*\$?(input|state)((?:\.[A-Za-z_]\w*)+)\s*\}\}|\$\{(input|state)((?:\.[A-Za-z_]\w*)+)\}")
+
+
+def foreign_templates(facts: Facts) -> Iterator[Diagnostic]:
+    """``{{ input.topic }}`` / ``${state.s}`` (Jinja, shell) stay literal text here: say how to write them."""
+    for step in facts.plan.steps:
+        texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
+        if step.llm is not None:
+            texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
+        for path, text in texts:
+            found = _FOREIGN.search(text)
+            if found:
+                root = found.group(1) or found.group(3)
+                rest = found.group(2) or found.group(4)
+                yield warning(
+                    "foreign-template",
+                    f"step '{step.id}': {found.group(0)!r} is not a reference here and stays as text",
+                    _at(step, *path),
+                    f"write \u2020{root}{rest} (or ${root}{rest})",
+                )
+
+
+def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Template):
+        yield path, "".join(p for p in value.parts if isinstance(p, str))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _strings(item, (*path, i))
 
 
 def input_schemas(facts: Facts) -> Iterator[Diagnostic]:
@@ -619,6 +654,7 @@ RULES: tuple[Rule, ...] = (
     unknown_inputs,
     input_schemas,
     conditions,
+    foreign_templates,
     cycles,
     conflicting_writers,
     tool_names,

@@ -111,7 +111,10 @@ _EXTENSIONS = (
     "scala c h cc cpp hpp cs rb php sh bash zsh ps1 sql html htm css scss less xml csv tsv proto tf hcl "
     "swift m mm vue svelte ipynb gradle lock mod sum dart lua r pl ex exs erl hs ml clj"
 ).split()
-_FILE_NAMES = "Dockerfile Makefile Jenkinsfile Procfile Gemfile Rakefile Vagrantfile Containerfile Justfile".split()
+_FILE_NAMES = (
+    "Dockerfile Makefile Jenkinsfile Procfile Gemfile Rakefile Vagrantfile Containerfile Justfile "
+    "README CHANGELOG LICENSE CONTRIBUTING AUTHORS NOTICE"  # extension-less artefacts, as chatcli counts them
+).split()
 _FILE = re.compile(
     r"(?<![\w./-])[\w./-]*\w\.(?:" + "|".join(_EXTENSIONS) + r")(?![\w-])"
     r"|(?<![\w-])(?:[\w./-]*/)?(?:" + "|".join(_FILE_NAMES) + r")(?![\w.-])",
@@ -153,7 +156,7 @@ def score(task: str) -> Score:
     """Every part of the complexity score of ``task``."""
     files = _distinct(m.group(0).rstrip(".") for m in _FILE.finditer(task))
     prose = _fold(_FILE.sub(" ", task))  # file names must not count as words ("add.py" is no verb)
-    verbs = tuple(_verbs(prose))
+    verbs = _distinct(_verbs(prose))  # a repeated verb counts once ("fix fix fix" is one action)
     sequencers = tuple(m.group(1) for m in _sequencer_pattern().finditer(prose))
     return Score(
         verbs=min(len(verbs), VERB_CAP),

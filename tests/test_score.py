@@ -29,10 +29,16 @@ def test_scores(task, expected):
 
 
 def test_parts_and_caps():
-    s = score("fix fix fix fix fix fix fix a.py b.py c.py d.py then then then")
+    s = score("fix add write test build run deploy a.py b.py c.py d.py then then then")
     assert (s.verbs, s.files, s.sequencers, s.total) == (5, 3, 2, 10)
-    assert s.matched_verbs == ("fix",) * 7  # everything found is reported, only the score is capped
+    assert len(s.matched_verbs) == 7  # everything found is reported, only the score is capped
     assert s.matched_files == ("a.py", "b.py", "c.py", "d.py")
+
+
+def test_a_repeated_verb_counts_once_and_readme_is_a_file():
+    assert score("fix fix fix").verbs == 1  # as chatcli's ComplexityScore
+    s = score("update README, CHANGELOG and LICENSE")
+    assert s.matched_files == ("README", "CHANGELOG", "LICENSE") and s.files == 3
 
 
 def test_files_count_once_and_are_not_words():

@@ -42,6 +42,17 @@ class LazyGroup(click.Group):
         except (ImportError, AttributeError):
             return None  # not built yet
 
+    def resolve_command(self, ctx, args):
+        """An unknown subcommand suggests the closest one (``dagplan chek`` -> ``check``), as click does
+        for eager groups."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
+            ctx.fail(f"No such command {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""))
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx, formatter):
         rows = [(name, help_) for name, (_, _, help_) in COMMANDS.items() if self.get_command(ctx, name)]
         with formatter.section("Commands"):
@@ -49,7 +60,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="dagplan")
+@click.version_option(None, "-V", "--version", package_name="dagplan")
 def cli() -> None:
     """dagplan: validate, preview and run declarative plans for LLM agents."""
 

@@ -24,9 +24,10 @@ def output_options(f):
     f = click.option(
         "--events",
         "events",
-        type=click.Choice(["jsonl"]),
+        metavar="FILE|-",
         default=None,
-        help="Stream every event as a JSON line on stderr.",
+        help="Write every event as one JSON line to FILE (- for stdout; `jsonl` for stderr). "
+        "Each line carries the run id; nothing else is written there.",
     )(f)
     f = click.option("--yes", "-y", is_flag=True, help="Approve lazy plans and retry extensions without asking.")(f)
     f = click.option("--no-input", is_flag=True, help="Never prompt; unanswered questions are refusals.")(f)
@@ -194,9 +195,9 @@ class Session:
         from ..views import JsonlEvents, progress_for
 
         subscribers = []
-        if self.events == "jsonl":
-            subscribers.append(JsonlEvents(sys.stderr))
-        elif self.fmt == "text":
+        if self.events is not None:
+            subscribers.append(JsonlEvents.to(self.events))
+        if self.fmt == "text" and self.events not in ("jsonl", "-"):  # progress lines stay off an event stream
             self.progress = progress_for(self.plan)
             subscribers.append(self.progress)
         return {
@@ -259,7 +260,8 @@ class Session:
     def _render(self, result: Any) -> None:
         from ..views import report_text
 
+        on_stderr = self.events == "-"  # stdout is the event stream: keep it pure JSONL
         if self.fmt == "json":
-            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str), err=on_stderr)
         else:
-            click.echo(report_text(result))
+            click.echo(report_text(result), err=on_stderr)

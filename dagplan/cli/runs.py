@@ -39,7 +39,12 @@ def _rich_table(rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(*rows[0], box=None, header_style="bold")
+    table = Table(box=None, header_style="bold")
+    for i, header in enumerate(rows[0]):
+        if i == 0:  # ids are what people copy: never cut or wrapped; a narrow terminal wraps the others
+            table.add_column(header, no_wrap=True, min_width=max(len(r[0]) for r in rows))
+        else:
+            table.add_column(header, overflow="fold")
     for row in rows[1:]:
         table.add_row(*row)
     Console().print(table)
