@@ -42,6 +42,7 @@ _EXPORTS = {
     "answer": "dagplan.api",
     "discard": "dagplan.api",
     "stored_plan": "dagplan.api",
+    "resume_tools": "dagplan.api",
     "MemoryRegistry": "dagplan.interpreter.journal",
     # tools
     "tool": "dagplan.interpreter.tools",

@@ -85,8 +85,10 @@ async def arun(
     config: Any = None,
     on_run_created: Callable[[str], None] | None = None,
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+    tool_sources: Iterable[str] = (),
 ):
-    """Run a plan; returns a :class:`RunResult`. See :func:`run`."""
+    """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
+    modules the tools came from, recorded (with content hashes) so a resume loads the same ones."""
     from .interpreter.driver import start
     from .interpreter.scope import Options
     from .interpreter.tools import registry
@@ -104,8 +106,11 @@ async def arun(
         max_tokens=max_tokens,
         ask_gate=ask_gate,
     )
+    from .interpreter.tools import source_record
+
     return await start(
         plan,
+        meta={"tool_sources": source_record(tool_sources)} if tool_sources else None,
         tools=registry(tools),
         inputs=inputs,
         options=options,
@@ -234,6 +239,15 @@ def stored_plan(
     cfg = config or load_config()
     journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
     return plan_of(journal, registry(tools), cfg, from_step)
+
+
+def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
+    """(the tool sources a run was started with, those of them whose file changed since)."""
+    from .interpreter.journal import open_registry
+    from .interpreter.tools import changed_sources, recorded_sources
+
+    record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
+    return recorded_sources(record), changed_sources(record)
 
 
 def load_config(start: str | os.PathLike | None = None):

@@ -192,6 +192,37 @@ def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
     return found
 
 
+def source_record(sources: Iterable[str | os.PathLike]) -> list[dict[str, str]]:
+    """How a run's tools were given, to load the same ones on resume: files by absolute path with
+    their content hash, modules by name."""
+    out = []
+    for source in sources:
+        text = os.fspath(source)
+        path = Path(text)
+        if text.endswith(".py") or path.is_file():
+            resolved = path.resolve()
+            out.append({"file": str(resolved), "sha256": _digest(resolved)})
+        else:
+            out.append({"module": text})
+    return out
+
+
+def changed_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
+    """The recorded tool files whose content is not what the run started with (or that are gone)."""
+    return [r["file"] for r in record if "file" in r and _digest(Path(r["file"])) != r.get("sha256")]
+
+
+def recorded_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
+    return [r.get("file") or r.get("module", "") for r in record]
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
 def load_tool_specs(sources: Iterable[str | os.PathLike]) -> dict[str, ToolSpec]:
     return {name: t.spec for name, t in load_tools(sources).items()}
 

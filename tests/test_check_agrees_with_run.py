@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,3 +116,67 @@ def test_preflight_also_guards_resume(project):
     resumed = dagplan("resume", run_id, cwd=project)  # no model in this environment
     assert resumed.returncode == 2 and "no-model" in resumed.stderr
     assert not (project / "greeted.log").exists()
+
+
+def test_resume_needs_no_flags_and_warns_when_a_tools_file_changed(project):
+    write(
+        project,
+        "p.yaml",
+        """\
+        steps:
+          - {id: ok, gate: {question: "Go on?", choices: [yes, no]}, output: †state.ok}
+          - {id: hello, tool: greet, args: {name: ada}, deps: [ok], output: †state.greeting}
+        result: †state.greeting
+        """,
+    )
+    waiting = dagplan("run", "p.yaml", "--no-input", cwd=project)
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    dagplan("answer", run_id, "ok", "yes", cwd=project)
+    (project / "dagplan.toml").unlink()  # not even the configuration says where the tools are
+    with open(project / "sub" / "tools.py", "a") as f:
+        f.write("# edited\n")
+    resumed = dagplan("resume", run_id, "--format", "json", cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"warning: {project / 'sub' / 'tools.py'} changed since the run started" in resumed.stderr
+    assert json.loads(resumed.stdout)["result"] == "hi ada"
+
+
+def interrupted_side_effect(project: Path) -> str:
+    """A run killed while its side-effecting step ran: the intent is in the journal, no result."""
+    from dagplan.interpreter.store import RunStore
+
+    doc = {"steps": [{"id": "hello", "tool": "greet", "args": {"name": "ada"}, "output": "\u2020state.g"}],
+           "result": "\u2020state.g"}  # fmt: skip
+    run = RunStore(project / ".dagplan").create(plan_doc=doc, plan_name="p.yaml", inputs={},
+                                                meta={"tool_sources": [{"module": "greeting_tools"}]})  # fmt: skip
+    run.acquire()
+    run.append({"type": "plan_started"})
+    run.append({"type": "plan_step_started", "step": "hello", "attempt": 1})
+    run.commit_sync()
+    run.release()
+    return run.id
+
+
+@pytest.mark.parametrize("policy, runs_again", [("adopt", False), ("retry", True)])
+def test_on_interrupted_decides_about_an_interrupted_side_effect(project, policy, runs_again):
+    (project / "greeting_tools.py").write_text(textwrap.dedent(TOOLS))
+    run_id = interrupted_side_effect(project)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagplan", "resume", run_id, "--on-interrupted", policy, "--no-input"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(project)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "greeted.log").exists() is runs_again
+
+
+def test_an_interrupted_side_effect_nobody_decides_says_what_to_do(project):
+    (project / "greeting_tools.py").write_text(textwrap.dedent(TOOLS))
+    run_id = interrupted_side_effect(project)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dagplan", "resume", run_id, "--no-input"],
+        cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(project)},
+    )  # fmt: skip
+    assert proc.returncode == 1 and not (project / "greeted.log").exists()
+    assert "--on-interrupted retry" in proc.stderr and "--on-interrupted adopt" in proc.stderr

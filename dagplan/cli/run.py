@@ -125,6 +125,7 @@ def run(
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
     kwargs = dict(
         tools=tools,
+        tool_sources=[*config.tools, *tool_sources],  # recorded: `dagplan resume RUN` loads the same
         inputs=inputs,
         durable=not ephemeral,
         state_dir=state_dir,

@@ -6,6 +6,7 @@ corrupt artifact, corrupt log, locked); 2 usage (unknown run id, unknown step id
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import datetime
@@ -167,16 +168,31 @@ def _step_detail(s: Any) -> str:
     metavar="STEP",
     help="Clear recorded results from STEP onward (topological order) and run them again.",
 )
+@click.option(
+    "--on-interrupted",
+    type=click.Choice(["ask", "adopt", "retry"]),
+    default=None,
+    help="A side-effecting step that was running when the run stopped: ask (default on a terminal), "
+    "adopt it as done, or retry it.",
+)
 @tools_option
 @output_options
-def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model) -> None:
-    """Resume RUN: completed steps replay from the record, the rest run."""
+def resume(
+    run_id, from_step, on_interrupted, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model
+) -> None:
+    """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
     from .. import api
     from .run import Session, load_tools
 
     try:
         config = api.load_config()
-        tools = load_tools(tool_sources, config)
+        if not tool_sources:  # the tools the run was started with, unless others are given
+            tool_sources, changed = api.resume_tools(run_id, state_dir or config.state_dir)
+            for path in changed:
+                click.echo(f"warning: {path} changed since the run started; its tools are loaded as they are now",
+                           err=True)  # fmt: skip
+            config = dataclasses.replace(config, tools=())  # recorded sources include the configured ones
+        tools = load_tools(tuple(tool_sources), config)
         plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
     except DagplanError as exc:
         reject(exc)
@@ -188,7 +204,7 @@ def resume(run_id, from_step, tool_sources, fmt, events, yes, no_input, state_di
         from_step=from_step,
         state_dir=state_dir or config.state_dir,
         config=config,
-        on_interrupted=Interrupted(yes=yes, no_input=no_input),
+        on_interrupted=Interrupted(yes=yes, no_input=no_input, policy=on_interrupted),
         max_concurrency=max_concurrency,
         model=model,
     )
@@ -201,16 +217,19 @@ class Interrupted:
     guessed: the step fails, and the message says how to decide.
     """
 
-    def __init__(self, *, yes: bool, no_input: bool):
-        self.yes, self.interactive = yes, not no_input and sys.stdin.isatty()
+    def __init__(self, *, yes: bool, no_input: bool, policy: str | None = None):
+        self.yes, self.interactive, self.policy = yes, not no_input and sys.stdin.isatty(), policy
 
     def __call__(self, step_id: str, purity: str) -> str:
+        if self.policy in ("adopt", "retry"):
+            return self.policy
         if self.yes:
             return "retry"
         if not self.interactive:
             click.echo(
-                f"step {step_id} ({purity}) was interrupted and may or may not have happened; not run again "
-                "(resume with --yes to run it, or set resume.side_effect in dagplan.toml)",
+                f"step {step_id} ({purity}) was interrupted and may or may not have happened; it was not run "
+                "again. If it did not happen: dagplan resume RUN --on-interrupted retry; if it did: "
+                "--on-interrupted adopt (or set resume.side_effect in dagplan.toml)",
                 err=True,
             )
             return "fail"
