@@ -24,6 +24,7 @@ _EXPORTS = {
     "load": "dagplan.api",
     "check": "dagplan.dsl",
     "load_file": "dagplan.dsl.load",
+    "load_text": "dagplan.dsl.load",
     "read_data": "dagplan.dsl.load",
     "format_document": "dagplan.dsl.fmt",
     "plan_schema": "dagplan.dsl.schema",

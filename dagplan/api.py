@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from typing import Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
@@ -55,7 +56,12 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
-    return [_check(path, name=os.fspath(path), tools=specs, budget=budget) for path in paths]
+    return [
+        _check(text=sys.stdin.buffer.read(), name="<stdin>", tools=specs, budget=budget)
+        if os.fspath(path) == "-"
+        else _check(path, name=os.fspath(path), tools=specs, budget=budget)
+        for path in paths
+    ]
 
 
 def preview(plan: Plan | str | os.PathLike):

@@ -120,7 +120,42 @@ def _gh_property(text: str) -> str:
     return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-DIAGNOSTIC_RENDERERS = {"text": render_text, "json": render_json, "github": render_github}
+def render_sarif(results: Sequence[CheckResult]) -> str:
+    """SARIF 2.1.0 (GitHub code scanning): one run, a rule per diagnostic code, a result per diagnostic."""
+    from dagplan import __version__
+
+    codes = sorted({d.code for r in results for d in r.diagnostics})
+    rules = [{"id": code, "name": code} for code in codes]
+    found = []
+    for r in results:
+        for d in r.diagnostics:
+            location: dict[str, Any] = {"artifactLocation": {"uri": d.span.file or r.name}}
+            if d.span.line:
+                location["region"] = {"startLine": d.span.line, "startColumn": max(d.span.col, 1)}
+            text = d.message + (f" (hint: {d.hint})" if d.hint else "")
+            found.append(
+                {
+                    "ruleId": d.code,
+                    "ruleIndex": codes.index(d.code),
+                    "level": "error" if d.severity == "error" else "warning",
+                    "message": {"text": text},
+                    "locations": [{"physicalLocation": location}],
+                }
+            )
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "dagplan", "version": __version__, "rules": rules}},
+                "results": found,
+            }
+        ],
+    }
+    return json.dumps(log, ensure_ascii=False, indent=2) + "\n"
+
+
+DIAGNOSTIC_RENDERERS = {"text": render_text, "json": render_json, "github": render_github, "sarif": render_sarif}
 
 
 # --- graphs ---------------------------------------------------------------------------------

@@ -197,11 +197,16 @@ def load(
 
 
 def is_text(source: Any) -> bool:
-    """A ``str`` holding a document rather than naming a file: it has a newline or starts like one."""
-    return isinstance(source, (str, bytes)) and (
-        ("\n" in source if isinstance(source, str) else b"\n" in source)
-        or source.lstrip()[:1] in ("{", "[", "-", b"{", b"[", b"-")
-    )
+    """A ``str`` holding a document rather than naming a file: not an existing file's name (file names
+    come first: ``[draft]-triage.yaml`` is a file), and it has a newline or starts like a document."""
+    if not isinstance(source, (str, bytes)):
+        return False
+    if len(source) < 4096 and "\n" not in (source if isinstance(source, str) else source.decode("utf-8", "replace")):
+        if os.path.isfile(source):
+            return False
+    return ("\n" in source if isinstance(source, str) else b"\n" in source) or source.lstrip()[:1] in (
+        "{", "[", "-", b"{", b"[", b"-",
+    )  # fmt: skip
 
 
 def _load_document(source: Any, text: Any, name: str | None, limits: Limits) -> "Document":

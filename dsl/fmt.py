@@ -59,14 +59,18 @@ STEP_ORDER = (
 _TEMPLATE_KEYS = ("llm", "system")
 
 
-def format_document(doc: Any) -> str:
+def format_document(doc: Any, refs: bool = False) -> str:
     """Canonical YAML text of a loaded :class:`~.load.Document`, checked before it is returned: the
     text loads back to the same values, and formatting it again changes nothing. What YAML cannot
-    carry faithfully is a ``cannot-format`` error, never a silent change."""
+    carry faithfully is a ``cannot-format`` error, never a silent change.
+
+    References keep the author's spelling (``$state`` stays ``$state``) unless ``refs`` asks for
+    ``†``; a document of another dialect always gets ``†``: the conversion made its references."""
+    refs = refs or doc.dialect != "canonical"
     from .load import load_text
 
-    text = _format(doc)
-    expected = _canonical(json.loads(json.dumps(doc.data)))  # fmt's own rewrites, on plain data
+    text = _format(doc, refs)
+    expected = _canonical(json.loads(json.dumps(doc.data)), refs)  # fmt's own rewrites, on plain data
     try:
         again = load_text(text, doc.name)
     except DagplanError as exc:
@@ -74,18 +78,18 @@ def format_document(doc: Any) -> str:
     where = _first_difference(expected, again.data)
     if where is not None:
         raise _cannot(doc.name, f"the value at {where} would change")
-    if _format(again) != text:
+    if _format(again, refs) != text:
         raise _cannot(doc.name, "formatting its output again would change it")
     return text
 
 
-def _format(doc: Any) -> str:
+def _format(doc: Any, refs: bool) -> str:
     source = doc.source_map
     if doc.dialect == "canonical" and source.syntax == "yaml":
         data = _round_trip(source.parse_text)
     else:
         data = _plain_to_commented(doc.data)
-    return _dump(_quoted(_canonical(data)))
+    return _dump(_quoted(_canonical(data, refs)))
 
 
 def _cannot(name: str, why: str) -> DagplanError:
@@ -202,7 +206,8 @@ def _is_leaf(value: Any) -> bool:
     return not isinstance(value, (dict, list)) and not (isinstance(value, str) and "\n" in value)
 
 
-def _canonical(data: Any) -> Any:
+def _canonical(data: Any, refs: bool = False) -> Any:
+    """Key order, the version key; with ``refs``, references spelled with † (else as the author wrote them)."""
     if not isinstance(data, dict):
         return data
     if "dagplan" not in data:
@@ -212,8 +217,10 @@ def _canonical(data: Any) -> Any:
     if isinstance(steps, list):
         for i, step in enumerate(steps):
             if isinstance(step, dict):
-                steps[i] = _canonical_step(_reordered(step, STEP_ORDER))
-    if isinstance(data.get("result"), str):
+                steps[i] = _reordered(step, STEP_ORDER)
+                if refs:
+                    steps[i] = _canonical_step(steps[i])
+    if refs and isinstance(data.get("result"), str):
         data["result"] = _rewrite(data["result"], template=True)
     return data
 

@@ -207,7 +207,7 @@ def canonical_yaml(result: Any) -> str:
     """The checked document as canonical YAML (``dagplan fmt``'s output)."""
     from ..dsl.fmt import format_document
 
-    return format_document(result.document)
+    return format_document(result.document, refs=True)
 
 
 def _failed(attempts: list[PlanAttempt]) -> PlanningFailed:

@@ -52,12 +52,17 @@ DIALECTS = {
 }
 
 
-def formatted(text: str) -> str:
-    return fmt.format_document(load.load_text(text))
+def formatted(text: str, refs: bool = False) -> str:
+    return fmt.format_document(load.load_text(text), refs=refs)
 
 
 def test_canonical_keeps_comments_orders_keys_and_writes_daggers():
-    assert formatted(CANONICAL) == EXPECTED
+    assert formatted(CANONICAL, refs=True) == EXPECTED
+
+
+def test_the_authors_spelling_of_references_is_kept_unless_asked():
+    out = formatted(CANONICAL)
+    assert "$state.q" in out and formatted(out) == out
 
 
 def test_escapes_and_non_references_are_left_alone():
@@ -77,7 +82,10 @@ def test_dialects_become_canonical_and_fmt_is_idempotent(name):
     doc = load.load_text(out)
     assert doc.dialect == "canonical"
     assert out.startswith("dagplan: 1\n")
-    assert "$state" not in out and "$input" not in out
+    if doc.dialect == "canonical" and load.load_text(DIALECTS[name]).dialect == "canonical":
+        assert formatted(DIALECTS[name], refs=True).count("$state") == 0  # the author's spelling, unless asked
+    else:
+        assert "$state" not in out and "$input" not in out  # references the conversion made
     assert formatted(out) == out
     original = load.load_text(DIALECTS[name]).data
     again = {k: v for k, v in doc.data.items() if k != "dagplan"}

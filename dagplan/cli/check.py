@@ -25,18 +25,25 @@ class UsageFailure(Exception):
 
 
 def expand(patterns: Iterable[str]) -> list[str]:
-    """Files named by the arguments: paths as given, globs expanded (quoted ones too), dirs walked."""
+    """Files named by the arguments: a path that exists is that file (``[draft].yaml`` too), ``-`` is
+    standard input, globs are expanded (quoted ones too), directories walked for plan files. A
+    selection that names no plan file is a usage error (exit 2), whatever produced it."""
     files: list[str] = []
     for pattern in patterns:
-        if os.path.isdir(pattern):
-            files += sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file())
-        elif not os.path.exists(pattern) and glob.has_magic(pattern):
-            matches = sorted(glob.glob(pattern, recursive=True))
+        if pattern == "-" or (os.path.exists(pattern) and not os.path.isdir(pattern)):
+            files.append(pattern)
+        elif os.path.isdir(pattern):
+            found = sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file())
+            if not found:
+                raise UsageFailure(f"no plan files ({', '.join(PLAN_SUFFIXES)}) in {pattern!r}")
+            files += found
+        elif glob.has_magic(pattern):
+            matches = [m for m in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(m)]
             if not matches:
                 raise UsageFailure(f"no files match {pattern!r}")
-            files += [m for m in matches if os.path.isfile(m)]
+            files += matches
         else:
-            files.append(pattern)
+            files.append(pattern)  # a missing file: the loader says so (io)
     return list(dict.fromkeys(files))
 
 
@@ -50,7 +57,9 @@ def _exit_code(results, strict: bool) -> int:
 
 @click.command("check")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True
+)
 @click.option("--strict", is_flag=True, help="Treat warnings as errors (exit 1).")
 @click.option(
     "--tools",
@@ -100,44 +109,68 @@ def _worst_cases(results, max_items: int | None) -> dict:
 
 def _load_or_exit(path: str):
     from ..dsl.errors import LoadError
-    from .. import load_file
+    from .. import load_file, load_text
     from ..render import render_text
     from .. import CheckResult
 
     try:
-        return load_file(path)
+        return load_file(path) if path != "-" else load_text(sys.stdin.buffer.read(), "<stdin>")
     except LoadError as exc:
         sys.stderr.write(render_text([CheckResult(path, None, None, exc.diagnostics, None)]))
         sys.exit(exit_code(d.code for d in exc.diagnostics))
 
 
 @click.command("fmt")
-@click.argument("file")
-@click.option("--check", "check_only", is_flag=True, help="Exit 1 if the file is not already formatted.")
-@click.option("-w", "--write", is_flag=True, help="Rewrite the file in place.")
-def fmt(file: str, check_only: bool, write: bool) -> None:
-    """Rewrite a plan (any dialect) as canonical YAML."""
+@click.argument("files", nargs=-1, required=True)
+@click.option("--check", "check_only", is_flag=True, help="Exit 1, with a diff, when a file would change.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff instead of the formatted text.")
+@click.option("-w", "--write", is_flag=True, help="Rewrite the files in place.")
+@click.option("--dagger", is_flag=True, help="Spell references with \u2020 ($state.x -> \u2020state.x).")
+def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, dagger: bool) -> None:
+    """Rewrite plans (any dialect; files, globs, directories or - for stdin) as canonical YAML."""
     from .. import format_document
-
     from ..dsl.errors import DagplanError
 
-    document = _load_or_exit(file)
     try:
-        formatted = format_document(document)
-    except DagplanError as exc:  # cannot-format: the file stays as it is
-        for diag in exc.diagnostics:
-            click.echo(diag.format(), err=True)
-        sys.exit(EXIT_FAILED)
-    if check_only:
-        current = Path(file).read_text(encoding="utf-8", errors="surrogateescape")
-        if current != formatted:
-            click.echo(f"would reformat {file}", err=True)
-            sys.exit(1)
-        return
-    if write:
-        _write_atomically(Path(file), formatted)
-        return
-    sys.stdout.write(formatted)
+        paths = expand(files)
+    except UsageFailure as exc:
+        click.echo(f"dagplan fmt: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    status = EXIT_OK
+    for path in paths:
+        document = _load_or_exit(path)
+        try:
+            formatted = format_document(document, refs=dagger)
+        except DagplanError as exc:  # cannot-format: the file stays as it is
+            for diag in exc.diagnostics:
+                click.echo(diag.format(), err=True)
+            status = EXIT_FAILED
+            continue
+        current = document.source_map.text if path == "-" else _read_text(path)
+        if check_only or show_diff:
+            if current != formatted:
+                sys.stdout.write(_unified(current, formatted, path))
+                if check_only:
+                    click.echo(f"would reformat {path}", err=True)
+                    status = EXIT_FAILED
+        elif write and path != "-":
+            if current != formatted:
+                _write_atomically(Path(path), formatted)
+        else:
+            sys.stdout.write(formatted)
+    sys.exit(status)
+
+
+def _read_text(path: str) -> str:
+    return Path(path).read_bytes().decode("utf-8-sig", errors="surrogateescape")
+
+
+def _unified(before: str, after: str, path: str) -> str:
+    import difflib
+
+    return "".join(
+        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"{path} (as is)", f"{path} (formatted)")
+    )
 
 
 def _write_atomically(path: Path, text: str) -> None:
