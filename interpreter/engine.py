@@ -476,21 +476,20 @@ class Execution:
                 await self._journal.commit()  # durable before the next resume would need it
         return value
 
+    def _replayed_handled(
+        self, unit_id: str, error: Any, attempts: int, alternative: int, output: Any = MISSING
+    ) -> None:
+        """The event of a replayed failure the plan handled (a branch's error path or a catch)."""
+        self.scope.emit(
+            EventType.STEP_FAILED, unit_id, 0.0, error=error, attempts=attempts, handled=True,
+            alternative=alternative, output=error if output is MISSING else output, replayed=True,
+        )  # fmt: skip
+
     def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
         if recorded.status is StepStatus.HANDLED and recorded.error is not None:
             entry = attempts.catch_entry(unit.step, None, recorded.error.get("type"))
             if entry is not None:
-                self.scope.emit(
-                    EventType.STEP_FAILED,
-                    unit.id,
-                    0.0,
-                    error=recorded.error,
-                    attempts=recorded.attempts,
-                    handled=True,
-                    alternative=entry.alternative,
-                    output=recorded.error,
-                    replayed=True,
-                )
+                self._replayed_handled(unit.id, recorded.error, recorded.attempts, entry.alternative)
                 unit.status, unit.error = StepStatus.HANDLED, dict(recorded.error)
                 return attempts.Caught(entry.alternative, dict(recorded.error))
         if recorded.status.has_output:
@@ -598,17 +597,7 @@ class Execution:
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
         unit.error = recorded.error
         if recorded.status is StepStatus.HANDLED:
-            self.scope.emit(
-                EventType.STEP_FAILED,
-                unit.id,
-                0.0,
-                error=unit.error,
-                attempts=unit.attempts,
-                handled=True,
-                alternative=unit.alternative,
-                output=unit.output,
-                replayed=True,
-            )
+            self._replayed_handled(unit.id, unit.error, unit.attempts, unit.alternative, unit.output)
         else:
             self.scope.emit(
                 EventType.STEP_COMPLETED,
