@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any, Callable, Mapping
 
 from ..dsl.errors import PlanInvalid, RunError
@@ -130,15 +131,24 @@ def stored_plan(journal: Journal, tools: Mapping[str, Tool], config: Any, from_s
     from ..dsl import check
     from ..dsl.compose import Budget
 
-    found = check(
-        text=json.dumps(journal.plan_doc),
-        name=journal.plan_name or journal.id,
-        tools={name: t.spec for name, t in tools.items()},
-        budget=Budget.of(config),
-    )
+    specs, budget = {name: t.spec for name, t in tools.items()}, Budget.of(config)
+    found = check(text=json.dumps(journal.plan_doc), name=journal.plan_name or journal.id, tools=specs, budget=budget)
     if not found.ok or found.plan is None:
-        raise PlanInvalid(found.diagnostics)
+        raise PlanInvalid(_at_original_lines(journal, found.diagnostics, specs, budget))
     return found.plan
+
+
+def _at_original_lines(journal: Journal, diagnostics: Any, specs: Any, budget: Any) -> Any:
+    """The diagnostics at the plan file's own lines when that file still holds the run's plan (the
+    stored artifact is one JSON line: its columns mean nothing to the author)."""
+    from ..dsl import check
+
+    name = journal.plan_name
+    if not name or not os.path.isfile(name):
+        return diagnostics
+    original = check(name, tools=specs, budget=budget)
+    same = original.plan is not None and original.plan.document == journal.plan_doc
+    return original.diagnostics if same and not original.ok else diagnostics
 
 
 async def approve_plan(plan: Plan, approve: Approve | None) -> None:

@@ -180,3 +180,27 @@ def test_an_interrupted_side_effect_nobody_decides_says_what_to_do(project):
     )  # fmt: skip
     assert proc.returncode == 1 and not (project / "greeted.log").exists()
     assert "--on-interrupted retry" in proc.stderr and "--on-interrupted adopt" in proc.stderr
+
+
+def test_diagnostics_on_resume_point_at_the_plan_files_own_lines(project):
+    write(
+        project,
+        "p.yaml",
+        """\
+        steps:
+          - {id: ok, gate: {question: "Go on?", choices: [yes, no]}, output: †state.ok}
+          - id: hello
+            tool: greet
+            args: {name: ada}
+            deps: [ok]
+            output: †state.greeting
+        result: [†state.greeting, †state.ok]
+        """.replace("result: [†state.greeting, †state.ok]", "result: †state.greeting"),
+    )
+    waiting = dagplan("run", "p.yaml", "--no-input", cwd=project)
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    dagplan("answer", run_id, "ok", "yes", cwd=project)
+    (project / "other.py").write_text("import dagplan\n@dagplan.tool\ndef greet(nome: str) -> str:\n    return nome\n")
+    resumed = dagplan("resume", run_id, "--tools", "other.py", cwd=project)
+    assert resumed.returncode == 1
+    assert "p.yaml:5:18: error bad-argument: tool 'greet' has no argument 'name'" in resumed.stderr
