@@ -78,3 +78,14 @@ def test_runs_never_cuts_a_run_id(tmp_path):
     finally:
         rich.console.Console = original
     assert "20261124-020531-f1c0" in console.export_text()
+
+
+def test_quiet_and_verbose(tmp_path):
+    (tmp_path / "tools.py").write_text("import dagplan\n@dagplan.tool\ndef t() -> int:\n    return 1\n")
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: t, output: \u2020state.a}\n")
+    quiet = dagplan("-q", "check", "p.yaml", cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stdout == quiet.stderr == ""
+    assert "p.yaml: valid" in dagplan("-v", "check", "p.yaml", cwd=tmp_path).stderr
+    run = dagplan("-q", "run", "p.yaml", "--tools", "tools.py", "--ephemeral", cwd=tmp_path)
+    assert run.returncode == 0 and "[1/1]" not in run.stderr and "Plan with" not in run.stderr
+    assert "[1/1]" in dagplan("run", "p.yaml", "--tools", "tools.py", "--ephemeral", cwd=tmp_path).stderr

@@ -61,8 +61,12 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(None, "-V", "--version", package_name="dagplan")
-def cli() -> None:
+@click.option("-q", "--quiet", count=True, help="Less output: no progress lines or summaries (errors still show).")
+@click.option("-v", "--verbose", count=True, help="More output: every file checked, every step's result.")
+@click.pass_context
+def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
     """dagplan: validate, preview and run declarative plans for LLM agents."""
+    ctx.obj = {"verbosity": verbose - quiet}
 
 
 def main() -> None:

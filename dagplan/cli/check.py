@@ -15,7 +15,7 @@ from typing import Iterable
 
 import click
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, verbosity
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -89,7 +89,11 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
         sys.stdout.write(render_json(results, worst))
     else:
         sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
-    if fmt == "text":
+    if fmt == "text" and verbosity() >= 0:
+        if verbosity() > 0:
+            for r in results:
+                if r.ok and not r.diagnostics:
+                    click.echo(f"{r.name}: valid", err=True)
         for name, bounds in worst.items():
             click.echo(f"{name}: worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps", err=True)
         click.echo(summary_line(results), err=True)

@@ -52,6 +52,13 @@ def fail(exc: DagplanError, code: int | None = None) -> NoReturn:
     sys.exit(code if code is not None else exit_code(d.code for d in exc.diagnostics))
 
 
+def verbosity() -> int:
+    """-q / -v of the top command: below 0 quiet, 0 normal, above 0 verbose."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return int((obj or {}).get("verbosity", 0))
+
+
 def die(message: str, code: int) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)

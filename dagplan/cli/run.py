@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, fail, tools_option
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, fail, tools_option, verbosity
 
 
 def output_options(f):
@@ -198,7 +198,8 @@ class Session:
         subscribers = []
         if self.events is not None:
             subscribers.append(JsonlEvents.to(self.events))
-        if self.fmt == "text" and self.events not in ("jsonl", "-"):  # progress lines stay off an event stream
+        quiet = verbosity() < 0
+        if self.fmt == "text" and self.events not in ("jsonl", "-") and not quiet:  # never on an event stream
             self.progress = progress_for(self.plan)
             subscribers.append(self.progress)
         return {
