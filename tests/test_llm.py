@@ -513,3 +513,17 @@ def test_kill_9_durable_run_then_resume_sends_zero_repeated_requests(stub, tmp_p
     assert stub.count == 4
     assert stub.requests[2] == stub.requests[1]
     assert journal.read_text().splitlines() == ["c1"]  # the tool inside the step did not run twice
+
+
+def test_a_rejected_key_is_not_retried_whatever_the_retry_rule(stub, stub_model):
+    """An error that cannot go away (401) fails the step at once; a 503 is retried."""
+    import dagplan
+
+    plan = dagplan.load(text="steps:\n  - {id: a, llm: hi, retry: {limit: 3, backoff: 0}, output: \u2020state.a}\n")
+    stub.script(error(401, "bad key"))
+    result = dagplan.run(plan, model=stub_model, completion_kwargs=stub.kwargs())
+    assert result.steps["a"].status == "failed" and result.steps["a"].attempts == 1 and stub.count == 1
+    stub.reset()
+    stub.script(error(503, "overloaded"), text("hello"))
+    again = dagplan.run(plan, model=stub_model, completion_kwargs=stub.kwargs())
+    assert again.steps["a"].status == "completed" and again.steps["a"].attempts == 2

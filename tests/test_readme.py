@@ -36,3 +36,19 @@ def test_every_cli_command_named_in_the_readme_exists():
     named = set(re.findall(r"^dagplan ([a-z]+)", README, re.M)) | set(re.findall(r"`dagplan ([a-z]+)", README))
     assert named, "the README names no command"
     assert named <= set(COMMANDS), named - set(COMMANDS)
+
+
+def test_the_readmes_sample_diagnostics_are_what_check_prints():
+    """Every output block that starts with `examples/...:LINE:COL:` is real: `dagplan check` prints it."""
+    import os
+    import subprocess
+    import sys
+
+    blocks = re.findall(r"```\n((examples/\S+?):\d+:\d+: .*?)```", README, re.S)
+    assert blocks, "the README shows no sample diagnostic"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for block, path in blocks:
+        out = subprocess.run([sys.executable, "-m", "dagplan", "check", path], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        for line in block.strip().splitlines():
+            assert line.rstrip() in out, f"README says {line!r}; check prints:\n{out}"
