@@ -56,11 +56,17 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
-    return [
+    from .dsl import with_diagnostics
+    from .interpreter.preflight import check_warnings
+
+    results = [
         _check(text=sys.stdin.buffer.read(), name="<stdin>", tools=specs, budget=budget)
         if os.fspath(path) == "-"
         else _check(path, name=os.fspath(path), tools=specs, budget=budget)
         for path in paths
+    ]
+    return [  # the preflight as far as check can know it (an LLM step with no model to call)
+        with_diagnostics(r, check_warnings(r.plan, cfg.default_model)) if r.plan is not None else r for r in results
     ]
 
 

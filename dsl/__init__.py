@@ -225,6 +225,15 @@ def _has_error(diags: list[Diagnostic]) -> bool:
     return any(d.severity == "error" for d in diags)
 
 
+def with_diagnostics(result: CheckResult, more: list[Diagnostic]) -> CheckResult:
+    """The result with more diagnostics (from a later stage that knows more, e.g. the configuration), located."""
+    if not more:
+        return result
+    located_more = _locate(more, result.document) if result.document is not None else more
+    diagnostics = tuple(sorted((*result.diagnostics, *located_more), key=Diagnostic.sort_key))
+    return CheckResult(result.name, result.plan, result.analysis, diagnostics, result.document)
+
+
 def _locate(diags: list[Diagnostic], document: "Document") -> list[Diagnostic]:
     """Line/col for every diagnostic, sorted; a position we cannot find is not worth a crash."""
 

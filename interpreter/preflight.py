@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import replace
 from typing import Any, Iterator, Mapping
 
 from ..dsl.errors import Diagnostic, RunError, error
@@ -24,6 +25,13 @@ def llm_steps(plan: Plan) -> Iterator[Step]:
         child = step.plan or (step.loop.child if step.loop is not None else None)
         if child is not None and child.plan is not None:
             yield from llm_steps(child.plan)
+
+
+def check_warnings(plan: Plan, model: str | None) -> list[Diagnostic]:
+    """What ``check`` can know of the preflight without importing litellm: LLM steps with no model,
+    litellm not installed. Warnings: the run may yet be given ``--model``."""
+    found = [d for d in _problems(plan, model, {"api_base": "skip the credentials"}) if d.code != "no-credentials"]
+    return [replace(d, severity="warning") for d in found]
 
 
 def preflight(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any]) -> None:
