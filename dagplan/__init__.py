@@ -44,6 +44,7 @@ _EXPORTS = {
     "discard": "dagplan.api",
     "stored_plan": "dagplan.api",
     "resume_tools": "dagplan.api",
+    "run_config": "dagplan.api",
     "MemoryRegistry": "dagplan.interpreter.journal",
     # tools
     "tool": "dagplan.interpreter.tools",

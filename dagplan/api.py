@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from typing import Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
@@ -59,12 +58,8 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     from .dsl import with_diagnostics
     from .interpreter.preflight import check_warnings
 
-    results = [
-        _check(text=sys.stdin.buffer.read(), name="<stdin>", tools=specs, budget=budget)
-        if os.fspath(path) == "-"
-        else _check(path, name=os.fspath(path), tools=specs, budget=budget)
-        for path in paths
-    ]
+    results = [_check(path, name=os.fspath(path) if os.fspath(path) != "-" else None, tools=specs, budget=budget)
+               for path in paths]  # fmt: skip
     return [  # the preflight as far as check can know it (an LLM step with no model to call)
         with_diagnostics(r, check_warnings(r.plan, cfg.default_model)) if r.plan is not None else r for r in results
     ]
@@ -122,7 +117,7 @@ async def arun(
 
     return await start(
         plan,
-        meta={"tool_sources": source_record(tool_sources)} if tool_sources else None,
+        meta={"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None},
         tools=registry(tools),
         inputs=inputs,
         options=options,
@@ -251,6 +246,18 @@ def stored_plan(
     cfg = config or load_config()
     journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
     return plan_of(journal, registry(tools), cfg, from_step)
+
+
+def run_config(run_id: str, state_dir: Any = None):
+    """The configuration to resume a run with: the working directory's, else the one the run started
+    with (so ``dagplan resume RUN`` works from anywhere)."""
+    from .interpreter.journal import open_registry
+
+    here = load_config()
+    if here.path is not None:
+        return here
+    started = open_registry(state_dir if state_dir is not None else here.state_dir).open(run_id).meta.get("config")
+    return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
 
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:

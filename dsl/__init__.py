@@ -212,6 +212,10 @@ def is_text(source: Any) -> bool:
 def _load_document(source: Any, text: Any, name: str | None, limits: Limits) -> "Document":
     from .load import load_file, load_text
 
+    if text is None and source is not None and os.fspath(source) == "-":  # the command-line convention
+        import sys
+
+        text, source, name = sys.stdin.buffer.read(), None, name or "<stdin>"
     if text is None and is_text(source):
         text, source = source, None
     if text is not None:

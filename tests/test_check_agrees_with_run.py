@@ -204,3 +204,25 @@ def test_diagnostics_on_resume_point_at_the_plan_files_own_lines(project):
     resumed = dagplan("resume", run_id, "--tools", "other.py", cwd=project)
     assert resumed.returncode == 1
     assert "p.yaml:5:18: error bad-argument: tool 'greet' has no argument 'name'" in resumed.stderr
+
+
+def test_resume_from_another_directory_uses_the_configuration_the_run_started_with(project, tmp_path_factory):
+    (project / "dagplan.toml").write_text('tools = ["sub/tools.py"]\nstate_dir = "runs-here"\nmax_concurrency = 3\n')
+    write(
+        project,
+        "p.yaml",
+        """\
+        steps:
+          - {id: ok, gate: {question: "Go on?", choices: [yes, no]}, output: †state.ok}
+          - {id: hello, tool: greet, args: {name: ada}, deps: [ok], output: †state.greeting}
+        result: †state.greeting
+        """,
+    )
+    waiting = dagplan("run", "p.yaml", "--no-input", cwd=project)
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    state = str(project / "runs-here")
+    assert dagplan("answer", run_id, "ok", "yes", "--state-dir", state, cwd=project).returncode == 0
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    resumed = dagplan("resume", run_id, "--state-dir", state, "--format", "json", cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["result"] == "hi ada"

@@ -185,7 +185,7 @@ def resume(
     from .run import Session, load_tools
 
     try:
-        config = api.load_config()
+        config = api.run_config(run_id, state_dir)  # here, else the configuration the run started with
         if not tool_sources:  # the tools the run was started with, unless others are given
             tool_sources, changed = api.resume_tools(run_id, state_dir or config.state_dir)
             for path in changed:
