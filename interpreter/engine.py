@@ -480,9 +480,25 @@ class Execution:
         self, unit_id: str, error: Any, attempts: int, alternative: int, output: Any = MISSING
     ) -> None:
         """The event of a replayed failure the plan handled (a branch's error path or a catch)."""
+        self._emit_failed(
+            unit_id, 0.0, error, attempts, alternative, True, output=error if output is MISSING else output
+        )
+
+    def _emit_failed(
+        self,
+        unit_id: str,
+        duration: float,
+        error: Any,
+        attempts: int,
+        alternative: int,
+        replayed: bool,
+        output: Any = MISSING,
+    ) -> None:
+        """The one spelling of a failure event: ``handled`` (and the value written) when ``output`` is given."""
+        handled = output is not MISSING
         self.scope.emit(
-            EventType.STEP_FAILED, unit_id, 0.0, error=error, attempts=attempts, handled=True,
-            alternative=alternative, output=error if output is MISSING else output, replayed=True,
+            EventType.STEP_FAILED, unit_id, duration, error=error, attempts=attempts, handled=handled,
+            alternative=alternative, replayed=replayed, **({"output": output} if handled else {}),
         )  # fmt: skip
 
     def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
@@ -508,22 +524,10 @@ class Execution:
         entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value else None
         if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
             unit.status, unit.error = StepStatus.HANDLED, info
-            self.scope.emit(
-                EventType.STEP_FAILED,
-                unit.id,
-                unit.duration,
-                error=info,
-                attempts=unit.attempts,
-                handled=True,
-                alternative=entry.alternative,
-                output=info,
-                replayed=exc is None,
-            )
+            self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info)
             return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
-        self.scope.emit(
-            EventType.STEP_FAILED, unit.id, unit.duration, error=info, attempts=unit.attempts, replayed=exc is None
-        )
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
         if not failure_value or self.plan.on_failure == "abort":
             raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
         self.scope.child_failures += 1  # the run reports had_errors
@@ -633,17 +637,8 @@ class Execution:
                 for target in step.output.alternatives[0]:
                     self.resolver.failed[target.path] = unit.output
         handled = unit.status is StepStatus.HANDLED
-        self.scope.emit(
-            EventType.STEP_FAILED,
-            unit.id,
-            unit.duration,
-            error=info,
-            attempts=unit.attempts,
-            handled=handled,
-            alternative=unit.alternative,
-            replayed=replayed,
-            **({"output": unit.output} if handled else {}),
-        )
+        output = unit.output if handled else MISSING
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, unit.alternative, replayed, output=output)
 
     def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
         """An approval gate without an answer: the step stays unsettled and nothing new starts."""
