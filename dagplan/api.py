@@ -43,8 +43,9 @@ def load(
 
 def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] = (), config: Any = None) -> list:
     """``dagplan check``: each file checked as ``run`` will load it, with the same configuration
-    (its ``tools`` and the given ones, ``max_items``, ``max_steps``). Raises RunError ``tools-import``
-    when the tools cannot be loaded."""
+    (its ``tools`` and the given ones, ``max_items``, ``max_steps``); a plan test file
+    (``*.test.yaml``) is checked as one (its fields, its plan, the names its mocks use). Raises
+    RunError ``tools-import`` when the tools cannot be loaded."""
     from .dsl.compose import Budget
 
     cfg = config or load_config()
@@ -58,11 +59,35 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     from .dsl import with_diagnostics
     from .interpreter.preflight import check_warnings
 
-    results = [_check(path, name=os.fspath(path) if os.fspath(path) != "-" else None, tools=specs, budget=budget)
+    from .dsl.load import is_test_file
+
+    results = [_check_tests(path, cfg) if is_test_file(path)  # a plan test file: checked as one
+               else _check(path, name=os.fspath(path) if os.fspath(path) != "-" else None, tools=specs, budget=budget)
                for path in paths]  # fmt: skip
-    return [  # the preflight as far as check can know it (an LLM step with no model to call)
-        with_diagnostics(r, check_warnings(r.plan, cfg.default_model)) if r.plan is not None else r for r in results
+    return [  # the preflight as far as check can know it (an LLM step with no model to call), and the cost
+        with_diagnostics(r, check_warnings(r.plan, cfg.default_model) + _cost_rules(r.plan, cfg))
+        if r.plan is not None
+        else r
+        for r in results
     ]
+
+
+def _cost_rules(plan: Plan, config: Any) -> list:
+    """``too-expensive``, ``unbounded-cost``, ``context-window``: for plans with LLM steps only."""
+    from .interpreter.preflight import llm_steps
+
+    if next(llm_steps(plan), None) is None:
+        return []
+    from .interpreter.estimate import diagnostics, estimate
+
+    found = estimate(plan, config.default_model, config.max_items, config.step_max_iterations)
+    return diagnostics(found, config.max_cost, plan)
+
+
+def _check_tests(path: str | os.PathLike, config: Any):
+    from .interpreter.plantest import check_suite
+
+    return check_suite(path, config)
 
 
 def preview(plan: Plan | str | os.PathLike):
@@ -70,7 +95,16 @@ def preview(plan: Plan | str | os.PathLike):
     from .interpreter.preview import build_preview
 
     plan = _as_plan(plan)
-    return build_preview(plan, plan.analysis)
+    return build_preview(plan, plan.analysis, load_config())
+
+
+def estimate(plan: Plan | str | os.PathLike, config: Any = None):
+    """The worst case of a plan before it runs: steps, model calls, input tokens and dollars
+    (:class:`Estimate`; ``.summary()``), priced with litellm's offline cost map."""
+    from .interpreter.estimate import estimate as worst
+
+    cfg = config or load_config()
+    return worst(_as_plan(plan, config=cfg), cfg.default_model, cfg.max_items, cfg.step_max_iterations)
 
 
 async def arun(
@@ -93,25 +127,29 @@ async def arun(
     on_run_created: Callable[[str], None] | None = None,
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
     tool_sources: Iterable[str] = (),
+    cassette: str | os.PathLike | Mapping[str, Any] | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
-    modules the tools came from, recorded (with content hashes) so a resume loads the same ones."""
+    modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
+    ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called."""
     from .interpreter.driver import start
     from .interpreter.scope import Options
     from .interpreter.tools import registry
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
+    replay = _replaying(cassette, ask_gate, model or cfg.default_model)
     options = Options.from_config(
         cfg,
         max_concurrency=max_concurrency,
         on_limit_exceeded=on_limit_exceeded,
         subscribers=subscribers,
-        model=model,
+        model=replay.pop("model", model),
         completion_kwargs=completion_kwargs,
         max_cost=max_cost,
         max_tokens=max_tokens,
-        ask_gate=ask_gate,
+        ask_gate=replay.pop("ask_gate", ask_gate),
+        **replay,
     )
     from .interpreter.tools import source_record
 
@@ -269,6 +307,78 @@ def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[st
     return recorded_sources(record), changed_sources(record)
 
 
+# --- plan tests and cassettes ------------------------------------------------------------------
+
+
+async def atest(paths: Iterable[str | os.PathLike] = (".",), *, config: Any = None, select: str | None = None):
+    """Run every case of the plan test files among ``paths`` (``*.test.yaml``; directories searched,
+    globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan)."""
+    from .interpreter.plantest import run_tests
+
+    return await run_tests([os.fspath(p) for p in paths], config or load_config(), select)
+
+
+def test(paths: Iterable[str | os.PathLike] = (".",), **kwargs: Any):
+    """``dagplan test``: see :func:`atest`."""
+    return asyncio.run(atest(paths, **kwargs))
+
+
+test.__test__ = False  # type: ignore[attr-defined]  # a library function, not a pytest test
+
+
+def find_tests(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """The plan test files among ``paths`` (files, directories searched, globs)."""
+    from .interpreter.plantest import find_tests as found
+
+    return found(paths)
+
+
+def load_tests(path: str | os.PathLike, config: Any = None):
+    """One test file, checked and its plan loaded: a :class:`Suite` whose cases :func:`run_test_case` runs."""
+    from .interpreter.plantest import load_suite
+
+    return load_suite(path, config or load_config())
+
+
+def run_test_case(suite: Any, index: int, config: Any = None):
+    """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
+    from .interpreter.plantest import run_case
+
+    return asyncio.run(run_case(suite, index, config or load_config()))
+
+
+def untested_paths(report: Any, plan_path: str, limit: int = 64):
+    """The branch combinations of a plan no case of ``report`` covered (at most ``limit`` enumerated),
+    each with a starting test case to fill in: a :class:`PathsReport`."""
+    from .interpreter.paths import untested
+
+    suites = [s for s in report.suites if os.path.abspath(s.plan_path) == os.path.abspath(plan_path)]
+    plan = suites[0].plan if suites else load(plan_path)
+    return untested(plan, plan_path, report.runs_of(plan_path), limit)
+
+
+def export_cassette(
+    run_id: str, path: str | os.PathLike | None = None, state_dir: Any = None, config: Any = None
+) -> dict:
+    """The cassette of a recorded run (every tool and model call, secrets redacted); written to
+    ``path`` when given. Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case."""
+    from .interpreter import cassette
+    from .interpreter.journal import open_registry
+
+    cfg = config or load_config()
+    journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
+    found = cassette.from_journal(journal, cfg.redact)
+    if path is not None:
+        cassette.write(found, path)
+    return found
+
+
+def read_cassette(path: str | os.PathLike) -> dict:
+    from .interpreter.cassette import read
+
+    return read(path)
+
+
 def load_config(start: str | os.PathLike | None = None):
     """The project configuration that applies in ``start`` (default: the working directory)."""
     from .interpreter.config import load_config as read
@@ -287,6 +397,24 @@ def new_run_id() -> str:
 
 def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None) -> Plan:
     return plan if isinstance(plan, Plan) else load(plan, tools=tools, config=config)
+
+
+def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any]:
+    """The options of a run replaying ``cassette`` (its calls, its gate answers, the model it
+    recorded when none is given; retries do not wait), or none."""
+    if cassette is None:
+        return {}
+    from .interpreter.cassette import CassetteCalls, read
+
+    data = cassette if isinstance(cassette, Mapping) else read(cassette)
+    name = "the cassette" if isinstance(cassette, Mapping) else f"cassette {os.fspath(cassette)}"
+    calls = CassetteCalls(data, name=name)
+    return {
+        "calls": calls,
+        "ask_gate": ask_gate or calls.answer_gate,
+        "model": model or calls.recorded_model(),
+        "backoff_scale": 0.0,
+    }
 
 
 def _state(state_dir: Any) -> Any:

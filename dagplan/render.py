@@ -85,14 +85,11 @@ def _count(n: int, noun: str) -> str:
 
 
 def render_json(results: Sequence[CheckResult], worst: Mapping[str, Any] | None = None) -> str:
-    """One object; ``worst`` maps a file to the worst case of a composed plan (steps, LLM steps)."""
+    """One object; ``worst`` maps a file to the worst case of a composed plan (steps, LLM steps; with
+    model calls, input tokens and cost when it calls models)."""
     files = [
         {"file": r.name, "valid": r.ok, "diagnostics": [d.to_json() for d in r.diagnostics]}
-        | (
-            {"worst_case": {"steps": worst[r.name].steps, "llm_steps": worst[r.name].llm_steps}}
-            if worst and r.name in worst
-            else {}
-        )
+        | ({"worst_case": worst[r.name].to_json()} if worst and r.name in worst else {})
         for r in results
     ]
     return json.dumps({"files": files, "summary": summarize(results)}, ensure_ascii=False, indent=2) + "\n"

@@ -41,6 +41,9 @@ def preview_text(preview: Any) -> str:
     worst = getattr(preview, "worst_case", None)
     if worst and any(s.repeat or s.children for s in preview.steps):
         lines.append(f"Worst case: {worst['steps']} steps, {worst['llm_steps']} LLM steps")
+    cost = getattr(preview, "cost", None)
+    if cost:
+        lines.append(f"Cost (worst case): {cost['summary']}")
     lines.append("")
     lines.append(f"To run it: {preview.run_command}")
     return "\n".join(lines)

@@ -219,6 +219,12 @@ def _single_ref_parts(text: str) -> tuple[str, tuple] | None:
     return m.group(1), tuple(k if k else int(i) for k, i in _SELECTOR_RE.findall(m.group(2)))
 
 
+def state_path(path: str) -> tuple | None:
+    """``receipt.items[0].id`` -> ``("receipt", "items", 0, "id")`` (a path under †state), None if malformed."""
+    parts = _single_ref_parts("\u2020state." + path.strip().removeprefix("\u2020state.").removeprefix("$state."))
+    return None if parts is None else parts[1]
+
+
 def classify(text: str, span: Span = Span()) -> Any:
     """An argument string -> str | Ref | AnyOf | AllOf | Template (see module doc)."""
     if not SPECIAL.search(text):

@@ -50,6 +50,13 @@ class Document:
 
 # --- entry points -----------------------------------------------------------------------
 
+TEST_SUFFIXES = (".test.yaml", ".test.yml", ".test.json")  # plan test files, not plans
+
+
+def is_test_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a plan test file (``*.test.yaml``) rather than a plan."""
+    return os.fspath(path).endswith(TEST_SUFFIXES)
+
 
 def load_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Document:
     """Read and load a file; I/O problems are ``LoadError`` with code ``io``."""
@@ -60,22 +67,29 @@ def load_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Docum
 def read_data(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> dict:
     """A data file (run inputs): one JSON or YAML mapping, read like a plan (regular file, limits,
     UTF-8 with or without a byte-order mark); every problem is a ``LoadError`` with its position."""
+    return read_document(path, limits, "input names to values", "write a mapping: {city: Rome}")[0]
+
+
+def read_document(
+    path: str | os.PathLike,
+    limits: Limits = DEFAULT_LIMITS,
+    holds: str = "keys to values",
+    example: str = "write a mapping",
+) -> tuple[dict, SourceMap]:
+    """A JSON or YAML mapping that is not a plan (inputs, a test file) and where its values are written."""
     name = os.fspath(path)
     text = _decode(read_file(name, limits), name, limits)
     if not text.strip():
-        raise LoadError.make(
-            "empty-data", f"{name} is empty", Span(name, line=1, col=1), "write a mapping: {city: Rome}"
-        )
-    data = _parse(text, name, limits)[1]
+        raise LoadError.make("empty-data", f"{name} is empty", Span(name, line=1, col=1), example)
+    syntax, data = _parse(text, name, limits)
     if not isinstance(data, dict):
         raise LoadError.make(
             "bad-data",
-            f"{name} holds {type(data).__name__ if data is not None else 'null'}, "
-            "not a mapping of input names to values",
+            f"{name} holds {type(data).__name__ if data is not None else 'null'}, not a mapping of {holds}",
             Span(name, line=1, col=1),
-            "write a mapping: {city: Rome}",
+            example,
         )
-    return data
+    return data, SourceMap(text, name, syntax, text, limits)
 
 
 def read_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> bytes:

@@ -77,6 +77,9 @@ class Attempted(Protocol):
 
     def retry_on(self) -> tuple[type[BaseException], ...]: ...
 
+    def pause(self, seconds: float) -> Awaitable[None]:
+        """Wait ``seconds`` before the next attempt (plan tests do not wait)."""
+
     async def extend(self, error: BaseException, attempts: int) -> bool: ...
 
 
@@ -130,7 +133,7 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
             delay=round(delay, 3),
             error=error_info(unit.id, unit.step, error),
         )
-        await asyncio.sleep(delay)
+        await unit.pause(delay)
         unit.attempts += 1
         try:
             return await first(unit.step, once())
@@ -178,6 +181,12 @@ def is_transient(exc: BaseException, retry_on: tuple[type[BaseException], ...] =
     if isinstance(exc, (StepFailure, Waiting, ToolExit)):
         return False
     return isinstance(exc, TRANSIENT + retry_on) or bool(getattr(exc, "retryable", False))
+
+
+def stops_run(exc: BaseException | None) -> bool:
+    """Whether a unit's failure stops the whole run, cleanly (a budget reached, a call a test or a
+    cassette cannot answer): the error class says so with ``stops_run = True``."""
+    return bool(getattr(exc, "stops_run", False))
 
 
 def backoff(rule: Retry, attempt: int) -> float:

@@ -19,6 +19,8 @@ section wins. Every key is optional::
     idempotent = "retry"
     undeclared = "retry"             # steps that declare no purity: at-least-once
 
+    redact = ["acct_[0-9]+"]         # more secrets kept out of cassettes (regular expressions)
+
     [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
     api_base = "http://127.0.0.1:8000/v1"
 """
@@ -67,6 +69,7 @@ class Config:
     resume: Mapping[str, str] = field(default_factory=lambda: dict(RESUME_DEFAULTS))
     llm: Mapping[str, Any] = field(default_factory=dict)
     plan_first: Mapping[str, Any] = field(default_factory=dict)
+    redact: tuple[str, ...] = ()  # regular expressions of secrets kept out of cassettes
 
     @property
     def default_model(self) -> str | None:
@@ -146,6 +149,17 @@ def _table(v: Any) -> bool:
     return isinstance(v, dict)
 
 
+def _patterns(value: Any) -> bool:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return False
+    try:
+        for pattern in value:
+            re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
 KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model": (_text, 'a model name (litellm), e.g. "openai/gpt-4o-mini"'),
     "tools": (_names, 'a list of tool files or modules, e.g. ["tools.py"]'),
@@ -159,6 +173,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "resume": (_table, "a table: [resume] with default, side_effect, pure, idempotent, undeclared"),
     "llm": (_table, "a table of litellm arguments: [llm]"),
     "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
+    "redact": (_patterns, 'a list of regular expressions, e.g. ["acct_[0-9]+"]'),
 }
 
 
@@ -195,6 +210,8 @@ def _build(path: Path, table: dict) -> Config:
     if problems:
         raise RunError(problems)
     values = {k: v for k, v in table.items() if k != "resume"}
+    if "redact" in values:
+        values["redact"] = tuple(values["redact"])
     if "tools" in values:
         base = path.parent
         values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])

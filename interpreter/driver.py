@@ -44,7 +44,7 @@ async def start(
     from .inputs import prepare_inputs
 
     values = prepare_inputs(plan, inputs, strict=True)
-    preflight(plan, options.model, options.completion_kwargs)  # before approval: nothing to approve in vain
+    _preflight(plan, options)  # before approval: nothing to approve in vain
     await approve_plan(plan, approve)
     journal = None
     if durable:
@@ -80,7 +80,7 @@ async def resume(
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs."""
     journal = open_registry(state).open(run_id)
     plan = stored_plan(journal, tools, config, from_step)
-    preflight(plan, options.model, options.completion_kwargs)
+    _preflight(plan, options)
     order = list(plan.analysis.order)
     if journal.progress().status is RunStatus.ABORTED:
         raise RunError.make("run-finished", f"run {journal.id} was discarded", hint="start a new run")
@@ -103,6 +103,12 @@ async def resume(
         return await execute(plan, journal.inputs, scope, own_journal=False)
     finally:
         journal.release()
+
+
+def _preflight(plan: Plan, options: Options) -> None:
+    """The preflight of models and keys, unless no real model can be called (mocks, a cassette)."""
+    if options.calls is None or not options.calls.offline:
+        preflight(plan, options.model, options.completion_kwargs)
 
 
 async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:

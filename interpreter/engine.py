@@ -24,7 +24,6 @@ from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from ..dsl.errors import DagplanError
 from ..dsl import condition
 from ..dsl.condition import guard_reads_item
 from ..dsl.ir import NOT_GIVEN, Catch, Output, Plan, Ref, Step, SubPlan
@@ -528,6 +527,8 @@ class Execution:
             return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
         self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
+        if attempts.stops_run(exc):
+            self.scope.abort(info["message"])
         if not failure_value or self.plan.on_failure == "abort":
             raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
         self.scope.child_failures += 1  # the run reports had_errors
@@ -615,8 +616,8 @@ class Execution:
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
         self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
-        if isinstance(exc, DagplanError) and exc.code == "budget-exceeded":
-            self.scope.abort(exc.headline.message)  # a budget stops the whole run, cleanly
+        if attempts.stops_run(exc):
+            self.scope.abort(info["message"])  # a budget, an unanswerable replay: the whole run stops, cleanly
         elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
             self.abort()
 
@@ -752,7 +753,7 @@ class StepContext:
         return self.resolver.value(value)
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
-        return self.execution.scope.call_tool(name, args)
+        return self.execution.scope.call_tool(name, args, self.unit_id)
 
     def tool_specs(self) -> Mapping[str, Any]:
         return {name: t.spec for name, t in self.execution.scope.tools.items()}

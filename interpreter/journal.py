@@ -23,7 +23,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from ..dsl.errors import RunError
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
@@ -101,8 +101,9 @@ class StepMemo:
     def memo_get(self, key: str) -> tuple[bool, Any]:
         return self.journal.memo_get(key)
 
-    def memo_put(self, key: str, value: Any) -> None:
-        self.journal.record(Event(EventType.MEMO, self.journal.id, self.step_id, data={"key": key, "value": value}))
+    def memo_put(self, key: str, value: Any, call: Mapping[str, Any] | None = None) -> None:
+        data = {"key": key, "value": value, **({"call": call} if call else {})}
+        self.journal.record(Event(EventType.MEMO, self.journal.id, self.step_id, data=data))
 
     async def commit(self) -> None:
         """Make the puts so far durable (an LLM step commits after every model call)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
@@ -67,7 +68,9 @@ class LLMStepError(DagplanError):
 
 
 class BudgetExceeded(DagplanError):
-    """A run's ``max_cost`` or ``max_tokens`` was reached (code ``budget-exceeded``)."""
+    """A run's ``max_cost`` or ``max_tokens`` was reached (code ``budget-exceeded``): the run stops."""
+
+    stops_run = True
 
 
 def _fail(code: str, step_id: str, message: str, hint: str | None = None) -> LLMStepError:
@@ -102,7 +105,7 @@ class Memo(Protocol):
 
     def memo_get(self, key: str) -> tuple[bool, Any]: ...
 
-    def memo_put(self, key: str, value: Any) -> None: ...
+    def memo_put(self, key: str, value: Any, call: Mapping[str, Any] | None = None) -> None: ...
 
 
 @dataclass
@@ -114,7 +117,7 @@ class MemoryMemo:
     def memo_get(self, key: str) -> tuple[bool, Any]:
         return (key in self.values, self.values.get(key))
 
-    def memo_put(self, key: str, value: Any) -> None:
+    def memo_put(self, key: str, value: Any, call: Mapping[str, Any] | None = None) -> None:
         self.values[key] = value
 
 
@@ -309,6 +312,8 @@ class _Conversation:
     completion_kwargs: Mapping[str, Any]
     memo: Memo | None
     budget: Budget | None
+    via: Any = None  # calls.Calls: mocks or a cassette answer instead of the model
+    alternatives: tuple[str, ...] = ()
     messages: list[dict] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -326,17 +331,29 @@ class _Conversation:
         else:
             if self.budget:
                 self.budget.check(self.step_id)
-            record = await complete(self.model, self.messages, self.params, self.completion_kwargs, self.step_id)
+            request, started = {"messages": list(self.messages), "params": self.params}, time.perf_counter()
+            record = await self._complete()
             self.calls += 1
-            await self._remember(key, record)
+            call = {"kind": "model", "model": self.model, "request": request, "duration": _since(started)}
+            await self._remember(key, record, call)
         self._account(record)
         self.messages.append(record["message"])
         return record["message"]
 
-    async def _remember(self, key: str, value: Any) -> None:
+    def _complete(self) -> Awaitable[dict]:
+        def real() -> Awaitable[dict]:
+            return complete(self.model, self.messages, self.params, self.completion_kwargs, self.step_id)
+
+        if self.via is None:
+            return real()
+        from .calls import ModelCall
+
+        return self.via.model(ModelCall(self.step_id, self.model, self.messages, self.params, self.alternatives), real)
+
+    async def _remember(self, key: str, value: Any, call: Mapping[str, Any] | None = None) -> None:
         if self.memo is None:
             return
-        self.memo.memo_put(key, value)
+        self.memo.memo_put(key, value, call)
         commit = getattr(self.memo, "commit", None)
         if commit is not None:
             await commit()
@@ -357,9 +374,28 @@ class _Conversation:
             key = memo_key("tool", self.step_id, self.model, {"messages": self.messages, "call": call})
             hit, content = self.memo.memo_get(key) if self.memo else (False, None)
             if not hit:
+                started = time.perf_counter()
                 content = await _run_tool(call, tools)
-                await self._remember(key, content)
+                function = call["function"]
+                record = {
+                    "kind": "tool",
+                    "name": function["name"],
+                    "args": _arguments(function),
+                    "duration": _since(started),
+                }
+                await self._remember(key, content, record)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+
+
+def _since(started: float) -> float:
+    return round(time.perf_counter() - started, 6)
+
+
+def _arguments(function: Mapping[str, Any]) -> Any:
+    try:
+        return json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        return function.get("arguments")
 
 
 async def _run_tool(call: dict, tools: Mapping[str, ToolFn]) -> str:
@@ -396,6 +432,7 @@ async def run_llm_step(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     completion_kwargs: Mapping[str, Any] = {},
     budget: Budget | None = None,
+    calls: Any = None,
 ) -> LLMResult:
     """Run an ``llm:`` step whose prompt and system text are already resolved.
 
@@ -403,7 +440,9 @@ async def run_llm_step(
     wins when set). Raises :class:`LLMStepError` or :class:`BudgetExceeded`.
     """
     shape = _OutputShape.of(call.output_schema, alternatives)
-    conv = _Conversation(step_id, model, _params(call, tool_specs, shape, model), dict(completion_kwargs), memo, budget)
+    structured = calls.structured if calls is not None else supports_schema
+    params = _params(call, tool_specs, shape, structured(model) if shape.schema is not None else False)
+    conv = _Conversation(step_id, model, params, dict(completion_kwargs), memo, budget, calls, alternatives)
     conv.messages = _opening(
         prompt, system, shape, native=bool(conv.params.get("response_format", {}).get("json_schema"))
     )
@@ -431,13 +470,13 @@ async def run_llm_step(
     )
 
 
-def _params(call: LLMCall, tool_specs: Mapping[str, ToolSpec], shape: "_OutputShape", model: str) -> dict:
+def _params(call: LLMCall, tool_specs: Mapping[str, ToolSpec], shape: "_OutputShape", native: bool) -> dict:
     params: dict[str, Any] = {k: v for k, v in dict(call.params).items() if k not in _TRANSPORT_KEYS}
     specs = [tool_specs[name] for name in call.tools if name in tool_specs] or list(tool_specs.values())
     if specs:
         params["tools"] = [tool_schema(s) for s in specs]
     if shape.schema is not None:
-        params["response_format"] = shape.response_format(supports_schema(model))
+        params["response_format"] = shape.response_format(native)
     return params
 
 

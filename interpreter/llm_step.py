@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from ..dsl.ir import Step
+from ..dsl.ir import Step, ToolSpec
 from . import llm
 from .context import StepContext
 from .tools import Branch
@@ -28,7 +28,9 @@ class LLMRunner:
         call, options = step.llm, ctx.options
         assert call is not None
         alternatives = step.output.alternatives if step.output is not None and step.output.branching else ()
-        specs = {name: spec for name, spec in ctx.tool_specs().items() if name in call.tools}
+        known = ctx.tool_specs()
+        # the tools the step names; under mocks or a cassette, also those the run does not have
+        specs = {n: known.get(n) or ToolSpec(n) for n in call.tools if n in known or options.calls is not None}
         result = await llm.run_llm_step(
             ctx.unit_id,
             call,
@@ -41,6 +43,7 @@ class LLMRunner:
             max_iterations=call.max_iterations or options.step_max_iterations,
             completion_kwargs=options.completion_kwargs,
             budget=ctx.budget(),
+            calls=options.calls,
         )
         ctx.account(
             {

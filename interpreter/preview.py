@@ -67,6 +67,7 @@ class Preview:
     result: str | None
     inputs: Mapping[str, Any]
     worst_case: Mapping[str, int] | None = None  # most steps / LLM steps it can execute (composition)
+    cost: Mapping[str, Any] | None = None  # the worst case of its model calls (estimate.Estimate), with LLM steps
 
     @property
     def branch_points(self) -> tuple[StepPreview, ...]:
@@ -98,10 +99,12 @@ class Preview:
             "result": self.result,
             "run": self.run_command,
             "worst_case": dict(self.worst_case) if self.worst_case else None,
+            "cost": dict(self.cost) if self.cost else None,
         }
 
 
-def build_preview(plan: Plan, analysis: Analysis) -> Preview:
+def build_preview(plan: Plan, analysis: Analysis, config: Any = None) -> Preview:
+    """What ``plan`` would run; ``config`` (the default model, ``max_items``) prices its model calls."""
     steps = tuple(_step_preview(plan.by_id[sid], analysis) for sid in analysis.order)
     return Preview(
         source=plan.source,
@@ -113,7 +116,25 @@ def build_preview(plan: Plan, analysis: Analysis) -> Preview:
         result=symbolic(plan.result) if plan.result is not None else None,
         inputs={k: dict(v) if isinstance(v, Mapping) else v for k, v in (plan.inputs or {}).items()},
         worst_case=_worst_case(plan),
+        cost=_cost(plan, config),
     )
+
+
+def _cost(plan: Plan, config: Any) -> Mapping[str, Any] | None:
+    from .preflight import llm_steps
+
+    if next(llm_steps(plan), None) is None:
+        return None
+    from .estimate import estimate
+
+    found = estimate(plan, *_defaults(config))
+    return {**found.to_json(), "summary": found.summary(steps=False)}
+
+
+def _defaults(config: Any) -> tuple[Any, Any, int]:
+    if config is None:
+        return None, None, 5
+    return config.default_model, config.max_items, config.step_max_iterations
 
 
 def _worst_case(plan: Plan) -> Mapping[str, int]:

@@ -25,6 +25,7 @@ from ..dsl.compose import is_refusal
 from ..dsl.ir import Step, StepKind
 from .attempts import StepFailure
 from .context import Runner, StepContext
+from .vocabulary import EventType
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ class ToolRunner:
         return ctx.resolve(step.args)
 
     def run(self, ctx: StepContext, step: Step, prepared: Any) -> Awaitable[Any]:
+        ctx.emit(EventType.TOOL_CALLED, name=step.tool, args=prepared)  # the journal's record of the call
         return ctx.call_tool(step.tool or "", prepared)
 
 

@@ -38,6 +38,8 @@ class Options:
     max_tokens: int | None = None
     ask_gate: AskGate | None = None  # answers approval gates interactively (else the run waits)
     default_max_items: int | None = None  # for_each cap when a step gives no max_items
+    calls: Any = None  # a calls.Calls standing between the run and its tools and models (mocks, a cassette)
+    backoff_scale: float = 1.0  # times each retry's backoff (0 in plan tests: retries do not wait)
 
     def limited_by(self, plan: Plan) -> "Options":
         """These options under the plan's own ``max_cost`` / ``max_tokens``: the smaller limit applies."""
@@ -106,6 +108,9 @@ class Unit:
         tool = self.scope.tools.get(self.step.tool or "")
         return tool.retry_on if tool is not None else ()
 
+    def pause(self, seconds: float) -> Awaitable[None]:
+        return asyncio.sleep(seconds * self.scope.options.backoff_scale)
+
     async def extend(self, error: BaseException, attempts: int) -> bool:
         hook = self.scope.options.on_limit_exceeded
         if hook is None:
@@ -164,10 +169,16 @@ class RunScope:
 
     # --- what runners use ---
 
-    def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
+    def call_tool(self, name: str, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
         tool = self.tools.get(name)
+        calls = self.options.calls
+        if calls is not None:
+            return calls.tool(unit_id, name, args, None if tool is None else lambda: self._call(tool, args))
         if tool is None:
             raise StepFailure(f"tool {name!r} is not available to this run")
+        return self._call(tool, args)
+
+    def _call(self, tool: Tool, args: Mapping[str, Any]) -> Awaitable[Any]:
         if tool.is_async:
             return tool.fn(**args)
         if self._threads is None:

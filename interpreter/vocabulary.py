@@ -28,8 +28,12 @@ journal and to every subscriber. What each type carries in ``data``:
 ``plan_step_waiting``  ``request``: the gate's question, choices, schema
 ``plan_step_progress`` ``done``/``total``/``item``/``name`` (fan-out), ``iteration``/``total`` (loops);
                        for subscribers only, never journaled
+``tool_called``        ``name``, ``args``: an attempt of a tool step (or item) calls its tool; the
+                       outcome is the unit's next ``retrying``/``completed``/``failed`` event
 ``gate_answered``      ``value``
-``memo``               ``key``, ``value``: a completed model or tool call inside a step
+``memo``               ``key``, ``value``, ``call``: a completed model or tool call inside a step
+                       (``call``: the request: ``kind``, ``model``/``name``, ``request``/``args``,
+                       ``duration``)
 ``agent_turn``         an agent loop's turn (see :mod:`.agent`)
 =====================  ==============================================================
 
@@ -104,6 +108,7 @@ class EventType(enum.StrEnum):
     STEP_SKIPPED = "plan_step_skipped"
     STEP_WAITING = "plan_step_waiting"
     STEP_PROGRESS = "plan_step_progress"
+    TOOL_CALLED = "tool_called"
     GATE_ANSWERED = "gate_answered"
     MEMO = "memo"
     AGENT_TURN = "agent_turn"

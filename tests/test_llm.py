@@ -291,7 +291,7 @@ CHILD = textwrap.dedent("""
                         self.values[key] = value
         def memo_get(self, key):
             return key in self.values, self.values.get(key)
-        def memo_put(self, key, value):
+        def memo_put(self, key, value, call=None):
             self.values[key] = value
             with open(memo_path, "a") as f:
                 f.write(json.dumps([key, value]) + "\\n"); f.flush(); os.fsync(f.fileno())

@@ -93,9 +93,10 @@ def test_every_item_attempt_has_its_events_with_its_own_id(tmp_path):
     for e in events:
         if e.step is not None and e.type is not EventType.STEP_PROGRESS:
             by_step.setdefault(e.step, []).append(e.type)
-    assert by_step["clean[0]"] == [EventType.STEP_STARTED, EventType.STEP_COMPLETED]
-    assert by_step["clean[1]"] == [EventType.STEP_STARTED, EventType.STEP_RETRYING, EventType.STEP_COMPLETED]
-    assert by_step["clean[2]"] == [EventType.STEP_STARTED, EventType.STEP_FAILED]  # the failed item has its own
+    started, called = EventType.STEP_STARTED, EventType.TOOL_CALLED  # each attempt's call is an event of its own
+    assert by_step["clean[0]"] == [started, called, EventType.STEP_COMPLETED]
+    assert by_step["clean[1]"] == [started, called, EventType.STEP_RETRYING, called, EventType.STEP_COMPLETED]
+    assert by_step["clean[2]"] == [started, called, EventType.STEP_FAILED]  # the failed item has its own
     failed = next(e for e in events if e.type is EventType.STEP_FAILED)
     assert failed.data["error"] == {"step": "clean[2]", "type": "ValueError", "message": "cannot clean bad"}
     assert result.result == ["A", "B", "(FAILED: ValueError: cannot clean bad)"]

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, fail, tools_option, verbosity
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, die, fail, tools_option, verbosity
 
 
 def output_options(f):
@@ -89,6 +89,20 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
 @click.option("--input-file", type=click.Path(dir_okay=False, exists=True), help="Run inputs from a JSON/YAML file.")
 @click.option("--dry-run", is_flag=True, help="Preview only (same as `dagplan preview`).")
 @click.option("--ephemeral", is_flag=True, help="Do not checkpoint this run (it cannot be resumed).")
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write every tool and model call of this run to a cassette FILE (from its journal; secrets redacted).",
+)
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Replay a cassette: no real tool or model is called.",
+)
 @output_options
 def run(
     file: str,
@@ -97,6 +111,8 @@ def run(
     input_file,
     dry_run,
     ephemeral,
+    record,
+    replay,
     fmt,
     events,
     yes,
@@ -108,6 +124,8 @@ def run(
     """Run the plan in FILE."""
     from .. import load_config
 
+    if record and ephemeral:
+        die("--record writes the cassette from the run's journal: it cannot be combined with --ephemeral", EXIT_USAGE)
     if dry_run:
         ctx = click.get_current_context()
         ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
@@ -122,7 +140,7 @@ def run(
         inputs = read_inputs(pairs, input_file, plan)
     except DagplanError as exc:
         fail(exc, EXIT_USAGE)  # inputs are the caller's to fix, whatever is wrong with them
-    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
+    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
     kwargs = dict(
         tools=tools,
         tool_sources=[*config.tools, *tool_sources],  # recorded: `dagplan resume RUN` loads the same
@@ -132,6 +150,7 @@ def run(
         config=config,
         max_concurrency=max_concurrency,
         model=model,
+        cassette=replay,
     )
     session.execute("arun", plan, **kwargs)
 
@@ -161,8 +180,11 @@ def _waiting_hint(result: Any) -> None:
 class Session:
     """What `run` and `resume` share: approval, prompts, progress, rendering, exit code."""
 
-    def __init__(self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool):
+    def __init__(
+        self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool, record: str | None = None
+    ):
         self.plan, self.fmt, self.events, self.yes, self.no_input = plan, fmt, events, yes, no_input
+        self.record = record
         self.interactive = sys.stdin.isatty() and not no_input and not yes
         self.progress: Any = None
 
@@ -185,6 +207,8 @@ class Session:
             sys.exit(EXIT_INTERRUPTED)
         self._stop_progress()
         self._render(result)
+        if self.record:
+            self._write_cassette(result.run_id, kwargs.get("state_dir"))
         if result.waiting:
             _waiting_hint(result)
             sys.exit(EXIT_WAITING)
@@ -253,6 +277,16 @@ class Session:
         finally:
             if pause:
                 self.progress.resume()
+
+    def _write_cassette(self, run_id: str, state_dir: Any) -> None:
+        from .. import api
+
+        try:
+            found = api.export_cassette(run_id, self.record, state_dir)
+        except DagplanError as exc:
+            fail(exc)
+        if verbosity() >= 0:
+            click.echo(f"{len(found['calls'])} calls recorded in {self.record}", err=True)
 
     def _stop_progress(self) -> None:
         if self.progress is not None:

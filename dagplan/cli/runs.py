@@ -123,6 +123,29 @@ def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str) -> No
     click.echo(_dump(report.to_json()) if fmt == "json" else report_text(report))
 
 
+@runs.command("export")
+@click.argument("run_id", metavar="RUN")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="The cassette file (default: stdout)."
+)
+@state_dir_option
+@click.pass_context
+def export(ctx: click.Context, run_id: str, output: str | None, state_dir: str | None) -> None:
+    """Write RUN's tool and model calls as a cassette (secrets redacted), to replay offline with
+    `dagplan run --replay FILE` or `cassette: FILE` in a test case."""
+    from .. import api
+
+    state_dir = state_dir or (ctx.obj or {}).get("state_dir")
+    try:
+        found = api.export_cassette(run_id, output, state_dir)
+    except DagplanError as exc:
+        reject(exc)
+    if output is None:
+        click.echo(_dump(found))
+    else:
+        click.echo(f"{len(found['calls'])} calls of run {found['run_id']} written to {output}", err=True)
+
+
 def report_text(report: Any) -> str:
     final = report.final or {}
     errors = " (with errors)" if final.get("had_errors") else ""

@@ -1,0 +1,72 @@
+"""The one seam where a run reaches the world: a tool call and a model call.
+
+Every tool call (a tool step, a fan-out item, a sub-plan's or a loop's step, a tool the
+model calls inside an LLM step) and every model call goes through the run's
+:class:`Calls` when it has one (``Options.calls``); without one the real tool or model is
+called directly (the default, at no cost). Plan tests give mocks (:mod:`.mocks`), a
+replayed run gives a cassette (:mod:`.cassette`): the engine, the attempt policy, the
+journal and the events are the same in every case, so a test runs the plan exactly as
+production does, minus the outside world.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call as the LLM step makes it: what a mock or a cassette answers."""
+
+    unit_id: str  # the unit making it: ``summarize``, ``review[3]``, ``sub.summarize``
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    params: Mapping[str, Any]  # tools, response_format, temperature... (never transport keys or secrets)
+    alternatives: tuple[str, ...] = ()  # the output paths a branching step chooses from (the answer wraps its value)
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"messages": [dict(m) for m in self.messages], "params": dict(self.params)}
+
+
+class Calls(Protocol):
+    """What stands between a run and its tools and models."""
+
+    offline: bool  # True: no real model can be called (no preflight of models and keys, no litellm import)
+
+    def tool(
+        self, unit_id: str, name: str, args: Mapping[str, Any], real: Callable[[], Awaitable[Any]] | None
+    ) -> Awaitable[Any]:
+        """The result of tool ``name`` called by ``unit_id`` (``real``: the real call; None: the run lacks it)."""
+
+    async def model(self, call: ModelCall, real: Callable[[], Awaitable[dict]]) -> dict:
+        """A model call's record ``{message, usage, cost, model}`` (what :func:`.llm.complete` returns)."""
+
+    def structured(self, model: str) -> bool:
+        """Whether ``model`` takes a JSON schema as its response format (asked of litellm when real)."""
+
+
+def step_names(unit_id: str) -> list[str]:
+    """The names a unit answers to, most precise first: ``sub.review[3]`` -> ``sub.review[3]``,
+    ``sub.review``, ``review``: what a mock or a cassette entry may be keyed by."""
+    names = [unit_id]
+    plain = _without_indexes(unit_id)
+    if plain != unit_id:
+        names.append(plain)
+    last = plain.rsplit(".", 1)[-1]
+    if last != plain:
+        names.append(last)
+    return names
+
+
+def _without_indexes(unit_id: str) -> str:
+    out, depth = [], 0
+    for char in unit_id:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
