@@ -57,6 +57,7 @@ _EXPORTS = {
     "export_cassette": "dagplan.api",
     "read_cassette": "dagplan.api",
     "TestReport": "dagplan.interpreter.plantest",
+    "test_schema": "dagplan.interpreter.plantest",
     "CaseResult": "dagplan.interpreter.plantest",
     # tools
     "tool": "dagplan.interpreter.tools",

@@ -310,12 +310,15 @@ def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[st
 # --- plan tests and cassettes ------------------------------------------------------------------
 
 
-async def atest(paths: Iterable[str | os.PathLike] = (".",), *, config: Any = None, select: str | None = None):
+async def atest(
+    paths: Iterable[str | os.PathLike] = (".",), *, config: Any = None, select: str | None = None, coverage: bool = True
+):
     """Run every case of the plan test files among ``paths`` (``*.test.yaml``; directories searched,
-    globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan)."""
+    globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan unless
+    ``coverage=False``, which spares each case the events coverage is read from)."""
     from .interpreter.plantest import run_tests
 
-    return await run_tests([os.fspath(p) for p in paths], config or load_config(), select)
+    return await run_tests([os.fspath(p) for p in paths], config or load_config(), select, coverage)
 
 
 def test(paths: Iterable[str | os.PathLike] = (".",), **kwargs: Any):
@@ -344,7 +347,7 @@ def run_test_case(suite: Any, index: int, config: Any = None):
     """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
     from .interpreter.plantest import run_case
 
-    return asyncio.run(run_case(suite, index, config or load_config()))
+    return asyncio.run(run_case(suite, index, config or load_config(), coverage=False))
 
 
 def untested_paths(report: Any, plan_path: str, limit: int = 64):

@@ -20,6 +20,7 @@ import glob
 import os
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable, Mapping
 
 from ..dsl.errors import DagplanError, Diagnostic, RunError, Span, error
@@ -170,6 +171,9 @@ def test_schema() -> dict[str, Any]:
     return json.loads(resources.files("dagplan.schemas").joinpath("test.schema.json").read_text(encoding="utf-8"))
 
 
+test_schema.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
 def _tools(sources: list[str], base: str, name: str, source_map: Any) -> dict[str, Tool]:
     from .tools import load_tools
 
@@ -263,8 +267,13 @@ class CaseResult:
     name: str
     failures: list[Failure]
     duration: float
-    seen: set[str]  # the coverage points its run reached
+    events: list[Event]  # what its run emitted
     status: str  # the run's status, or the code of the error that stopped it
+
+    @cached_property
+    def seen(self) -> set[str]:
+        """The coverage points its run reached (computed when coverage is asked for)."""
+        return observe(self.suite.plan, self.events)
 
     @property
     def passed(self) -> bool:
@@ -285,8 +294,9 @@ class CaseResult:
         }
 
 
-async def run_case(suite: Suite, index: int, config: Any) -> CaseResult:
-    """Run one case of ``suite`` offline and judge it."""
+async def run_case(suite: Suite, index: int, config: Any, coverage: bool = True) -> CaseResult:
+    """Run one case of ``suite`` offline and judge it. Its events are kept for ``coverage`` (and for
+    expectations on children: ``fetch[3]``); without them the case costs what a plain run costs."""
     from .driver import start
     from .scope import Options
 
@@ -295,7 +305,7 @@ async def run_case(suite: Suite, index: int, config: Any) -> CaseResult:
     events: list[Event] = []
     options = Options.from_config(
         config,
-        subscribers=[events.append],
+        subscribers=[events.append] if coverage or _reads_children(suite, case) else [],
         model=config.default_model or _MOCK_MODEL,
         ask_gate=calls.answer_gate,
         calls=calls,
@@ -315,9 +325,13 @@ async def run_case(suite: Suite, index: int, config: Any) -> CaseResult:
     if failures:  # a run that met an unmocked call failed because of it: its status says nothing more
         judged = [f for f in judged if not f.message.startswith(("status:", "had_errors:"))]
     failures += judged
-    seen = observe(suite.plan, events)
     status = str(result.status) if result is not None else (raised.headline.code if raised else "error")
-    return CaseResult(suite, index, case["name"], failures, duration, seen, status)
+    return CaseResult(suite, index, case["name"], failures, duration, events, status)
+
+
+def _reads_children(suite: Suite, case: Mapping[str, Any]) -> bool:
+    """Whether the case expects something of a unit that is not a step of the plan (an item, a sub-plan's step)."""
+    return any(sid not in suite.plan.by_id for sid in ((case.get("expect") or {}).get("steps") or {}))
 
 
 def _yes(_preview: Any) -> bool:
@@ -438,7 +452,7 @@ def _judge(
             )
         else:
             out += [Failure(m, at("state", path)) for m in mismatches(wanted, actual, f"state.{path}")]
-    units = _units(result, events)
+    units = _units(result, events) if expect.get("steps") else {}
     for sid, wanted in (expect.get("steps") or {}).items():
         unit = units.get(sid)
         if unit is None:
@@ -455,7 +469,7 @@ def _judge(
                 continue
             found = mismatches(value, actual, f"steps.{sid}.{key}", subset=key == "error")
             out += [Failure(m, at("steps", sid, key)) for m in found]
-    counts = _counts(events, calls)
+    counts = _counts(events, calls) if expect.get("calls") else {}
     for name, calls in (expect.get("calls") or {}).items():
         made = counts.get(name, 0)
         if made != calls:
@@ -545,6 +559,7 @@ class TestReport:
     errors: list[tuple[str, DagplanError]]  # test files that could not be loaded
     suites: list[Suite]
     duration: float
+    with_coverage: bool = True
 
     __test__ = False  # not a pytest class
 
@@ -557,6 +572,8 @@ class TestReport:
         return len(self.results) - self.passed
 
     def coverage(self) -> list[PlanCoverage]:
+        if not self.with_coverage:
+            raise ValueError("this report was made without coverage: run the tests with coverage=True")
         by_plan: dict[str, PlanCoverage] = {}
         for suite in self.suites:
             key = os.path.abspath(suite.plan_path)
@@ -582,8 +599,9 @@ class TestReport:
         return out
 
 
-async def run_tests(paths: Iterable[str], config: Any, select: str | None = None) -> TestReport:
-    """Every case of every test file among ``paths`` (``select``: only cases whose name holds it)."""
+async def run_tests(paths: Iterable[str], config: Any, select: str | None = None, coverage: bool = True) -> TestReport:
+    """Every case of every test file among ``paths`` (``select``: only cases whose name holds it;
+    ``coverage``: keep what :meth:`TestReport.coverage` needs)."""
     started = time.perf_counter()
     results, errors, suites = [], [], []
     for path in find_tests(paths):
@@ -595,5 +613,5 @@ async def run_tests(paths: Iterable[str], config: Any, select: str | None = None
         suites.append(suite)
         for index, case in enumerate(suite.cases):
             if select is None or select in case["name"]:
-                results.append(await run_case(suite, index, config))
-    return TestReport(results, errors, suites, time.perf_counter() - started)
+                results.append(await run_case(suite, index, config, coverage))
+    return TestReport(results, errors, suites, time.perf_counter() - started, coverage)

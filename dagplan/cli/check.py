@@ -217,10 +217,12 @@ def graph(file: str, fmt: str) -> None:
 
 
 @click.command("schema")
-def schema() -> None:
+@click.option("--tests", is_flag=True, help="The schema of plan test files (*.test.yaml) instead.")
+def schema(tests: bool) -> None:
     """Print the plan JSON Schema (point an editor's yaml-language-server at it)."""
     import json
 
-    from .. import plan_schema
+    from .. import plan_schema, test_schema
 
-    sys.stdout.write(json.dumps(plan_schema(), indent=2, ensure_ascii=False) + "\n")
+    found = test_schema() if tests else plan_schema()
+    sys.stdout.write(json.dumps(found, indent=2, ensure_ascii=False) + "\n")

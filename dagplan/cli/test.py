@@ -59,10 +59,10 @@ def test(paths, fmt, output, select, coverage, fail_under, paths_of, max_paths) 
         missing = [p for p in found if not os.path.exists(p)]
         if missing:
             die(f"no such file: {missing[0]}", EXIT_USAGE)
-        report = api.test(found, select=select)
+        coverage = coverage or fail_under is not None
+        report = api.test(found, select=select, coverage=coverage or paths_of is not None)
     except DagplanError as exc:
         fail(exc)
-    coverage = coverage or fail_under is not None
     if fmt == "json":
         text = render_json(report, coverage=coverage)
     elif fmt == "text":
@@ -80,7 +80,7 @@ def test(paths, fmt, output, select, coverage, fail_under, paths_of, max_paths) 
     _emit(text, output)
     if report.errors:
         sys.exit(EXIT_USAGE)
-    low = [c for c in report.coverage() if fail_under is not None and c.percent < fail_under]
+    low = [c for c in report.coverage() if c.percent < fail_under] if fail_under is not None else []
     for c in low:
         click.echo(f"coverage of {c.plan} is {c.percent:.1f}%, under --fail-under {fail_under:g}", err=True)
     sys.exit(EXIT_FAILED if report.failed or low else EXIT_OK)
