@@ -235,6 +235,7 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
         expect = case.get("expect") or {}
         known(expect.get("steps") or {}, set(steps), "steps", "cases", index, "expect", "steps")
         known(expect.get("calls") or {}, tools | llm, "tools and LLM steps", "cases", index, "expect", "calls")
+        out += _matcher_problems(suite, case, index)
     names = [c["name"] for c in suite.cases]
     for index, name in enumerate(names):
         if name in names[:index]:
@@ -246,6 +247,30 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
                     "case names are unique in a file",
                 )
             )
+    return out
+
+
+def _matcher_problems(suite: Suite, case: Mapping[str, Any], index: int) -> list[Diagnostic]:
+    """A ``$key`` that is no matcher (``$regexp``) would silently compare as data: an error, did-you-mean."""
+    from .expect import MATCHERS
+
+    out = []
+
+    def visit(value: Any, path: tuple) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if isinstance(key, str) and key.startswith("$") and key not in MATCHERS:
+                    close = difflib.get_close_matches(key, MATCHERS, n=1, cutoff=0.6)
+                    hint = f"did you mean {close[0]!r}?" if close else f"matchers: {', '.join(MATCHERS)}"
+                    out.append(error("test-file", f"{key!r} is not a matcher", suite.key_span(*path, key), hint))
+                visit(inner, (*path, key))
+        elif isinstance(value, list):
+            for i, inner in enumerate(value):
+                visit(inner, (*path, i))
+
+    for key in ("expect", "mocks"):
+        if key in case:
+            visit(case[key], ("cases", index, key))
     return out
 
 

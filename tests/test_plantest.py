@@ -299,6 +299,7 @@ def test_test_files_are_checked_with_positions_and_did_you_mean(tmp_path):
                 thnk: {text: x}
             expect:
               steps: {py: {status: completed}}
+              result: {$regexp: x}
     """,
     )
     report = run_file(test)
@@ -314,6 +315,7 @@ def test_test_files_are_checked_with_positions_and_did_you_mean(tmp_path):
     assert found["'charg' is not one of the plan's tools"].span.line == 6
     assert found["'thnk' is not one of the plan's LLM steps"].hint == "did you mean 'thank'?"
     assert found["'py' is not one of the plan's steps"].hint == "did you mean 'pay'?"
+    assert found["'$regexp' is not a matcher"].hint == "did you mean '$regex'?"
 
 
 # --- the command -------------------------------------------------------------------------------
