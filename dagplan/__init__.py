@@ -41,6 +41,7 @@ _EXPORTS = {
     "runs": "dagplan.api",
     "run_report": "dagplan.api",
     "events": "dagplan.api",
+    "watch": "dagplan.api",
     "answer": "dagplan.api",
     "discard": "dagplan.api",
     "stored_plan": "dagplan.api",

@@ -258,6 +258,21 @@ def events(run_id: str, state_dir: Any = None, types: Iterable[str] | None = Non
     return run_events(run_id, _state(state_dir), types)
 
 
+def watch(run_id: str, state_dir: Any = None):
+    """Follow a run another process (or this one) writes: ``watch(run).poll()`` returns the events
+    recorded since the last poll (the viewer's live updates)."""
+    from .interpreter.runs import Watch
+
+    return Watch(run_id, _state(state_dir))
+
+
+def output_chunks(run_id: str, step: str, state_dir: Any = None):
+    """A step's recorded output as bytes, in chunks (a spilled output streams from its file)."""
+    from .interpreter.runs import output_chunks as chunks
+
+    return chunks(run_id, step, _state(state_dir))
+
+
 def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: bool = False) -> str:
     """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it."""
     from .interpreter.runs import answer_gate
@@ -276,14 +291,14 @@ def stored_plan(
     run_id: str, tools: ToolsArg = None, state_dir: Any = None, *, config: Any = None, from_step: str | None = None
 ) -> Plan:
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
-    (and ``from_step``, a ``resume --from`` step, checked first)."""
+    (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first)."""
     from .interpreter.driver import stored_plan as plan_of
     from .interpreter.journal import open_registry
     from .interpreter.tools import registry
 
     cfg = config or load_config()
     journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
-    return plan_of(journal, registry(tools), cfg, from_step)
+    return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
 
 
 def run_config(run_id: str, state_dir: Any = None):

@@ -228,3 +228,53 @@ GRAPH_RENDERERS = {"mermaid": render_mermaid, "dot": render_dot}
 def iter_diagnostics(results: Iterable[CheckResult]) -> Iterable[Diagnostic]:
     for r in results:
         yield from r.diagnostics
+
+
+# --- the run viewer's graph ---------------------------------------------------------------------
+
+_NODE_W, _NODE_H, _COL_GAP, _ROW_GAP, _PAD = 190, 46, 90, 22, 20
+
+
+def render_svg(plan: Plan, analysis: Analysis, statuses: Mapping[str, str] | None = None) -> str:
+    """The plan as SVG: parallel groups as columns, one node per step (``id="node-<id>"``, class
+    ``status-<status>``, ``data-step``), edges labelled with the branch they take. Every text is escaped."""
+    from html import escape
+
+    statuses = statuses or {}
+    where: dict[str, tuple[int, int]] = {}
+    rows = 0
+    for col, group in enumerate(analysis.groups):
+        for row, sid in enumerate(group):
+            where[sid] = (_PAD + col * (_NODE_W + _COL_GAP), _PAD + row * (_NODE_H + _ROW_GAP))
+        rows = max(rows, len(group))
+    width = _PAD * 2 + len(analysis.groups) * (_NODE_W + _COL_GAP) - _COL_GAP
+    height = _PAD * 2 + rows * (_NODE_H + _ROW_GAP) - _ROW_GAP
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{max(width, 200)}" '
+        f'height="{max(height, 80)}" role="img" aria-label="plan graph">'
+    ]
+    for src, dst, label in edges(plan, analysis):
+        (x1, y1), (x2, y2) = where[src], where[dst]
+        x1, y1, x2, y2 = x1 + _NODE_W, y1 + _NODE_H // 2, x2, y2 + _NODE_H // 2
+        mid = (x1 + x2) // 2
+        out.append(
+            f'<path class="edge" data-from="{escape(src)}" data-to="{escape(dst)}" '
+            f'd="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"/>'
+        )
+        if label:
+            out.append(f'<text class="edge-label" x="{mid}" y="{(y1 + y2) // 2 - 4}">{escape(label[:40])}</text>')
+    for sid in analysis.order:
+        x, y = where[sid]
+        step = plan.by_id[sid]
+        what = step.tool or str(step.kind)
+        kind = f"{what} (for each)" if step.for_each is not None else what
+        status = escape(statuses.get(sid, "pending"))
+        out.append(
+            f'<g class="node status-{status}" id="node-{escape(sid)}" data-step="{escape(sid)}" tabindex="0">'
+            f'<rect x="{x}" y="{y}" width="{_NODE_W}" height="{_NODE_H}" rx="6"/>'
+            f'<text class="node-id" x="{x + 10}" y="{y + 19}">{escape(sid[:26])}</text>'
+            f'<text class="node-kind" x="{x + 10}" y="{y + 36}">{escape(kind[:30])}</text>'
+            f'<text class="node-status" x="{x + _NODE_W - 8}" y="{y + 19}" text-anchor="end">{status}</text></g>'
+        )
+    out.append("</svg>")
+    return "".join(out)

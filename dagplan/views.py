@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from typing import Any, TextIO
 
 from .interpreter.vocabulary import EventType, StepStatus
@@ -259,3 +260,36 @@ class JsonlEvents:
 
     def __call__(self, event: Any) -> None:
         print(json.dumps(event.to_json(), ensure_ascii=False, default=str), file=self.stream, flush=True)
+
+
+# --- one event as one line (dagplan events, the viewer's log) ----------------------------------
+
+HIDDEN = {"seq", "ts", "type", "step", "run_id", "duration", "replayed", "output", "crc"}
+
+
+def event_line(event: dict) -> str:
+    """``seq  time  type  step  details``: one line per event, outputs cut."""
+    when = datetime.fromtimestamp(event.get("ts", 0)).strftime("%H:%M:%S.%f")[:-3]
+    parts = [f"{event.get('seq', ''):>5}", when, event.get("type", "?")]
+    if event.get("step"):
+        parts.append(event["step"])
+    if event.get("type") == EventType.STEP_COMPLETED:
+        parts.append("replayed" if event.get("replayed") else "fresh")
+    if isinstance(event.get("duration"), (int, float)):
+        parts.append(f"{event['duration'] * 1000:.1f}ms")
+    extra = {k: v for k, v in event.items() if k not in HIDDEN and v not in (None, False, {}, [])}
+    if extra:
+        parts.append(_cut_text(json.dumps(extra, ensure_ascii=False, default=str), 100))
+    if "output" in event:
+        parts.append("output=" + _cut_text(json.dumps(event["output"], ensure_ascii=False, default=str), 60))
+    return "  ".join(parts)
+
+
+def event_text(event: Any) -> str:
+    """:func:`event_line` of an :class:`Event` value."""
+    return event_line(event.to_json())
+
+
+def _cut_text(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "\u2026"

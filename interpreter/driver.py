@@ -121,8 +121,9 @@ async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_jo
             scope.journal.release()
 
 
-def stored_plan(journal: Journal, tools: Mapping[str, Tool], config: Any, from_step: str | None = None) -> Plan:
-    """A run's own plan, from its artifact (never re-derived), checked against today's tools.
+def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any, from_step: str | None = None) -> Plan:
+    """A run's own plan, from its artifact (never re-derived), checked against today's tools (None: not
+    checked against any, for a viewer).
 
     A ``from_step`` (``resume --from``) is checked first: a wrong step id is the caller's
     mistake whatever else is wrong."""
@@ -137,7 +138,7 @@ def stored_plan(journal: Journal, tools: Mapping[str, Tool], config: Any, from_s
     from ..dsl import check
     from ..dsl.compose import Budget
 
-    specs, budget = {name: t.spec for name, t in tools.items()}, Budget.of(config)
+    specs, budget = ({name: t.spec for name, t in tools.items()} if tools is not None else None), Budget.of(config)
     found = check(text=json.dumps(journal.plan_doc), name=journal.plan_name or journal.id, tools=specs, budget=budget)
     if not found.ok or found.plan is None:
         raise PlanInvalid(_at_original_lines(journal, found.diagnostics, specs, budget))

@@ -54,7 +54,14 @@ class Journal(Protocol):
 
     def events(self, types: Iterable[EventType] | None = None) -> Iterator[Event]: ...
 
+    def follow(self, cursor: Any = None) -> tuple[list[Event], Any]:
+        """The events recorded after ``cursor`` (None: from the start) and the cursor after them: how a
+        viewer tails a run another process writes (the cursor is the store's own: an offset, a seq)."""
+
     def step_output(self, step_id: str) -> Any: ...
+
+    def output_chunks(self, step_id: str) -> Iterator[bytes]:
+        """A step's output as bytes, in chunks (a large one is never loaded whole)."""
 
     def memo_get(self, key: str) -> tuple[bool, Any]: ...
 
@@ -182,11 +189,20 @@ class MemoryJournal:
             if wanted is None or line.get("type") in wanted:
                 yield Event.from_json(line, self.id)
 
+    def follow(self, cursor: Any = None) -> tuple[list[Event], Any]:
+        start = cursor or 0
+        return [Event.from_json(line, self.id) for line in self._log[start:]], len(self._log)
+
     def step_output(self, step_id: str) -> Any:
         s = self._state["steps"].get(step_id)
         if s is None or not StepStatus(s["status"]).has_output:
             raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
         return s.get("output")
+
+    def output_chunks(self, step_id: str) -> Iterator[bytes]:
+        from .store import _as_bytes
+
+        yield _as_bytes(self.step_output(step_id))
 
     def memo_get(self, key: str) -> tuple[bool, Any]:
         m = self._state["memo"].get(key)

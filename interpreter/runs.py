@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+import itertools
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
 from .journal import open_registry
@@ -117,6 +118,28 @@ def run_events(run_id: str, state: Any = None, types: Iterable[str] | None = Non
     except ValueError as exc:
         raise RunError.make("unknown-event-type", str(exc)) from None
     return list(open_registry(state).open(run_id).events(wanted))
+
+
+class Watch:
+    """A run followed as another process writes it: each :meth:`poll` returns the events recorded since
+    the previous one (the first returns every event so far)."""
+
+    def __init__(self, run_id: str, state: Any = None):
+        self.journal = open_registry(state).open(run_id)
+        self.run_id = self.journal.id
+        self.cursor: Any = None
+
+    def poll(self) -> list[Event]:
+        found, self.cursor = self.journal.follow(self.cursor)
+        return found
+
+
+def output_chunks(run_id: str, step_id: str, state: Any = None) -> Iterator[bytes]:
+    """A step's recorded output as bytes, in chunks: checked now (an unknown run or step raises here)."""
+    journal = open_registry(state).open(run_id)
+    chunks = journal.output_chunks(step_id)
+    first = next(chunks, b"")
+    return itertools.chain([first], chunks)
 
 
 def waiting_requests(run_id: str, state: Any = None) -> tuple[Mapping[str, Any], ...]:

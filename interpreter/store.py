@@ -327,6 +327,18 @@ class Run:
             raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
         return self._value(s, f"step {step_id!r}")
 
+    def output_chunks(self, step_id: str, size: int = 1 << 16) -> Iterator[bytes]:
+        """The journal protocol: a step's output as bytes, a spilled one read from its file in chunks."""
+        s = self._state["steps"].get(step_id)
+        if s is None or not StepStatus(s["status"]).has_output:
+            raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
+        if "spill" not in s:
+            yield _as_bytes(s.get("output"))
+            return
+        with open(self.dir / s["spill"], "rb") as handle:
+            while chunk := handle.read(size):
+                yield chunk
+
     def memo_get(self, key: str) -> tuple[bool, Any]:
         m = self._state["memo"].get(key)
         return (False, None) if m is None else (True, self._value(m, f"memo {key}"))
@@ -349,6 +361,12 @@ class Run:
         for line in self.lines():
             if wanted is None or line.get("type") in wanted:
                 yield Event.from_json(line, self.id)
+
+    def follow(self, cursor: Any = None) -> tuple[list[Event], Any]:
+        """The journal protocol: events after byte offset ``cursor`` (the log is append-only; a torn last
+        line is left for the next call), and the offset after them."""
+        found = wal.scan(self._wal, cursor or 0)
+        return [Event.from_json(line, self.id) for line in found.events], found.end
 
     def lines(self) -> list[dict]:
         """The log's events as stored (JSON objects with seq, ts and crc)."""
@@ -528,6 +546,12 @@ class Run:
 
 
 _SMALL = frozenset({int, float, bool, type(None)})
+
+
+def _as_bytes(value: Any) -> bytes:
+    """An output as the bytes a viewer shows: text as itself, anything else as indented JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _loop_idle() -> bool:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from datetime import datetime
 from typing import Any, Sequence
 
 import click
 
-from .. import DagplanError, EventType
+from .. import DagplanError
 from .common import fail, state_dir_option, tools_option
 from .run import output_options
 
@@ -305,22 +304,4 @@ def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str)
             click.echo(event_line(event))
 
 
-HIDDEN = {"seq", "ts", "type", "step", "run_id", "duration", "replayed", "output", "crc"}
-
-
-def event_line(event: dict) -> str:
-    """``seq  time  type  step  details``: one line per event, outputs cut."""
-    when = datetime.fromtimestamp(event.get("ts", 0)).strftime("%H:%M:%S.%f")[:-3]
-    parts = [f"{event.get('seq', ''):>5}", when, event.get("type", "?")]
-    if event.get("step"):
-        parts.append(event["step"])
-    if event.get("type") == EventType.STEP_COMPLETED:
-        parts.append("replayed" if event.get("replayed") else "fresh")
-    if isinstance(event.get("duration"), (int, float)):
-        parts.append(f"{event['duration'] * 1000:.1f}ms")
-    extra = {k: v for k, v in event.items() if k not in HIDDEN and v not in (None, False, {}, [])}
-    if extra:
-        parts.append(_cut(json.dumps(extra, ensure_ascii=False, default=str), 100))
-    if "output" in event:
-        parts.append("output=" + _cut(json.dumps(event["output"], ensure_ascii=False, default=str), 60))
-    return "  ".join(parts)
+from ..views import event_line  # noqa: E402 - one rendering of an event, shared with the viewer

@@ -1,0 +1,1 @@
+"""The run viewer (``dagplan serve``): see :mod:`.app`."""

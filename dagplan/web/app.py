@@ -1,0 +1,493 @@
+"""``dagplan serve``: the run viewer, a Starlette app whose pages are jinja2 templates in this package.
+
+Every page and action goes through the public API (:mod:`dagplan.api`), as the CLI does: the runs
+list (``runs``), a run's report and plan (``run_report``, ``stored_plan``), live updates tailing its
+journal (``watch``: server-sent events, one message per journaled event), answering a gate
+(``answer``, then ``resume`` in the background), ``discard``, and a plan file's ``check`` and
+``preview`` (and running it once approved). Nothing is loaded from a CDN and nothing is built.
+
+Safety: it binds 127.0.0.1 unless told otherwise, and any other address needs a token that every
+request carries (``?token=``, then a cookie); a change is a POST with the page's CSRF token; jinja2
+escapes everything a plan, a tool or a model wrote (the SVG is built with escaped text); a run id
+must be one (the registry refuses paths), and a plan file must be under the working directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from datetime import datetime
+from typing import Any, Callable, Mapping
+from urllib.parse import urlencode
+
+import dagplan
+
+from .. import api
+from ..dsl.errors import DagplanError
+
+OUTPUT_HEAD = 2000  # characters of an output shown in the page (the rest streams from its own URL)
+LOG_LINES = 1000
+POLL = 0.03  # seconds between two looks at a journal while a page listens
+
+
+class Viewer:
+    """The app's state: where runs live, the token, the CSRF secret, the tools runs started here get."""
+
+    def __init__(
+        self,
+        state_dir: Any = None,
+        *,
+        token: str | None = None,
+        root: str | os.PathLike | None = None,
+        tools: Mapping[str, Any] | None = None,
+        tool_sources: tuple[str, ...] = (),
+    ):
+        self.state_dir = state_dir if state_dir is not None else api.load_config().state_dir
+        self.token = token
+        self.root = os.path.realpath(root or os.getcwd())
+        self.tools, self.tool_sources = dict(tools or {}), tool_sources
+        self.csrf = hmac.new(secrets.token_bytes(32), b"csrf", "sha256").hexdigest()
+        self.notices: dict[str, str] = {}  # run id -> what the last background action said
+        self.app = self._build()
+
+    # --- the app ---
+
+    def _build(self) -> Any:
+        from jinja2 import Environment, PackageLoader, select_autoescape
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.routing import Route
+
+        self.templates = Environment(
+            loader=PackageLoader("dagplan.web", "templates"), autoescape=select_autoescape(["html"])
+        )
+        self.templates.globals["url"] = self.url
+        routes = [
+            Route("/", self.runs_page),
+            Route("/runs/{run_id}", self.run_page),
+            Route("/runs/{run_id}/stream", self.stream),
+            Route("/runs/{run_id}/steps/{step}/output", self.output),
+            Route("/runs/{run_id}/answer", self.answer, methods=["POST"]),
+            Route("/runs/{run_id}/resume", self.resume, methods=["POST"]),
+            Route("/runs/{run_id}/discard", self.discard, methods=["POST"]),
+            Route("/plan", self.plan_page),
+            Route("/plan/run", self.run_plan, methods=["POST"]),
+        ]
+        middleware = [Middleware(_Guard, viewer=self)]
+        return Starlette(routes=routes, middleware=middleware, exception_handlers={DagplanError: self._error})
+
+    def url(self, path: str, **query: Any) -> str:
+        query = {k: v for k, v in query.items() if v is not None}
+        return path + ("?" + urlencode(query) if query else "")
+
+    def _page(self, name: str, http_status: int = 200, **context: Any) -> Any:
+        from starlette.responses import HTMLResponse
+
+        html = self.templates.get_template(name).render(
+            state_dir=str(self.state_dir or ".dagplan"), csrf=self.csrf, token=self.token, **context
+        )
+        return HTMLResponse(html, status_code=http_status)
+
+    async def _error(self, request: Any, exc: Exception) -> Any:
+        from starlette.responses import PlainTextResponse
+
+        assert isinstance(exc, DagplanError)
+        text = "\n".join(d.format() for d in exc.diagnostics)
+        unknown = exc.headline.code in ("unknown-run", "ambiguous-run", "no-output", "io", "not-found")
+        return PlainTextResponse(text, status_code=404 if unknown else 400)
+
+    # --- pages ---
+
+    async def runs_page(self, request: Any) -> Any:
+        from ..interpreter.vocabulary import RunStatus
+
+        status = request.query_params.get("status") or None
+        found = await asyncio.to_thread(api.runs, self.state_dir)
+        rows = [_run_row(r) for r in found]
+        waiting = sum(1 for r in rows if r["status"] == RunStatus.WAITING)
+        if status:
+            rows = [r for r in rows if r["status"] == status]
+        statuses = [str(s) for s in RunStatus if s is not RunStatus.DISCARDED]
+        return self._page("runs.html", runs=rows, status=status, statuses=statuses, waiting=waiting)
+
+    async def run_page(self, request: Any) -> Any:
+        run_id = request.path_params["run_id"]
+        wanted = request.query_params.get("type") or None
+        context = await asyncio.to_thread(self._run_context, run_id, wanted)
+        return self._page("run.html", **context)
+
+    def _run_context(self, run_id: str, wanted: str | None) -> dict[str, Any]:
+        from ..render import render_svg
+        from ..views import event_text
+
+        report = api.run_report(run_id, self.state_dir)
+        watch = api.watch(report.run_id, self.state_dir)
+        events = watch.poll()
+        try:
+            plan = api.stored_plan(report.run_id, None, self.state_dir)
+        except DagplanError:
+            plan = None
+        statuses = {sid: str(row.status) for sid, row in report.steps.items()}
+        graph = render_svg(plan, plan.analysis, statuses) if plan is not None else ""
+        steps = [_step_panel(sid, row, plan, report, events) for sid, row in report.steps.items()]
+        types = sorted({str(e.type) for e in events})
+        log = [event_text(e) for e in events if wanted is None or str(e.type) == wanted][-LOG_LINES:]
+        return {
+            "run": report,
+            "graph": graph,
+            "steps": steps,
+            "log": log,
+            "type": wanted,
+            "event_types": types,
+            "cursor": watch.cursor,
+            "can_resume": not report.status.finished and not _live(report),
+            "notice": self.notices.pop(report.run_id, None),
+        }
+
+    async def stream(self, request: Any) -> Any:
+        """Server-sent events: one message per event journaled after the page's cursor."""
+        from starlette.responses import StreamingResponse
+
+        run_id = request.path_params["run_id"]
+        watch = await asyncio.to_thread(api.watch, run_id, self.state_dir)
+        try:
+            watch.cursor = json.loads(request.query_params.get("cursor") or "null")
+        except ValueError:
+            watch.cursor = None
+
+        async def messages():
+            beat = time.monotonic()
+            while not await request.is_disconnected():
+                found = watch.poll()
+                for event in found:
+                    yield f"data: {json.dumps(_update(event), default=str)}\n\n"
+                if found:
+                    beat = time.monotonic()
+                    continue
+                if time.monotonic() - beat > 10:
+                    beat = time.monotonic()
+                    yield ": still here\n\n"
+                await asyncio.sleep(POLL)
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(messages(), media_type="text/event-stream", headers=headers)
+
+    async def output(self, request: Any) -> Any:
+        """A step's whole output, streamed in chunks (a spilled output is never loaded whole)."""
+        from starlette.responses import StreamingResponse
+
+        run_id, step = request.path_params["run_id"], request.path_params["step"]
+        chunks = await asyncio.to_thread(api.output_chunks, run_id, step, self.state_dir)
+        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
+
+    async def plan_page(self, request: Any) -> Any:
+        from ..render import render_svg, render_text
+        from ..views import preview_text
+
+        file = request.query_params.get("file") or ""
+        path = self._plan_path(file)
+        (result,) = await asyncio.to_thread(api.check_files, [path])
+        diagnostics = [{"severity": d.severity, "text": text} for d, text in _diagnostic_texts(result, render_text)]
+        preview = graph = None
+        text, inputs = "", "{}"
+        if result.plan is not None and result.analysis is not None:
+            graph = render_svg(result.plan, result.analysis)
+        if result.ok and result.plan is not None:
+            preview = api.preview(result.plan)
+            text = preview_text(preview)
+            inputs = json.dumps({k: _example(v) for k, v in (result.plan.inputs or {}).items()}, indent=1)
+        return self._page(
+            "plan.html",
+            file=file,
+            diagnostics=diagnostics,
+            graph=graph,
+            preview=preview,
+            preview_text=text,
+            runnable=result.ok,
+            inputs_example=inputs,
+        )
+
+    # --- actions (POST, CSRF-checked by the guard) ---
+
+    async def answer(self, request: Any) -> Any:
+        run_id = request.path_params["run_id"]
+        form = await request.form()
+        step, value = str(form.get("step") or ""), str(form.get("value") or "")
+        await asyncio.to_thread(api.answer, run_id, step, value, self.state_dir, text=True)
+        self._in_background(run_id, lambda: self._resume(run_id))
+        return self._redirect(self.url(f"/runs/{run_id}"))
+
+    async def resume(self, request: Any) -> Any:
+        run_id = request.path_params["run_id"]
+        await asyncio.to_thread(api.run_report, run_id, self.state_dir)  # an unknown run is a 404 now
+        self._in_background(run_id, lambda: self._resume(run_id))
+        return self._redirect(self.url(f"/runs/{run_id}"))
+
+    async def discard(self, request: Any) -> Any:
+        await asyncio.to_thread(api.discard, request.path_params["run_id"], self.state_dir)
+        return self._redirect(self.url("/"))
+
+    async def run_plan(self, request: Any) -> Any:
+        """Run a plan file (a lazy one is approved by this request) durably, in the background."""
+        from starlette.responses import PlainTextResponse
+
+        form = await request.form()
+        path = self._plan_path(str(form.get("file") or ""))
+        try:
+            inputs = json.loads(str(form.get("inputs") or "{}") or "{}")
+        except ValueError as exc:
+            return PlainTextResponse(f"inputs are not JSON: {exc}", status_code=400)
+        started: dict[str, str] = {}
+        ready = threading.Event()
+
+        def created(run_id: str) -> None:
+            started["id"] = run_id
+            ready.set()
+
+        def go() -> None:
+            try:
+                api.run(path, tools=self.tools, tool_sources=self.tool_sources, inputs=inputs, durable=True,
+                        state_dir=self.state_dir, approve=lambda _preview: True, on_run_created=created)  # fmt: skip
+            finally:
+                ready.set()
+
+        errors = self._in_background(None, go)
+        await asyncio.to_thread(ready.wait, 10)
+        if "id" not in started:
+            return PlainTextResponse(errors.get("error", "the run did not start"), status_code=400)
+        return self._redirect(self.url(f"/runs/{started['id']}"))
+
+    # --- helpers ---
+
+    def _resume(self, run_id: str) -> None:
+        sources, _changed = api.resume_tools(run_id, self.state_dir)
+        tools = dagplan.load_tools(sources) if sources else self.tools
+        api.resume(run_id, tools=tools, state_dir=self.state_dir)
+
+    def _in_background(self, run_id: str | None, work: Callable[[], None]) -> dict[str, str]:
+        """Run ``work`` in a thread; what it raises becomes the run page's notice."""
+        errors: dict[str, str] = {}
+
+        def run() -> None:
+            try:
+                work()
+            except DagplanError as exc:
+                errors["error"] = "\n".join(d.format() for d in exc.diagnostics)
+                if run_id:
+                    self.notices[run_id] = errors["error"]
+            except Exception as exc:  # noqa: BLE001 - a tool's crash is the run's, shown not raised
+                errors["error"] = f"{type(exc).__name__}: {exc}"
+                if run_id:
+                    self.notices[run_id] = errors["error"]
+
+        threading.Thread(target=run, name="dagplan-serve-run", daemon=True).start()
+        return errors
+
+    def _plan_path(self, file: str) -> str:
+        """A plan file named by a request: a file under the working directory, else 403."""
+        from starlette.exceptions import HTTPException
+
+        full = os.path.realpath(os.path.join(self.root, file))
+        if not file or os.path.commonpath([full, self.root]) != self.root:
+            raise HTTPException(403, f"{file!r} is not a file under {self.root}")
+        if not os.path.isfile(full):
+            raise HTTPException(404, f"no plan file {file!r}")
+        return full
+
+    def _redirect(self, url: str) -> Any:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse(url, status_code=303)
+
+
+class _Guard:
+    """The token (when the server is not bound to the loopback) and the CSRF token of every POST."""
+
+    def __init__(self, app: Any, viewer: Viewer):
+        self.app, self.viewer = app, viewer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse
+
+        request = Request(scope, receive)
+        token = self.viewer.token
+        given = request.query_params.get("token")
+        if token is not None:
+            auth = request.headers.get("authorization", "")
+            carried = given or request.cookies.get("dagplan_token") or auth.removeprefix("Bearer ").strip()
+            if not carried or not hmac.compare_digest(carried, token):
+                await PlainTextResponse("a token is required: open the URL dagplan serve printed", 401)(
+                    scope, receive, send
+                )
+                return
+        if request.method == "POST":
+            body = await request.body()  # read once: the form is checked here, then parsed again by the route
+            form = await Request(scope, _replay_body(body)).form()
+            if not hmac.compare_digest(str(form.get("csrf") or ""), self.viewer.csrf):
+                await PlainTextResponse("the form is stale or forged (CSRF token)", 403)(scope, receive, send)
+                return
+            receive = _replay_body(body)
+
+        async def send_with_cookie(message: Any) -> None:
+            if message["type"] == "http.response.start" and token is not None and given:
+                headers = list(message.get("headers", []))
+                cookie = f"dagplan_token={token}; HttpOnly; SameSite=Strict; Path=/"
+                headers.append((b"set-cookie", cookie.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+def _replay_body(body: bytes) -> Callable[[], Any]:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+# --- what the pages show ------------------------------------------------------------------------
+
+
+def _run_row(info: Any) -> dict[str, Any]:
+    usage = info.usage or {}
+    end = info.finished or (time.time() if info.status is info.status.RUNNING else None)
+    return {
+        "id": info.id,
+        "status": str(info.status),
+        "plan": info.plan_name,
+        "done": info.done,
+        "total": info.total,
+        "started": datetime.fromtimestamp(info.started).strftime("%Y-%m-%d %H:%M:%S"),
+        "duration": _seconds(end - info.started) if end else "",
+        "tokens": (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)) or "",
+        "cost": f"${usage['cost']:.4f}" if usage.get("cost") else "",
+        "waiting": [w.get("step") for w in info.waiting],
+    }
+
+
+def _live(report: Any) -> bool:
+    return bool(report.status is report.status.RUNNING)
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _step_panel(sid: str, row: Any, plan: Any, report: Any, events: list) -> dict[str, Any]:
+    from ..interpreter.vocabulary import EventType  # the typed values, as the CLI renderers use them
+
+    step = plan.by_id.get(sid) if plan is not None else None
+    args, errors, usage = None, [], None
+    for e in events:
+        if e.step != sid:
+            continue
+        if e.type is EventType.TOOL_CALLED:
+            args = json.dumps(e.data.get("args"), indent=1, ensure_ascii=False, default=str)
+        elif e.type in (EventType.STEP_RETRYING, EventType.STEP_FAILED) and e.data.get("error"):
+            err = e.data["error"]
+            errors.append(
+                {
+                    "attempt": e.data.get("attempt") or e.data.get("attempts"),
+                    "text": f"{err.get('type')}: {err.get('message')}",
+                }
+            )
+        elif e.type is EventType.STEP_COMPLETED and e.data.get("usage"):
+            u = e.data["usage"]
+            tokens = f"{u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tokens"
+            usage = f"{u.get('model', '')} {tokens}, ${u.get('cost', 0):.4f}"
+    output, more = None, False
+    if row.status.has_output and row.output is not None:
+        text = (
+            row.output
+            if isinstance(row.output, str)
+            else json.dumps(row.output, indent=1, ensure_ascii=False, default=str)
+        )
+        output, more = text[:OUTPUT_HEAD], len(text) > OUTPUT_HEAD or row.spilled
+    children = [
+        {"id": cid, "status": str(c.status), "error": (c.error or {}).get("message")}
+        for cid, c in report.children.items()
+        if cid.startswith((sid + "[", sid + "."))
+    ]
+    return {
+        "id": sid,
+        "status": str(row.status),
+        "kind": (step.tool or str(step.kind)) if step is not None else "",
+        "description": step.description if step is not None else "",
+        "attempts": row.attempts,
+        "duration": _seconds(row.duration) if row.duration else "",
+        "args": args,
+        "output": output,
+        "more": more,
+        "errors": errors,
+        "usage": usage,
+        "children": children,
+    }
+
+
+def _tables() -> tuple[dict, dict]:
+    from ..interpreter.vocabulary import EventType as E, RunStatus as R, StepStatus as S
+
+    steps = {E.STEP_STARTED: S.RUNNING, E.STEP_RETRYING: S.RUNNING, E.STEP_COMPLETED: S.COMPLETED,
+             E.STEP_SKIPPED: S.SKIPPED, E.STEP_WAITING: S.WAITING}  # fmt: skip
+    runs = {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, E.PLAN_WAITING: R.WAITING,
+            E.PLAN_INTERRUPTED: R.INTERRUPTED, E.PLAN_ABORTED: R.ABORTED, E.PLAN_TIMED_OUT: R.TIMED_OUT}  # fmt: skip
+    return steps, runs
+
+
+def _update(event: Any) -> dict[str, Any]:
+    """What the run page needs of one event: the node's new status, the run's, a log line."""
+    from ..interpreter.vocabulary import EventType, StepStatus
+    from ..views import event_text
+
+    step_status, run_status = _tables()
+    out: dict[str, Any] = {"type": str(event.type), "line": event_text(event)}
+    step = event.step
+    if step is not None and "[" not in step and "." not in step:
+        status = step_status.get(event.type)
+        if event.type is EventType.STEP_FAILED:
+            status = StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
+        if status:
+            out.update(node=step, status=str(status))
+        if event.type is EventType.STEP_WAITING:
+            out["request"] = event.data.get("request")
+    if event.type in run_status:
+        out["run_status"] = str(run_status[event.type])
+    if event.type is EventType.PLAN_COMPLETED:
+        out.update(run_status=str(event.data.get("status", "completed")), reload=True)
+    return out
+
+
+def _diagnostic_texts(result: Any, render_text: Callable) -> list[tuple[Any, str]]:
+    return [(d, render_text([_only(result, d)]).rstrip()) for d in result.diagnostics]
+
+
+def _only(result: Any, diagnostic: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(result, diagnostics=(diagnostic,))
+
+
+def _example(schema: Any) -> Any:
+    if isinstance(schema, Mapping):
+        if "default" in schema:
+            return schema["default"]
+        return {"string": "", "number": 0, "integer": 0, "boolean": False, "array": [], "object": {}}.get(
+            str(schema.get("type")), None
+        )
+    return None

@@ -1,0 +1,159 @@
+"""The run viewer (issue 14): pages driven in a real headless browser, and its safety cases."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+SLOW_TOOLS = """
+import asyncio
+import dagplan
+
+
+@dagplan.tool(purity="pure")
+async def checkBillingHistory(customerId: str) -> dict:
+    await asyncio.sleep(2.5)  # long enough for the page to be open before the gate
+    return {"customerId": customerId, "orders": 3}
+
+
+@dagplan.tool(purity="side_effect")
+async def issueRefund(customerId: str, amount: float) -> dict:
+    return {"confirmationId": "refund_1", "amount": amount, "note": "<script>window.pwned = 1</script>"}
+"""
+
+
+def env() -> dict:
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    shutil.copy(EXAMPLES / "approve_refund.yaml", tmp_path)
+    (tmp_path / "slow_tools.py").write_text(SLOW_TOOLS)
+    return tmp_path
+
+
+@pytest.fixture
+def server(project):
+    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0"], cwd=project, env=env(),
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    line = proc.stderr.readline()
+    match = re.search(r"(http://\S+)", line)
+    assert match, line
+    yield match.group(1).rstrip("/")
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    yield driver
+    driver.quit()
+
+
+def wait_for(check, timeout: float = 20.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes(project, server, browser, tmp_path):
+    run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "approve_refund.yaml", "--tools", "slow_tools.py",
+                            "-i", "customerId=cust_42", "-i", "amount=25", "--no-input"],
+                           cwd=project, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run_id = wait_for(lambda: next(iter(os.listdir(project / ".dagplan" / "runs")), None)
+                      if (project / ".dagplan" / "runs").is_dir() else None, what="the run")  # fmt: skip
+    browser.get(server + "/")
+    assert run_id in browser.page_source
+    browser.get(f"{server}/runs/{run_id}")
+    browser.execute_script("window.sameDocument = true")
+    node = 'document.getElementById("node-approve").getAttribute("class")'
+    assert "status-waiting" not in browser.execute_script(f"return {node}")
+    wait_for(lambda: "status-waiting" in browser.execute_script(f"return {node}"), what="the gate to wait")
+    assert browser.execute_script("return window.sameDocument") is True  # updated live, not reloaded
+    assert run.wait(30) == 3  # the CLI run stopped at the gate (exit 3)
+    button = wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
+                      what="the gate's form")  # fmt: skip
+    button[0].click()
+    wait_for(lambda: "completed" in browser.execute_script(
+        'return document.getElementById("run-status").textContent'), what="the run to complete")  # fmt: skip
+    wait_for(lambda: "status-completed" in browser.execute_script(
+        'return document.getElementById("node-refund").getAttribute("class")'), what="refund completed")  # fmt: skip
+    # what a tool wrote is shown as text, never run
+    assert "<script>window.pwned = 1</script>" in browser.find_element("id", "step-refund").get_attribute("textContent")
+    assert browser.execute_script("return window.pwned") is None
+    shot = tmp_path / "run-page.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+    keep = os.environ.get("DAGPLAN_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / "run-page.png")
+
+
+def test_paths_tokens_and_csrf(project):
+    from starlette.testclient import TestClient
+
+    from dagplan.web.app import Viewer
+
+    (project / "secret.yaml").write_text("steps: [{id: a, tool: t}]\n")
+    outside = project.parent / "outside.yaml"
+    outside.write_text("steps: [{id: a, tool: t}]\n")
+    viewer = Viewer(project / ".dagplan", root=project)
+    client = TestClient(viewer.app)
+    assert client.get("/runs/..%2F..%2Fetc").status_code == 404
+    assert client.get("/runs/20990101-000000-abcd").status_code == 404
+    assert client.get("/plan", params={"file": "../outside.yaml"}).status_code == 403
+    assert client.get("/plan", params={"file": "/etc/passwd"}).status_code == 403
+    page = client.get("/plan", params={"file": "secret.yaml"})
+    assert page.status_code == 200 and 'id="node-a"' in page.text
+    assert client.post("/runs/x/discard", data={"csrf": "forged"}).status_code == 403
+    locked = TestClient(Viewer(project / ".dagplan", root=project, token="s3cret").app)
+    assert locked.get("/").status_code == 401
+    assert locked.get("/", params={"token": "wrong"}).status_code == 401
+    opened = locked.get("/", params={"token": "s3cret"})
+    assert opened.status_code == 200 and "dagplan_token" in opened.headers.get("set-cookie", "")
+    assert locked.get("/").status_code == 200  # the cookie carries it from then on
+
+
+def test_a_plan_page_shows_diagnostics_at_their_lines_escaped(project):
+    from starlette.testclient import TestClient
+
+    from dagplan.web.app import Viewer
+
+    (project / "bad.yaml").write_text("steps:\n  - {id: a, tool: t, deps: ['<img src=x onerror=alert(1)>']}\n")
+    page = TestClient(Viewer(project / ".dagplan", root=project).app).get("/plan", params={"file": "bad.yaml"})
+    assert "bad.yaml:2:" in page.text and "unknown-step" in page.text
+    assert "<img src=x" not in page.text and "&lt;img src=x" in page.text
+
+
+def test_serve_binding_another_address_requires_a_token(project):
+    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--host", "0.0.0.0", "--port", "0"],
+                            cwd=project, env=env(), stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        assert re.search(r"http://0\.0\.0\.0:\d+/\?token=\S{20,}", line), line
+    finally:
+        proc.terminate()
+        proc.wait(10)
