@@ -277,12 +277,17 @@ def event_line(event: dict) -> str:
         parts.append("replayed" if event.get("replayed") else "fresh")
     if isinstance(event.get("duration"), (int, float)):
         parts.append(f"{event['duration'] * 1000:.1f}ms")
-    extra = {k: v for k, v in event.items() if k not in HIDDEN and v not in (None, False, {}, [])}
+    extra = {k: v for k, v in event.items() if k not in HIDDEN and not _empty(v)}
     if extra:
         parts.append(_cut_text(json.dumps(extra, ensure_ascii=False, default=str), 100))
     if "output" in event:
         parts.append("output=" + _cut_text(json.dumps(event["output"], ensure_ascii=False, default=str), 60))
     return "  ".join(parts)
+
+
+def _empty(value: Any) -> bool:
+    """None, false, {} and [] say nothing in an event line (0 does: ``in (None, False)`` would drop it)."""
+    return value is None or value is False or (isinstance(value, (dict, list)) and not value)
 
 
 def event_text(event: Any) -> str:

@@ -63,7 +63,8 @@ async def start(
     run_id = run_id or new_run_id()
     if on_run_created:
         on_run_created(run_id)
-    return await execute(plan, values, RunScope(run_id, tools, options.limited_by(plan), journal))
+    scope = RunScope(run_id, tools, _traced(options, plan).limited_by(plan), journal)
+    return await execute(plan, values, scope)
 
 
 async def resume(
@@ -97,12 +98,22 @@ async def resume(
         if from_step is not None:
             clear_from(journal, from_step, order)
         replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
-        scope = RunScope(journal.id, tools, options.limited_by(plan), journal, replay)
+        scope = RunScope(journal.id, tools, _traced(options, plan).limited_by(plan), journal, replay)
         resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
         scope.emit(EventType.PLAN_RESUMED, **resumed)
         return await execute(plan, journal.inputs, scope, own_journal=False)
     finally:
         journal.release()
+
+
+def _traced(options: Options, plan: Plan) -> Options:
+    """The options with a tracing subscriber when OpenTelemetry is configured (else unchanged, nothing imported)."""
+    from dataclasses import replace
+
+    from .otel import tracer_for
+
+    tracer = tracer_for(plan.source, {s.id: s.tool or str(s.kind) for s in plan.steps})
+    return options if tracer is None else replace(options, subscribers=[*options.subscribers, tracer])
 
 
 def _preflight(plan: Plan, options: Options) -> None:

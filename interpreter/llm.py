@@ -314,6 +314,7 @@ class _Conversation:
     budget: Budget | None
     via: Any = None  # calls.Calls: mocks or a cassette answer instead of the model
     alternatives: tuple[str, ...] = ()
+    on_call: Any = None  # called with (model, record, seconds) after each model call made (not replayed)
     messages: list[dict] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -335,6 +336,8 @@ class _Conversation:
             record = await self._complete()
             self.calls += 1
             call = {"kind": "model", "model": self.model, "request": request, "duration": _since(started)}
+            if self.on_call is not None:
+                self.on_call(self.model, record, call["duration"])
             await self._remember(key, record, call)
         self._account(record)
         self.messages.append(record["message"])
@@ -433,6 +436,7 @@ async def run_llm_step(
     completion_kwargs: Mapping[str, Any] = {},
     budget: Budget | None = None,
     calls: Any = None,
+    on_call: Callable[[str, dict, float], None] | None = None,
 ) -> LLMResult:
     """Run an ``llm:`` step whose prompt and system text are already resolved.
 
@@ -442,7 +446,7 @@ async def run_llm_step(
     shape = _OutputShape.of(call.output_schema, alternatives)
     structured = calls.structured if calls is not None else supports_schema
     params = _params(call, tool_specs, shape, structured(model) if shape.schema is not None else False)
-    conv = _Conversation(step_id, model, params, dict(completion_kwargs), memo, budget, calls, alternatives)
+    conv = _Conversation(step_id, model, params, dict(completion_kwargs), memo, budget, calls, alternatives, on_call)
     conv.messages = _opening(
         prompt, system, shape, native=bool(conv.params.get("response_format", {}).get("json_schema"))
     )

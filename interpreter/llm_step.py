@@ -14,6 +14,7 @@ from ..dsl.ir import Step, ToolSpec
 from . import llm
 from .context import StepContext
 from .tools import Branch
+from .vocabulary import EventType
 
 
 class LLMRunner:
@@ -44,6 +45,7 @@ class LLMRunner:
             completion_kwargs=options.completion_kwargs,
             budget=ctx.budget(),
             calls=options.calls,
+            on_call=lambda model, record, seconds: _called(ctx, model, record, seconds),
         )
         ctx.account(
             {
@@ -56,6 +58,20 @@ class LLMRunner:
             }
         )
         return Branch(result.alternative, result.output) if alternatives else result.output
+
+
+def _called(ctx: StepContext, model: str, record: dict, seconds: float) -> None:
+    """One model call, as an event for subscribers (a trace's span, a viewer)."""
+    usage = record.get("usage") or {}
+    ctx.emit(
+        EventType.MODEL_CALLED,
+        model=model,
+        response_model=record.get("model"),
+        prompt_tokens=usage.get("prompt_tokens", 0),
+        completion_tokens=usage.get("completion_tokens", 0),
+        cost=record.get("cost", 0.0),
+        duration=seconds,
+    )
 
 
 def _caller(ctx: StepContext, name: str) -> Callable[..., Awaitable[Any]]:

@@ -86,7 +86,10 @@ class RunReport:
 
 
 def run_report(run_id: str, state: Any = None) -> RunReport:
-    journal = open_registry(state).open(run_id)
+    return report_of(open_registry(state).open(run_id))
+
+
+def report_of(journal: Any) -> RunReport:
     progress = journal.progress()
     ids = plan_step_ids(journal.plan_doc)
     rows = {sid: _row(s) for sid, s in progress.steps.items()}
@@ -132,6 +135,16 @@ class Watch:
     def poll(self) -> list[Event]:
         found, self.cursor = self.journal.follow(self.cursor)
         return found
+
+    def report(self) -> RunReport:
+        """The run's report as of this watch's opening (see :func:`run_report`)."""
+        return report_of(self.journal)
+
+    def plan(self, config: Any) -> Any:
+        """The run's own plan from its artifact, not checked against any tools (to show it)."""
+        from .driver import stored_plan
+
+        return stored_plan(self.journal, None, config)
 
 
 def output_chunks(run_id: str, step_id: str, state: Any = None) -> Iterator[bytes]:

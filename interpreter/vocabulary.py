@@ -28,6 +28,9 @@ journal and to every subscriber. What each type carries in ``data``:
 ``plan_step_waiting``  ``request``: the gate's question, choices, schema
 ``plan_step_progress`` ``done``/``total``/``item``/``name`` (fan-out), ``iteration``/``total`` (loops);
                        for subscribers only, never journaled
+``model_called``       ``model`` (asked), ``response_model``, ``prompt_tokens``, ``completion_tokens``,
+                       ``cost``, ``duration``: one model call of an LLM step (for subscribers: traces,
+                       viewers; the journal keeps the call in the step's ``memo``)
 ``tool_called``        ``name``, ``args``: an attempt of a tool step (or item) calls its tool; the
                        outcome is the unit's next ``retrying``/``completed``/``failed`` event
 ``gate_answered``      ``value``
@@ -109,14 +112,15 @@ class EventType(enum.StrEnum):
     STEP_WAITING = "plan_step_waiting"
     STEP_PROGRESS = "plan_step_progress"
     TOOL_CALLED = "tool_called"
+    MODEL_CALLED = "model_called"
     GATE_ANSWERED = "gate_answered"
     MEMO = "memo"
     AGENT_TURN = "agent_turn"
 
     @property
     def journaled(self) -> bool:
-        """Whether the journal keeps it (progress lines are for subscribers only)."""
-        return self is not EventType.STEP_PROGRESS
+        """Whether the journal keeps it (progress lines and model calls are for subscribers only)."""
+        return self is not EventType.STEP_PROGRESS and self is not EventType.MODEL_CALLED
 
     @property
     def lifecycle(self) -> bool:

@@ -96,6 +96,8 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     assert run.wait(30) == 3  # the CLI run stopped at the gate (exit 3)
     button = wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
                       what="the gate's form")  # fmt: skip
+    shots = {"run-waiting.png": tmp_path / "run-waiting.png"}
+    browser.save_screenshot(str(shots["run-waiting.png"]))
     button[0].click()
     wait_for(lambda: "completed" in browser.execute_script(
         'return document.getElementById("run-status").textContent'), what="the run to complete")  # fmt: skip
@@ -104,12 +106,13 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     # what a tool wrote is shown as text, never run
     assert "<script>window.pwned = 1</script>" in browser.find_element("id", "step-refund").get_attribute("textContent")
     assert browser.execute_script("return window.pwned") is None
-    shot = tmp_path / "run-page.png"
-    browser.save_screenshot(str(shot))
-    assert shot.stat().st_size > 10_000
-    keep = os.environ.get("DAGPLAN_SCREENSHOTS")
+    shots["run-page.png"] = tmp_path / "run-page.png"
+    browser.save_screenshot(str(shots["run-page.png"]))
+    assert all(shot.stat().st_size > 10_000 for shot in shots.values())
+    keep = os.environ.get("DAGPLAN_SCREENSHOTS")  # the README's pictures: DAGPLAN_SCREENSHOTS=docs pytest ...
     if keep:
-        shutil.copy(shot, Path(keep) / "run-page.png")
+        for name, shot in shots.items():
+            shutil.copy(shot, Path(keep) / name)
 
 
 def test_paths_tokens_and_csrf(project):

@@ -64,4 +64,5 @@ def serve(state_dir, host, port, token, plan_file, tool_sources) -> None:
     click.echo(f"dagplan serve: http://{shown}:{bound}{path}{query}", err=True)
     import uvicorn
 
-    uvicorn.Server(uvicorn.Config(viewer.app, log_level="warning", lifespan="off")).run(sockets=[sock])
+    config = uvicorn.Config(viewer.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock])  # open event streams end on shutdown

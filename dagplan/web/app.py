@@ -53,6 +53,8 @@ class Viewer:
         self.tools, self.tool_sources = dict(tools or {}), tool_sources
         self.csrf = hmac.new(secrets.token_bytes(32), b"csrf", "sha256").hexdigest()
         self.notices: dict[str, str] = {}  # run id -> what the last background action said
+        self.plans: dict[str, Any] = {}  # run id -> its parsed plan
+        self.config = api.load_config()
         self.app = self._build()
 
     # --- the app ---
@@ -117,37 +119,57 @@ class Viewer:
 
     async def run_page(self, request: Any) -> Any:
         run_id = request.path_params["run_id"]
-        wanted = request.query_params.get("type") or None
+        wanted = [t for t in request.query_params.getlist("type") if t] or None  # repeatable, as --filter
         context = await asyncio.to_thread(self._run_context, run_id, wanted)
         return self._page("run.html", **context)
 
-    def _run_context(self, run_id: str, wanted: str | None) -> dict[str, Any]:
+    def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
         from ..render import render_svg
         from ..views import event_text
 
-        report = api.run_report(run_id, self.state_dir)
-        watch = api.watch(report.run_id, self.state_dir)
+        watch = api.watch(run_id, self.state_dir)  # one reading of the run: its report, its plan, its events
+        report = watch.report()
         events = watch.poll()
-        try:
-            plan = api.stored_plan(report.run_id, None, self.state_dir)
-        except DagplanError:
-            plan = None
+        plan = self._plan_of(watch)
         statuses = {sid: str(row.status) for sid, row in report.steps.items()}
         graph = render_svg(plan, plan.analysis, statuses) if plan is not None else ""
-        steps = [_step_panel(sid, row, plan, report, events) for sid, row in report.steps.items()]
+        by_step: dict[str, list] = {}
+        for event in events:
+            if event.step is not None:
+                by_step.setdefault(event.step, []).append(event)
+        children: dict[str, list] = {}
+        for cid, child in report.children.items():
+            children.setdefault(_top(cid), []).append((cid, child))
+        steps = [
+            _step_panel(sid, row, plan, by_step.get(sid, ()), children.get(sid, ()))
+            for sid, row in report.steps.items()
+        ]
         types = sorted({str(e.type) for e in events})
-        log = [event_text(e) for e in events if wanted is None or str(e.type) == wanted][-LOG_LINES:]
+        log = [event_text(e) for e in [e for e in events if wanted is None or str(e.type) in wanted][-LOG_LINES:]]
         return {
             "run": report,
             "graph": graph,
             "steps": steps,
             "log": log,
-            "type": wanted,
+            "types": wanted or [],
             "event_types": types,
             "cursor": watch.cursor,
             "can_resume": not report.status.finished and not _live(report),
             "notice": self.notices.pop(report.run_id, None),
         }
+
+    def _plan_of(self, watch: Any) -> Any:
+        """A run's plan, parsed once per run (its artifact never changes); None if it no longer checks."""
+        found = self.plans.get(watch.run_id)
+        if found is None:
+            try:
+                found = watch.plan(self.config)
+            except DagplanError:
+                return None
+            if len(self.plans) >= 64:
+                self.plans.pop(next(iter(self.plans)))
+            self.plans[watch.run_id] = found
+        return found
 
     async def stream(self, request: Any) -> Any:
         """Server-sent events: one message per event journaled after the page's cursor."""
@@ -389,14 +411,20 @@ def _seconds(s: float) -> str:
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
-def _step_panel(sid: str, row: Any, plan: Any, report: Any, events: list) -> dict[str, Any]:
+def _top(unit_id: str) -> str:
+    """The step a unit belongs to: ``review[3].diff`` -> ``review``."""
+    for i, char in enumerate(unit_id):
+        if char in "[.":
+            return unit_id[:i]
+    return unit_id
+
+
+def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> dict[str, Any]:
     from ..interpreter.vocabulary import EventType  # the typed values, as the CLI renderers use them
 
     step = plan.by_id.get(sid) if plan is not None else None
     args, errors, usage = None, [], None
     for e in events:
-        if e.step != sid:
-            continue
         if e.type is EventType.TOOL_CALLED:
             args = json.dumps(e.data.get("args"), indent=1, ensure_ascii=False, default=str)
         elif e.type in (EventType.STEP_RETRYING, EventType.STEP_FAILED) and e.data.get("error"):
@@ -419,11 +447,7 @@ def _step_panel(sid: str, row: Any, plan: Any, report: Any, events: list) -> dic
             else json.dumps(row.output, indent=1, ensure_ascii=False, default=str)
         )
         output, more = text[:OUTPUT_HEAD], len(text) > OUTPUT_HEAD or row.spilled
-    children = [
-        {"id": cid, "status": str(c.status), "error": (c.error or {}).get("message")}
-        for cid, c in report.children.items()
-        if cid.startswith((sid + "[", sid + "."))
-    ]
+    folded = [{"id": cid, "status": str(c.status), "error": (c.error or {}).get("message")} for cid, c in children]
     return {
         "id": sid,
         "status": str(row.status),
@@ -436,7 +460,7 @@ def _step_panel(sid: str, row: Any, plan: Any, report: Any, events: list) -> dic
         "more": more,
         "errors": errors,
         "usage": usage,
-        "children": children,
+        "children": folded,
     }
 
 
