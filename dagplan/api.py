@@ -397,6 +397,19 @@ def read_cassette(path: str | os.PathLike) -> dict:
     return read(path)
 
 
+def db_upgrade(url: Any = None) -> tuple[int, int]:
+    """Create or migrate the PostgreSQL schema of ``url`` (default: the configured state); returns
+    (version before, version after). ValueError when the state is not a PostgreSQL URL."""
+    from .interpreter.pgstore import is_url, upgrade
+
+    url = url if url is not None else (os.environ.get("DAGPLAN_STATE") or load_config().state_dir)
+    if not is_url(url):
+        raise ValueError(
+            f"the state ({url or './.dagplan'}) is a directory, not a postgresql:// URL: nothing to upgrade"
+        )
+    return upgrade(url)
+
+
 def load_config(start: str | os.PathLike | None = None):
     """The project configuration that applies in ``start`` (default: the working directory)."""
     from .interpreter.config import load_config as read

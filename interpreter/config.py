@@ -10,7 +10,7 @@ section wins. Every key is optional::
     max_cost = 0.50                  # USD per run; max_tokens likewise
     max_steps = 1000                 # `check` fails plans that could execute more
     max_items = 100                  # default cap of for_each steps without max_items
-    state_dir = ".dagplan"
+    state_dir = ".dagplan"            # or state = "postgresql://user@host/db": runs in PostgreSQL
 
     [resume]
     default = "retry_pending"        # retry_pending | discard
@@ -170,6 +170,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_steps": (_positive_int, "an integer of at least 1"),
     "max_items": (_positive_int, "an integer of at least 1"),
     "state_dir": (_text, "a directory path"),
+    "state": (_text, 'a directory path, or a PostgreSQL URL: "postgresql://user@host/db"'),
     "resume": (_table, "a table: [resume] with default, side_effect, pure, idempotent, undeclared"),
     "llm": (_table, "a table of litellm arguments: [llm]"),
     "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
@@ -210,6 +211,8 @@ def _build(path: Path, table: dict) -> Config:
     if problems:
         raise RunError(problems)
     values = {k: v for k, v in table.items() if k != "resume"}
+    if "state" in values:  # `state` names runs' place whatever it is (a directory, a database)
+        values["state_dir"] = values.pop("state")
     if "redact" in values:
         values["redact"] = tuple(values["redact"])
     if "tools" in values:

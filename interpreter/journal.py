@@ -140,6 +140,15 @@ def check_step(run_id: str, step_id: str, order: list[str]) -> None:
         )
 
 
+def not_a_run_id(run_id: Any) -> RunError:
+    """What a registry says of a run id that cannot be one (a path, an empty string)."""
+    return RunError.make(
+        "unknown-run",
+        f"{run_id!r} is not a run id",
+        hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs",
+    )
+
+
 def unknown_run(run_id: str, where: str) -> RunError:
     return RunError.make("unknown-run", f"no run {run_id!r} in {where}", hint="list runs with: dagplan runs")
 
@@ -302,6 +311,14 @@ def open_registry(state: Any = None) -> Registry:
     """The registry for ``state``: a registry as given, else the state directory it names (or the default)."""
     if isinstance(state, Registry):
         return state
+    if state is None:
+        state = os.environ.get("DAGPLAN_STATE") or None  # a directory or a URL; else $DAGPLAN_STATE_DIR
+    from .pgstore import is_url
+
+    if is_url(state):  # runs in PostgreSQL
+        from .pgstore import PgRegistry
+
+        return PgRegistry(state)
     from .store import RunStore
 
     return RunStore(state)

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .journal import record_dict, unknown_run
+from .journal import not_a_run_id, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 from .wal import owner_pid
@@ -55,7 +55,7 @@ RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")  # what a run id (or a
 
 
 def default_state_dir() -> Path:
-    """``$DAGPLAN_STATE_DIR``, else ``./.dagplan``."""
+    """``$DAGPLAN_STATE_DIR``, else ``./.dagplan`` (``$DAGPLAN_STATE`` is read by :func:`.journal.open_registry`)."""
     return Path(os.environ.get("DAGPLAN_STATE_DIR") or ".dagplan")
 
 
@@ -121,11 +121,7 @@ class RunStore:
     def resolve(self, run_id: str) -> Path:
         """The directory of a run given its id or a unique prefix of it (never a path outside the store)."""
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-            raise RunError.make(
-                "unknown-run",
-                f"{run_id!r} is not a run id",
-                hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs",
-            )
+            raise not_a_run_id(run_id)
         if (self.runs_dir / run_id).is_dir():
             return self.runs_dir / run_id
         found = [p for p in self._run_dirs() if p.name.startswith(run_id)]

@@ -30,3 +30,33 @@ def stub():
 def stub_model() -> str:
     """The model name that routes litellm to an OpenAI-compatible api_base."""
     return "openai/gpt-4o-mini"
+
+
+# --- a real PostgreSQL, for the runs-in-a-database tests --------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server of its own for the session (tests/pg_server.py)."""
+    from pg_server import start_postgres
+
+    try:
+        url, stop, _ = start_postgres()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield url
+    stop()
+
+
+@pytest.fixture
+def postgres(postgres_server, request):
+    """A fresh database of the session's server: its URL."""
+    import re
+
+    import psycopg
+
+    name = "t_" + re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:50]
+    with psycopg.connect(postgres_server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{postgres_server}/{name}"

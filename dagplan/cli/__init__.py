@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("dagplan.cli.answer", "answer", "Answer an approval gate a run is waiting at."),
     "discard": ("dagplan.cli.runs", "discard", "Cancel a run and remove its state."),
     "events": ("dagplan.cli.runs", "events", "Print a run's event log."),
+    "db": ("dagplan.cli.db", "db", "The run database (PostgreSQL): create or migrate its schema."),
     "serve": ("dagplan.cli.serve", "serve", "Watch runs in the browser (and answer gates, review plans)."),
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),
     "score": ("dagplan.cli.plan", "score", "Complexity score of a task (plan-first gate)."),

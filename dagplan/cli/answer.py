@@ -13,19 +13,14 @@ import sys
 import click
 
 from .. import DagplanError
-from .common import fail
+from .common import fail, state_dir_option
 
 
 @click.command("answer")
 @click.argument("run_id", metavar="RUN")
 @click.argument("step", metavar="STEP")
 @click.argument("value", metavar="VALUE")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Where runs are checkpointed (default: $DAGPLAN_STATE_DIR or ./.dagplan).",
-)
+@state_dir_option
 def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     """Answer the approval gate STEP of RUN with VALUE (one of its choices, or JSON for a schema)."""
     from .. import api

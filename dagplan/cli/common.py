@@ -75,10 +75,14 @@ def tools_option(f):
 
 
 def state_dir_option(f):
+    """``--state`` / ``--state-dir``: a directory, or a ``postgresql://`` URL (the one option of every command)."""
     return click.option(
+        "--state",
         "--state-dir",
-        type=click.Path(file_okay=False),
-        envvar="DAGPLAN_STATE_DIR",
+        "state_dir",
+        envvar=["DAGPLAN_STATE", "DAGPLAN_STATE_DIR"],
         default=None,
-        help="Where runs are kept (default: $DAGPLAN_STATE_DIR or ./.dagplan).",
+        metavar="DIR|URL",
+        help="Where runs are kept: a directory or a postgresql:// URL (default: `state` in the configuration, "
+        "$DAGPLAN_STATE, $DAGPLAN_STATE_DIR or ./.dagplan).",
     )(f)

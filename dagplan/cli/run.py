@@ -10,7 +10,18 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WAITING, die, fail, tools_option, verbosity
+from .common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WAITING,
+    die,
+    fail,
+    state_dir_option,
+    tools_option,
+    verbosity,
+)
 
 
 def output_options(f):
@@ -31,12 +42,7 @@ def output_options(f):
     )(f)
     f = click.option("--yes", "-y", is_flag=True, help="Approve lazy plans and retry extensions without asking.")(f)
     f = click.option("--no-input", is_flag=True, help="Never prompt; unanswered questions are refusals.")(f)
-    f = click.option(
-        "--state-dir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Where runs are checkpointed (default: $DAGPLAN_STATE_DIR or ./.dagplan).",
-    )(f)
+    f = state_dir_option(f)
     f = click.option("--max-concurrency", type=click.IntRange(1), default=None, help="Steps running at once.")(f)
     f = click.option("--model", default=None, help="Default model of LLM steps (litellm name).")(f)
     return f

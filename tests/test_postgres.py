@@ -1,0 +1,182 @@
+"""Runs in PostgreSQL (issue 15, the journal): a real server, every command, the kill harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import dagplan
+from dagplan.interpreter.journal import open_registry
+from dagplan.interpreter.vocabulary import EventType, StepStatus
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parent / "examples"
+KILLS = 12
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def test_every_command_works_against_the_database(tmp_path, postgres):
+    for name in ("weather.yaml", "approve_refund.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    assert "schema version 1 (was 0)" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
+    assert "up to date" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
+    (tmp_path / "dagplan.toml").write_text(f'state = "{postgres}"\ntools = ["tools.py"]\n')
+    done = cli("run", "weather.yaml", "-i", "city=Rome", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    listed = json.loads(cli("runs", "--format", "json", cwd=tmp_path).stdout)
+    assert [(r["id"], r["status"], r["done"]) for r in listed] == [(run_id, "completed", 4)]
+    shown = json.loads(cli("runs", "show", run_id[:12], "--format", "json", cwd=tmp_path).stdout)
+    assert shown["steps"]["present"]["output"].startswith("Today I suggest")
+    events = cli("events", run_id, "--filter", "tool_called", cwd=tmp_path).stdout
+    assert events.count("tool_called") == 3 and '"city": "Rome"' in events
+
+    waiting = cli("run", "approve_refund.yaml", "-i", "customerId=c1", "-i", "amount=5", "--no-input", cwd=tmp_path)
+    assert waiting.returncode == 3, waiting.stderr
+    gated = json.loads(cli("runs", "--format", "json", cwd=tmp_path).stdout)[0]
+    assert gated["status"] == "waiting" and gated["waiting"][0]["step"] == "approve"
+    assert cli("answer", gated["id"], "approve", "approve", cwd=tmp_path).returncode == 0
+    resumed = cli("resume", gated["id"], "--format", "json", cwd=tmp_path)
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["status"] == "completed", resumed.stderr
+    assert cli("discard", gated["id"], cwd=tmp_path).returncode == 0
+    assert [r["id"] for r in json.loads(cli("runs", "--format", "json", cwd=tmp_path).stdout)] == [run_id]
+    export = cli("runs", "export", run_id, cwd=tmp_path)
+    assert [c["name"] for c in json.loads(export.stdout)["calls"]] == ["getWeather", "findPark", "presentSuggestion"]
+
+
+def test_the_environment_names_the_database_and_one_writer_holds_a_run(tmp_path, postgres):
+    shutil.copy(EXAMPLES / "weather.yaml", tmp_path)
+    shutil.copy(EXAMPLES / "tools.py", tmp_path)
+    done = cli("run", "weather.yaml", "--tools", "tools.py", "-i", "city=Oslo", "--format", "json", cwd=tmp_path,
+               env={"DAGPLAN_STATE": postgres})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = open_registry(postgres).open(json.loads(done.stdout)["run_id"])
+    run.acquire()
+    try:
+        again = open_registry(postgres).open(run.id)
+        with pytest.raises(dagplan.RunError) as caught:
+            again.acquire()
+        assert caught.value.headline.code == "run-locked" and str(os.getpid()) in caught.value.headline.message
+        assert open_registry(postgres).open(run.id).progress().status == "completed"
+    finally:
+        run.release()
+    again.acquire()  # free again once released
+    again.release()
+
+
+def test_completions_that_land_together_share_one_transaction(postgres):
+    import psycopg
+
+    steps = [{"id": f"s{i}", "tool": "noop", "output": f"†state.v{i}"} for i in range(100)]
+    plan = dagplan.load(text=json.dumps({"steps": steps}))
+
+    async def noop() -> int:
+        return 1
+
+    registry = open_registry(postgres)
+    registry.connection()  # the schema, before counting
+
+    def commits() -> int:
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            return conn.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()[0]
+
+    before = commits()
+    result = dagplan.run(plan, tools={"noop": noop}, durable=True, state_dir=postgres)
+    assert result.status == "completed"
+    assert len(list(open_registry(postgres).open(result.run_id).events({EventType.STEP_COMPLETED}))) == 100
+    assert commits() - before < 60  # 100 completions (and 300 events) in far fewer transactions
+
+
+# --- the kill harness, against the database --------------------------------------------------
+
+sys.path.insert(0, str(HERE))
+from test_durability import STEP_IDS, plan20  # noqa: E402
+
+
+class PgCase:
+    def __init__(self, folder: Path, url: str):
+        self.folder, self.url = folder, url
+        self.plan = folder / "plan.json"
+        self.plan.write_text(json.dumps(plan20(), ensure_ascii=False), encoding="utf-8")
+        self.journal = folder / "journal.txt"
+        self.journal.touch()
+        self.env = {**os.environ, "DAGPLAN_TEST_JOURNAL": str(self.journal), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                    "DAGPLAN_STATE": url}  # fmt: skip
+
+    def command(self, *args: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "dagplan",
+            *args,
+            "--tools",
+            str(HERE / "durability_tools.py"),
+            "--format",
+            "json",
+        ]
+
+    def start(self) -> subprocess.Popen:
+        return subprocess.Popen(self.command("run", str(self.plan)), cwd=self.folder, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def runs(self) -> Counter:
+        return Counter(self.journal.read_text(encoding="utf-8").split())
+
+    def outputs(self, run_id: str) -> dict:
+        run = open_registry(self.url).open(run_id)
+        return {sid: run.step_output(sid) for sid in STEP_IDS}
+
+
+@pytest.fixture
+def pg_baseline(tmp_path, postgres):
+    (tmp_path / "baseline").mkdir()
+    case = PgCase(tmp_path / "baseline", postgres)
+    proc = case.start()
+    t0 = time.perf_counter()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    run_id = json.loads(out)["run_id"]
+    return {"outputs": case.outputs(run_id), "took": time.perf_counter() - t0}
+
+
+def test_kill_9_at_seeded_points_then_resume_loses_nothing_and_repeats_nothing(tmp_path, postgres, pg_baseline):
+    for seed in range(KILLS):
+        (tmp_path / f"kill{seed}").mkdir()
+        case = PgCase(tmp_path / f"kill{seed}", postgres)
+        proc = case.start()
+        line = proc.stderr.readline()
+        assert line.startswith("run "), line
+        run_id = line.split()[1]
+        time.sleep(random.Random(seed).uniform(0, pg_baseline["took"] * 1.1))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        progress = open_registry(postgres).open(run_id).progress()
+        done_before = set(progress.by_status(StepStatus.COMPLETED))
+        if progress.status != "completed":
+            resumed = subprocess.run(case.command("resume", run_id, "--yes"), cwd=case.folder, env=case.env,
+                                     capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert resumed.returncode == 0, resumed.stderr
+            assert json.loads(resumed.stdout)["status"] == "completed"
+        assert case.outputs(run_id) == pg_baseline["outputs"], f"seed {seed}"
+        runs = case.runs()
+        assert set(runs) == set(STEP_IDS)
+        for step_id in done_before:
+            assert runs[step_id] == 1, f"seed {seed}: {step_id} completed before the kill but ran {runs[step_id]} times"
