@@ -48,6 +48,9 @@ _EXPORTS = {
     "resume_tools": "dagplan.api",
     "run_config": "dagplan.api",
     "MemoryRegistry": "dagplan.interpreter.journal",
+    "submit": "dagplan.api",
+    "awork": "dagplan.api",
+    "db_upgrade": "dagplan.api",
     # plan tests and cassettes
     "test": "dagplan.api",
     "atest": "dagplan.api",

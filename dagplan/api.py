@@ -161,7 +161,7 @@ async def arun(
         options=options,
         approve=approve,
         durable=durable,
-        state=state_dir or cfg.state_dir,
+        state=_state(state_dir, cfg),
         run_id=run_id,
         on_run_created=on_run_created,
     )
@@ -218,7 +218,7 @@ async def aresume(
         tools=registry(tools),
         options=options,
         config=cfg,
-        state=state_dir or cfg.state_dir,
+        state=_state(state_dir, cfg),
         from_step=from_step,
         on_interrupted=on_interrupted,
         on_run_created=on_run_created,
@@ -297,7 +297,7 @@ def stored_plan(
     from .interpreter.tools import registry
 
     cfg = config or load_config()
-    journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
+    journal = open_registry(_state(state_dir, cfg)).open(run_id)
     return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
 
 
@@ -309,7 +309,7 @@ def run_config(run_id: str, state_dir: Any = None):
     here = load_config()
     if here.path is not None:
         return here
-    started = open_registry(state_dir if state_dir is not None else here.state_dir).open(run_id).meta.get("config")
+    started = open_registry(_state(state_dir, here)).open(run_id).meta.get("config")
     return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
 
 
@@ -384,7 +384,7 @@ def export_cassette(
     from .interpreter.journal import open_registry
 
     cfg = config or load_config()
-    journal = open_registry(state_dir if state_dir is not None else cfg.state_dir).open(run_id)
+    journal = open_registry(_state(state_dir, cfg)).open(run_id)
     found = cassette.from_journal(journal, cfg.redact)
     if path is not None:
         cassette.write(found, path)
@@ -395,6 +395,64 @@ def read_cassette(path: str | os.PathLike) -> dict:
     from .interpreter.cassette import read
 
     return read(path)
+
+
+def submit(
+    plan: Plan | str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    tool_sources: Iterable[str] = (),
+    inputs: Mapping[str, Any] | None = None,
+    state_dir: Any = None,
+    config: Any = None,
+) -> str:
+    """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
+    checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
+    from .interpreter.inputs import prepare_inputs
+    from .interpreter.journal import open_registry
+    from .interpreter.tools import source_record
+
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
+    values = prepare_inputs(plan, inputs, strict=True)
+    registry = open_registry(_state(state_dir, cfg))
+    if not hasattr(registry, "submit"):
+        from .dsl.errors import RunError
+
+        raise RunError.make("no-pool", "runs are submitted to the workers of a run database",
+                            hint='set state = "postgresql://..." (or --state URL), then start: dagplan worker')  # fmt: skip
+    if plan.document is None:
+        from .dsl.errors import RunError
+
+        raise RunError.make("not-durable", "a submitted plan must be loaded from a document", hint="use dagplan.load()")
+    meta = {"dialect": plan.dialect, "tool_sources": source_record(tool_sources),
+            "config": str(cfg.path) if cfg.path else None}  # fmt: skip
+    return registry.submit(plan_doc=plan.document, plan_name=plan.source, inputs=dict(values), meta=meta)
+
+
+async def awork(
+    state: Any = None,
+    *,
+    concurrency: int = 1,
+    drain: bool = False,
+    on_interrupted: str | None = None,
+    on_event: Callable[[str, str], None] | None = None,
+    config: Any = None,
+    pool: Any = None,
+) -> list[tuple[str, str]]:
+    """Be a worker of the run database ``state``: claim queued and orphaned runs and run them (up to
+    ``concurrency`` at once) until stopped (``drain``: until none is left). Returns (run id, status)
+    of the runs it finished. See :mod:`dagplan.interpreter.workers`."""
+    from . import load_tools as tools_of
+    from .interpreter.pgstore import is_url
+    from .interpreter.workers import Pool
+
+    cfg = config or load_config()
+    url = _state(state, cfg)
+    if not is_url(url):
+        raise ValueError(f"workers share a run database: the state ({url or './.dagplan'}) is not a postgresql:// URL")
+    worker = pool or Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event)
+    return await worker.run(drain=drain)
 
 
 def db_upgrade(url: Any = None) -> tuple[int, int]:
@@ -448,8 +506,12 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
     }
 
 
-def _state(state_dir: Any) -> Any:
-    return state_dir if state_dir is not None else load_config().state_dir
+def _state(state_dir: Any, config: Any = None) -> Any:
+    """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
+    (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
+    if state_dir is not None:
+        return state_dir
+    return os.environ.get("DAGPLAN_STATE") or (config or load_config()).state_dir
 
 
 def _specs(tools: ToolsArg):

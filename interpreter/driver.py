@@ -77,9 +77,11 @@ async def resume(
     from_step: str | None = None,
     on_interrupted: AskInterrupted | None = None,
     on_run_created: Callable[[str], None] | None = None,
+    journal: Journal | None = None,
 ) -> RunResult:
-    """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs."""
-    journal = open_registry(state).open(run_id)
+    """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs.
+    ``journal``: the run's journal when the caller holds it already (a worker that claimed it)."""
+    journal = journal if journal is not None else open_registry(state).open(run_id)
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options)
     order = list(plan.analysis.order)

@@ -25,7 +25,6 @@ import os
 import socket
 import threading
 import time
-import zlib
 from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
@@ -34,7 +33,7 @@ from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progr
 from .store import RUN_ID, _as_bytes, _loop_idle, new_run_id
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE IF NOT EXISTS dagplan_runs (
@@ -52,7 +51,24 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
         """CREATE TABLE IF NOT EXISTS dagplan_discarded (run_id text NOT NULL, ts double precision NOT NULL)""",
     ],
+    2: [  # the pool: runs submitted to workers, and where each stands
+        "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS pooled boolean NOT NULL DEFAULT false",
+        "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'running'",
+        "CREATE INDEX IF NOT EXISTS dagplan_runs_claimable ON dagplan_runs (created) WHERE pooled",
+    ],
 }
+LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
+# where a run stands for the pool, from the last lifecycle event committed (an answered gate wakes it)
+_QUEUE = {
+    EventType.PLAN_COMPLETED: "done",
+    EventType.PLAN_ABORTED: "done",
+    EventType.PLAN_WAITING: "waiting",
+    EventType.PLAN_INTERRUPTED: "interrupted",
+    EventType.PLAN_TIMED_OUT: "timed_out",
+    EventType.PLAN_STARTED: "running",
+    EventType.GATE_ANSWERED: "queued",
+}
+CLAIMABLE = ("queued", "running", "interrupted")  # with no owner holding the run's lock
 
 
 def is_url(state: Any) -> bool:
@@ -97,9 +113,10 @@ def upgrade(url: str) -> tuple[int, int]:
     return before, SCHEMA_VERSION
 
 
-def _lock_key(run_id: str) -> int:
-    """The run's advisory lock key: 0 .. 2**32-1, so pg_locks shows it as (classid 0, objid key)."""
-    return zlib.crc32(b"dagplan:" + run_id.encode())
+_HELD = (
+    "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+    f"AND l.classid = {LOCK_CLASS} AND l.objid::bigint = (hashtext(r.id)::bigint & 4294967295))"
+)  # whether a session holds run r's lock (its owner is alive)
 
 
 class PgRegistry:
@@ -192,17 +209,44 @@ class PgRegistry:
 
     def _live(self) -> dict[str, int | None]:
         """Runs whose advisory lock a session holds now, with the pid their owner recorded."""
+        rows = self.connection().execute(
+            f"SELECT r.id, r.owner FROM dagplan_runs r WHERE r.owner IS NOT NULL AND {_HELD}"
+        )
+        return {run_id: _pid(owner) for run_id, owner in rows}
+
+    def submit(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> str:
+        """Queue a run for the workers; returns its id."""
+        run = self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta)
+        self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = 'queued' WHERE id = %s", (run.id,))
+        return run.id
+
+    def claim(self) -> "PgRun | None":
+        """A queued or orphaned run of the pool, acquired (its lock held by this process), or None.
+        ``FOR UPDATE SKIP LOCKED``: workers asking at once are handed different rows."""
         conn = self.connection()
-        held = {int(r[0]) for r in conn.execute(
-            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0 AND objsubid = 1"
-        )}  # fmt: skip
-        if not held:
-            return {}
-        return {
-            run_id: _pid(owner)
-            for run_id, owner in conn.execute("SELECT id, owner FROM dagplan_runs WHERE owner IS NOT NULL")
-            if _lock_key(run_id) in held
-        }
+        with conn.transaction():
+            rows = conn.execute(
+                f"SELECT r.id FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD} "
+                "ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                (list(CLAIMABLE),),
+            ).fetchall()
+            claimed = None
+            for (run_id,) in rows:
+                run = self.open(run_id)
+                try:
+                    run.acquire(note_owner=False)  # the row is locked by this transaction: noted after it
+                except RunError:
+                    continue  # taken meanwhile by a process not going through the queue
+                claimed = run
+                break
+        if claimed is not None:
+            claimed.note_owner()
+        return claimed
+
+    def claimable(self) -> int:
+        conn = self.connection()
+        query = f"SELECT count(*) FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD}"
+        return int(conn.execute(query, (list(CLAIMABLE),)).fetchone()[0])
 
     def owner(self, run_id: str) -> int | None:
         return self._live().get(run_id)
@@ -275,6 +319,7 @@ class PgRun:
         self._state = empty_state()
         self._seq = 0
         self._buf: list[tuple[int, str]] = []
+        self._queue: str | None = None  # where the run stands for the pool, once the buffer commits
         self._io = threading.Lock()
         self._writer: Any = None  # the connection holding the run's lock
         self._inflight: asyncio.Future | None = None
@@ -332,23 +377,27 @@ class PgRun:
 
     # -- the lock --
 
-    def acquire(self) -> None:
+    def acquire(self, note_owner: bool = True) -> None:
         if self._writer is not None:
             return
         conn = _connect(self.registry.url)
-        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(self.id),)).fetchone()[0]
+        got = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, self.id)).fetchone()[0]
         if not got:
             conn.close()
             pid = self.registry.owner(self.id)
             raise RunError.make("run-locked", f"run {self.id} is in use by process {pid or '?'}",
                                 hint=f"wait for it, or cancel it with: dagplan discard {self.id}")  # fmt: skip
-        conn.execute(
-            "UPDATE dagplan_runs SET owner = %s WHERE id = %s", (f"{socket.gethostname()}:{os.getpid()}", self.id)
-        )
         self._writer = conn
+        if note_owner:
+            self.note_owner()
         for line in self._lines_after(self._seq):  # what the previous owner wrote since we read
             self._fold_line(line)
         self._durable_seq = self._seq
+
+    def note_owner(self) -> None:
+        """Record this process as the run's owner (what ``runs`` and a lock message show)."""
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._writer.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner, self.id))
 
     def release(self) -> None:
         if self._writer is None:
@@ -359,7 +408,7 @@ class PgRun:
             conn, self._writer = self._writer, None
             try:
                 conn.execute("UPDATE dagplan_runs SET owner = NULL WHERE id = %s", (self.id,))
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(self.id),))
+                conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_CLASS, self.id))
             finally:
                 conn.close()
 
@@ -377,19 +426,28 @@ class PgRun:
             line["seq"] = self._seq
             line.setdefault("ts", round(time.time(), 6))
             self._buf.append((self._seq, json.dumps(line, ensure_ascii=False, default=str, separators=(",", ":"))))
+            self._queue = _QUEUE.get(event.type, self._queue)
         fold(self._state, line)
         return line
 
     def commit_sync(self) -> None:
         with self._io:
-            rows, self._buf = self._buf, []
+            rows, self._buf, queue, self._queue = self._buf, [], self._queue, None
         if not rows:
             return
-        # one COPY: in autocommit it is one statement, so one transaction (all the rows or none), one WAL flush
-        with self._writer.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
+        conn = self._writer
+        if queue is None:  # one COPY: in autocommit one statement is one transaction, one WAL flush
+            self._copy(conn, rows)
+        else:  # a lifecycle event: where the run stands for the pool changes with it, atomically
+            with conn.transaction():
+                self._copy(conn, rows)
+                conn.execute("UPDATE dagplan_runs SET queue = %s WHERE id = %s", (queue, self.id))
+        self._durable_seq = max(self._durable_seq, rows[-1][0])
+
+    def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:
+        with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
             for seq, line in rows:
                 copy.write_row((self.id, seq, line))
-        self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     async def commit(self) -> None:
         """Group commit: one transaction for everything recorded before this call; callers arriving

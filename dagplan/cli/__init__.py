@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("dagplan.cli.answer", "answer", "Answer an approval gate a run is waiting at."),
     "discard": ("dagplan.cli.runs", "discard", "Cancel a run and remove its state."),
     "events": ("dagplan.cli.runs", "events", "Print a run's event log."),
+    "submit": ("dagplan.cli.pool", "submit", "Queue a run for the workers of the run database."),
+    "worker": ("dagplan.cli.pool", "worker", "Run queued and orphaned runs of the run database."),
     "db": ("dagplan.cli.db", "db", "The run database (PostgreSQL): create or migrate its schema."),
     "serve": ("dagplan.cli.serve", "serve", "Watch runs in the browser (and answer gates, review plans)."),
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),

@@ -1,0 +1,86 @@
+"""``dagplan submit`` and ``dagplan worker``: runs queued in the run database, run by a pool of workers."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import click
+
+from ..dsl.errors import DagplanError
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, state_dir_option, tools_option
+
+
+@click.command("submit")
+@click.argument("file", type=click.Path(dir_okay=False))
+@tools_option
+@click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input (repeatable).")
+@click.option("--input-file", type=click.Path(dir_okay=False, exists=True), help="Run inputs from a JSON/YAML file.")
+@state_dir_option
+def submit(file: str, tool_sources, pairs, input_file, state_dir) -> None:
+    """Queue a run of FILE for the workers of the run database; prints its id."""
+    from .. import api
+    from .run import load_plan, load_tools, read_inputs
+
+    try:
+        config = api.load_config()
+        tools = load_tools(tool_sources, config)
+        plan = load_plan(file, tools)
+    except DagplanError as exc:
+        fail(exc)
+    try:
+        inputs = read_inputs(pairs, input_file, plan)
+        run_id = api.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
+                            state_dir=state_dir, config=config)  # fmt: skip
+    except DagplanError as exc:
+        fail(exc, EXIT_USAGE)
+    click.echo(run_id)
+
+
+@click.command("worker")
+@state_dir_option
+@click.option(
+    "--concurrency", type=click.IntRange(1), default=1, show_default=True, help="Runs at once in this worker."
+)
+@click.option("--drain", is_flag=True, help="Stop once no run is left to claim (default: wait for more).")
+@click.option(
+    "--on-interrupted",
+    type=click.Choice(["retry", "adopt", "fail"]),
+    default=None,
+    help="A side-effecting step an earlier worker was running when it died, where the resume policy says "
+    "ask: run it again, take it as done, or fail it (the default: nobody can be asked).",
+)
+def worker(state_dir, concurrency, drain, on_interrupted) -> None:
+    """Claim queued and orphaned runs of the run database and run them. SIGTERM hands running runs back."""
+    from .. import api
+
+    def say(run_id: str, what: str) -> None:
+        click.echo(f"{run_id} {what}", err=True)
+
+    async def main() -> list:
+        loop = asyncio.get_running_loop()
+        from ..interpreter.workers import Pool
+
+        config = api.load_config()
+        url = state_dir or config.state_dir
+        pool = Pool(url, config, concurrency, on_interrupted=on_interrupted, on_event=say,
+                    load_tools=_load_tools)  # fmt: skip
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, pool.stop)
+        return await api.awork(url, drain=drain, config=config, pool=pool)
+
+    try:
+        finished = asyncio.run(main())
+    except DagplanError as exc:
+        fail(exc)
+    except ValueError as exc:
+        die(str(exc), EXIT_USAGE)
+    failed = [run for run, status in finished if status not in ("completed", "waiting")]
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _load_tools(sources):
+    import dagplan
+
+    return dagplan.load_tools(sources)

@@ -1,0 +1,97 @@
+"""A pool of workers sharing a run database: ``dagplan submit`` queues, ``dagplan worker`` runs.
+
+A worker claims queued runs, and orphaned ones (started by a worker that died: nobody holds their
+lock any more), through :meth:`.pgstore.PgRegistry.claim` (``FOR UPDATE SKIP LOCKED``, then the run's
+advisory lock, held for as long as the worker runs it: PostgreSQL drops it with a dead worker's
+connection, which is the lease). A claimed run is resumed from its journal (:func:`.driver.resume`):
+a fresh one runs from the start, an orphaned one with the same rules as a local resume (completed
+steps replay, a side effect that was running follows the resume policy; where it says ``ask``, the
+worker's ``on_interrupted`` answers, and without one the step fails: nobody can be asked, and a side
+effect is never repeated silently). A run stopping at a gate is ``waiting`` until someone answers it
+(``dagplan answer``, from anywhere): the answer queues it again, for whichever worker claims it.
+
+SIGTERM (or :meth:`Pool.stop`) stops claiming and hands the running runs back: they are recorded
+interrupted and their locks released, so another worker resumes them; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..dsl.errors import DagplanError
+
+
+@dataclass
+class Pool:
+    """One worker process: up to ``concurrency`` runs at once from the database at ``url``."""
+
+    url: str
+    config: Any
+    concurrency: int = 1
+    poll: float = 0.2  # seconds between looks at the queue when it is empty
+    load_tools: Callable[[list[str]], Any] | None = None
+    on_interrupted: str | None = None  # retry | adopt | fail: an interrupted side effect where the policy says ask
+    on_event: Callable[[str, str], None] | None = None  # (run id, what happened): for the CLI's lines
+    finished: list[tuple[str, str]] = field(default_factory=list)  # (run id, status)
+    _stopping: bool = False
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    async def run(self, drain: bool = False) -> list[tuple[str, str]]:
+        """Claim and run until stopped (``drain``: until nothing is claimable and nothing runs)."""
+        from .pgstore import PgRegistry
+
+        registry = PgRegistry(self.url)
+        running: set[asyncio.Task] = set()
+        try:
+            while not self._stopping:
+                while len(running) < self.concurrency and not self._stopping:
+                    journal = await asyncio.to_thread(registry.claim)
+                    if journal is None:
+                        break
+                    self._say(journal.id, "claimed")
+                    running.add(asyncio.create_task(self._one(journal)))
+                if drain and not running and not await asyncio.to_thread(registry.claimable):
+                    break
+                if running:
+                    done, running = await asyncio.wait(running, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    await asyncio.sleep(self.poll)
+        finally:
+            for task in running:
+                task.cancel()  # handed back: the engine records the run interrupted and lets it go
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        return self.finished
+
+    async def _one(self, journal: Any) -> None:
+        from .driver import resume
+        from .scope import Options
+        from .tools import recorded_sources
+
+        sources = recorded_sources(journal.meta.get("tool_sources") or [])
+        tools = self.load_tools(sources) if (self.load_tools and sources) else {}
+        answer = self.on_interrupted or "fail"
+        try:
+            result = await resume(journal.id, tools=tools, options=Options.from_config(self.config), config=self.config,
+                                  state=self.url, journal=journal, on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
+            status = str(result.status)
+        except DagplanError as exc:
+            status = f"error: {exc.headline.code}: {exc.headline.message}"
+            journal.release()
+        self.finished.append((journal.id, status))
+        self._say(journal.id, status)
+
+    def _say(self, run_id: str, what: str) -> None:
+        if self.on_event is not None:
+            self.on_event(run_id, what)
+
+
+def worker_id() -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"

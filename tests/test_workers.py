@@ -1,0 +1,152 @@
+"""A pool of workers on a real PostgreSQL (issue 15): claims, orphans after kill -9, gates, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from dagplan.interpreter.journal import open_registry
+from dagplan.interpreter.vocabulary import EventType, StepStatus
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parent / "examples"
+sys.path.insert(0, str(HERE))
+from test_durability import STEP_IDS, plan20  # noqa: E402
+
+
+def env(url: str, **more: str) -> dict:
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGPLAN_STATE": url, **more}
+
+
+def dagplan(*args: str, cwd: Path, url: str, **more: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env(url, **more),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def worker(cwd: Path, url: str, *args: str, **more: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dagplan", "worker", *args], cwd=cwd, env=env(url, **more),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_three_workers_run_100_queued_runs_each_by_one_worker_at_a_time(tmp_path, postgres):
+    for name in ("weather.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    ids = []
+    for i in range(100):
+        city = random.Random(i).choice(["Rome", "Oslo", "Lisbon", "Paris"])
+        done = dagplan(
+            "submit", "weather.yaml", "--tools", "tools.py", "-i", f"city={city}", cwd=tmp_path, url=postgres
+        )
+        assert done.returncode == 0, done.stderr
+        ids.append(done.stdout.strip())
+    pool = [worker(tmp_path, postgres, "--drain", "--concurrency", "4") for _ in range(3)]
+    claimed: Counter = Counter()
+    for proc in pool:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        claimed.update(line.split()[0] for line in err.splitlines() if line.endswith(" claimed"))
+    assert sorted(claimed) == sorted(ids) and set(claimed.values()) == {1}  # each claimed once
+    registry = open_registry(postgres)
+    for run_id in ids:
+        run = registry.open(run_id)
+        assert run.progress().status == "completed"
+        events = list(run.events())
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))  # one writer: no gap, no overlap
+        completed = Counter(e.step for e in events if e.type is EventType.STEP_COMPLETED)
+        assert set(completed.values()) == {1}
+
+
+class Harness:
+    def __init__(self, folder: Path, url: str):
+        folder.mkdir()
+        self.folder, self.url = folder, url
+        (folder / "plan.json").write_text(json.dumps(plan20()), encoding="utf-8")
+        self.journal = folder / "journal.txt"
+        self.journal.touch()
+        self.more = {"DAGPLAN_TEST_JOURNAL": str(self.journal)}
+
+    def submit(self) -> str:
+        done = dagplan("submit", "plan.json", "--tools", str(HERE / "durability_tools.py"), cwd=self.folder,
+                       url=self.url, **self.more)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def worker(self, *args: str) -> subprocess.Popen:
+        return worker(self.folder, self.url, *args, **self.more)
+
+    def outputs(self, run_id: str) -> dict:
+        run = open_registry(self.url).open(run_id)
+        return {sid: run.step_output(sid) for sid in STEP_IDS}
+
+
+def test_a_worker_killed_at_seeded_points_is_finished_by_another_nothing_lost_nothing_repeated(tmp_path, postgres):
+    base = Harness(tmp_path / "baseline", postgres)
+    run_id = base.submit()
+    started = time.perf_counter()
+    assert base.worker("--drain").wait(120) == 0
+    took = time.perf_counter() - started
+    expected = base.outputs(run_id)
+    for seed in range(6):
+        case = Harness(tmp_path / f"kill{seed}", postgres)
+        run_id = case.submit()
+        first = case.worker()
+        time.sleep(random.Random(seed).uniform(0.3, took))
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+        progress = open_registry(postgres).open(run_id).progress()
+        done_before = set(progress.by_status(StepStatus.COMPLETED))
+        second = case.worker("--drain", "--on-interrupted", "retry")
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+        assert open_registry(postgres).open(run_id).progress().status == "completed", (seed, err)
+        assert case.outputs(run_id) == expected, f"seed {seed}"
+        runs = Counter(case.journal.read_text(encoding="utf-8").split())
+        assert set(runs) == set(STEP_IDS)
+        for step_id in done_before:
+            assert runs[step_id] == 1, f"seed {seed}: {step_id} completed before the kill but ran {runs[step_id]} times"
+
+
+def test_a_gate_answered_from_anywhere_wakes_the_run_for_any_worker(tmp_path, postgres):
+    for name in ("approve_refund.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    submitted = dagplan("submit", "approve_refund.yaml", "--tools", "tools.py", "-i", "customerId=c1", "-i", "amount=5",
+                        cwd=tmp_path, url=postgres)  # fmt: skip
+    run_id = submitted.stdout.strip()
+    first = worker(tmp_path, postgres, "--drain")
+    assert first.wait(120) == 0, first.stderr.read()
+    assert open_registry(postgres).open(run_id).progress().status == "waiting"
+    assert dagplan("answer", run_id, "approve", "approve", cwd=tmp_path, url=postgres).returncode == 0
+    second = worker(tmp_path, postgres, "--drain")
+    out, err = second.communicate(timeout=120)
+    assert f"{run_id} completed" in err
+    assert open_registry(postgres).open(run_id).step_output("refund")["amount"] == 5
+
+
+def test_sigterm_hands_running_runs_back(tmp_path, postgres):
+    (tmp_path / "slow.py").write_text(
+        "import asyncio, dagplan\n\n@dagplan.tool\nasync def nap(n: int) -> int:\n    await asyncio.sleep(0.4)\n"
+        "    return n\n"
+    )
+    steps = [{"id": f"s{i}", "tool": "nap", "args": {"n": i}, "output": f"†state.v{i}",
+              "deps": [f"s{i - 1}"] if i else []} for i in range(8)]  # fmt: skip
+    (tmp_path / "slow.json").write_text(json.dumps({"steps": steps}))
+    run_id = dagplan("submit", "slow.json", "--tools", "slow.py", cwd=tmp_path, url=postgres).stdout.strip()
+    first = worker(tmp_path, postgres)
+    deadline = time.monotonic() + 30
+    while open_registry(postgres).open(run_id).progress().done < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    progress = open_registry(postgres).open(run_id).progress()
+    assert progress.status == "interrupted" and 2 <= progress.done < 8  # handed back, not finished, not lost
+    second = worker(tmp_path, postgres, "--drain")
+    assert second.wait(60) == 0
+    assert open_registry(postgres).open(run_id).progress().status == "completed"
