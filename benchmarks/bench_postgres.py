@@ -7,13 +7,18 @@ to it over its Unix socket, then runs the same 1,000-step chain of no-op async t
 committed before the next step starts) on the file journal, on PostgreSQL, and in memory (the
 floor), and prints medians per step and the ratio of PostgreSQL to the file journal (goal 1.5x).
 Fan-out (1,000 steps completing together) shows the group commit: completions share transactions.
+Then the pool: 100 queued runs of a 20-step plan (a chain of no-op tools, every completion durable),
+drained by 1, 2 and 4 ``dagplan worker`` processes: runs per second and the scaling efficiency
+(throughput with N workers / (N x throughput with 1)). This machine has 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +55,32 @@ def per_step(plan: dagplan.Plan, steps: int, repeat: int, **kwargs) -> float:
     return statistics.median(times)
 
 
+POOL_TOOLS = "import dagplan\n\n@dagplan.tool\nasync def noop(x: int = 0) -> int:\n    return x + 1\n"
+
+
+def pool(url: str, folder: Path, workers: int, runs: int = 100) -> float:
+    """Seconds for ``workers`` worker processes to drain ``runs`` queued runs of a 20-step chain."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:  # a fresh queue each time
+        conn.execute("DELETE FROM dagplan_runs")
+    plan = folder / "chain20.json"
+    body = [{"id": f"s{i}", "tool": "noop", "args": {"x": f"†state.v{i - 1}" if i else 0}, "output": f"†state.v{i}"}
+            for i in range(20)]  # fmt: skip
+    plan.write_text(json.dumps({"steps": body}))
+    (folder / "pool_tools.py").write_text(POOL_TOOLS)
+    loaded = dagplan.load(plan)
+    for _ in range(runs):
+        dagplan.submit(loaded, tools={"noop": noop}, tool_sources=[str(folder / "pool_tools.py")], state_dir=url)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGPLAN_STATE": url}
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "dagplan", "worker", "--drain", "--concurrency", "4"], cwd=folder,
+                              env=env, stderr=subprocess.DEVNULL) for _ in range(workers)]  # fmt: skip
+    for proc in procs:
+        assert proc.wait(600) == 0
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1000)
@@ -66,6 +97,13 @@ def main() -> None:
             print(f"{name:8} {args.steps} steps, per step: in memory {floor * 1e6:7.1f} us, file journal "
                   f"{files * 1e6:7.1f} us, PostgreSQL {pg * 1e6:7.1f} us = {pg / files:.2f}x the file journal "
                   f"(durability alone: {(pg - floor) / (files - floor):.2f}x)")  # fmt: skip
+        one = None
+        for workers in (1, 2, 4):
+            took = pool(database, folder, workers)
+            rate = 100 / took
+            one = one or rate
+            print(f"pool: 100 runs x 20 steps, {workers} worker(s): {took:5.1f} s, {rate:5.1f} runs/s, "
+                  f"scaling efficiency {rate / (workers * one):.0%}")  # fmt: skip
     finally:
         stop()
 

@@ -419,8 +419,8 @@ def submit(
     if not hasattr(registry, "submit"):
         from .dsl.errors import RunError
 
-        raise RunError.make("no-pool", "runs are submitted to the workers of a run database",
-                            hint='set state = "postgresql://..." (or --state URL), then start: dagplan worker')  # fmt: skip
+        hint = 'set state = "postgresql://..." (or --state URL), then start: dagplan worker'
+        raise RunError.make("no-pool", "runs are submitted to the workers of a run database", hint=hint)
     if plan.document is None:
         from .dsl.errors import RunError
 

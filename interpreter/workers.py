@@ -77,8 +77,9 @@ class Pool:
         tools = self.load_tools(sources) if (self.load_tools and sources) else {}
         answer = self.on_interrupted or "fail"
         try:
-            result = await resume(journal.id, tools=tools, options=Options.from_config(self.config), config=self.config,
-                                  state=self.url, journal=journal, on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
+            options = Options.from_config(self.config)
+            result = await resume(journal.id, tools=tools, options=options, config=self.config, state=self.url,
+                                  journal=journal, on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
             status = str(result.status)
         except DagplanError as exc:
             status = f"error: {exc.headline.code}: {exc.headline.message}"
