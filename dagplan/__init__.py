@@ -50,6 +50,7 @@ _EXPORTS = {
     "MemoryRegistry": "dagplan.interpreter.journal",
     "submit": "dagplan.api",
     "awork": "dagplan.api",
+    "worker_pool": "dagplan.api",
     "db_upgrade": "dagplan.api",
     # plan tests and cassettes
     "test": "dagplan.api",

@@ -430,19 +430,18 @@ def submit(
     return registry.submit(plan_doc=plan.document, plan_name=plan.source, inputs=dict(values), meta=meta)
 
 
-async def awork(
+def worker_pool(
     state: Any = None,
     *,
     concurrency: int = 1,
-    drain: bool = False,
     on_interrupted: str | None = None,
     on_event: Callable[[str, str], None] | None = None,
     config: Any = None,
-    pool: Any = None,
-) -> list[tuple[str, str]]:
-    """Be a worker of the run database ``state``: claim queued and orphaned runs and run them (up to
-    ``concurrency`` at once) until stopped (``drain``: until none is left). Returns (run id, status)
-    of the runs it finished. See :mod:`dagplan.interpreter.workers`."""
+):
+    """A worker of the run database ``state`` (a ``postgresql://`` URL): ``await pool.run(drain=...)``
+    claims queued and orphaned runs and runs them, up to ``concurrency`` at once, until ``pool.stop()``
+    (``drain``: until none is left); returns (run id, status) of the runs it finished. ValueError when
+    the state is not a database. See :mod:`dagplan.interpreter.workers`."""
     from . import load_tools as tools_of
     from .interpreter.pgstore import is_url
     from .interpreter.workers import Pool
@@ -451,8 +450,12 @@ async def awork(
     url = _state(state, cfg)
     if not is_url(url):
         raise ValueError(f"workers share a run database: the state ({url or './.dagplan'}) is not a postgresql:// URL")
-    worker = pool or Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event)
-    return await worker.run(drain=drain)
+    return Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event)
+
+
+async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> list[tuple[str, str]]:
+    """Be a worker until stopped (``drain``: until no run is left): see :func:`worker_pool`."""
+    return await worker_pool(state, **kwargs).run(drain=drain)
 
 
 def db_upgrade(url: Any = None) -> tuple[int, int]:

@@ -33,7 +33,9 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) ->
 def test_every_command_works_against_the_database(tmp_path, postgres):
     for name in ("weather.yaml", "approve_refund.yaml", "tools.py"):
         shutil.copy(EXAMPLES / name, tmp_path)
-    assert "schema version 1 (was 0)" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
+    from dagplan.interpreter.pgstore import SCHEMA_VERSION
+
+    assert f"schema version {SCHEMA_VERSION} (was 0)" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
     assert "up to date" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
     (tmp_path / "dagplan.toml").write_text(f'state = "{postgres}"\ntools = ["tools.py"]\n')
     done = cli("run", "weather.yaml", "-i", "city=Rome", "--format", "json", cwd=tmp_path)

@@ -59,16 +59,11 @@ def worker(state_dir, concurrency, drain, on_interrupted) -> None:
         click.echo(f"{run_id} {what}", err=True)
 
     async def main() -> list:
+        pool = api.worker_pool(state_dir, concurrency=concurrency, on_interrupted=on_interrupted, on_event=say)
         loop = asyncio.get_running_loop()
-        from ..interpreter.workers import Pool
-
-        config = api.load_config()
-        url = state_dir or config.state_dir
-        pool = Pool(url, config, concurrency, on_interrupted=on_interrupted, on_event=say,
-                    load_tools=_load_tools)  # fmt: skip
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, pool.stop)
-        return await api.awork(url, drain=drain, config=config, pool=pool)
+            loop.add_signal_handler(sig, pool.stop)  # hand running runs back, then exit
+        return await pool.run(drain=drain)
 
     try:
         finished = asyncio.run(main())
@@ -78,9 +73,3 @@ def worker(state_dir, concurrency, drain, on_interrupted) -> None:
         die(str(exc), EXIT_USAGE)
     failed = [run for run, status in finished if status not in ("completed", "waiting")]
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
-
-
-def _load_tools(sources):
-    import dagplan
-
-    return dagplan.load_tools(sources)
