@@ -21,6 +21,10 @@ section wins. Every key is optional::
 
     redact = ["acct_[0-9]+"]         # more secrets kept out of cassettes (regular expressions)
 
+    executor = "ray"                 # tool calls as Ray tasks (per tool: @dagplan.tool(executor="ray"))
+    [ray]                            # ray.init() arguments; none: a local Ray
+    address = "ray://head:10001"
+
     [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
     api_base = "http://127.0.0.1:8000/v1"
 """
@@ -70,6 +74,8 @@ class Config:
     llm: Mapping[str, Any] = field(default_factory=dict)
     plan_first: Mapping[str, Any] = field(default_factory=dict)
     redact: tuple[str, ...] = ()  # regular expressions of secrets kept out of cassettes
+    executor: str | None = None  # "ray": tool calls run as Ray tasks
+    ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
 
     @property
     def default_model(self) -> str | None:
@@ -175,6 +181,8 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "llm": (_table, "a table of litellm arguments: [llm]"),
     "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
     "redact": (_patterns, 'a list of regular expressions, e.g. ["acct_[0-9]+"]'),
+    "executor": (lambda v: v in ("local", "ray"), '"local" or "ray"'),
+    "ray": (_table, 'a table of ray.init() arguments: [ray] address = "ray://head:10001"'),
 }
 
 

@@ -40,6 +40,8 @@ class Options:
     default_max_items: int | None = None  # for_each cap when a step gives no max_items
     calls: Any = None  # a calls.Calls standing between the run and its tools and models (mocks, a cassette)
     backoff_scale: float = 1.0  # times each retry's backoff (0 in plan tests: retries do not wait)
+    executor: str | None = None  # "ray": tool calls run as Ray tasks (a tool's own executor wins)
+    ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
 
     def limited_by(self, plan: Plan) -> "Options":
         """These options under the plan's own ``max_cost`` / ``max_tokens``: the smaller limit applies."""
@@ -61,6 +63,8 @@ class Options:
             max_tokens=given.pop("max_tokens", config.max_tokens),
             subscribers=list(given.pop("subscribers", ())),
             default_max_items=given.pop("default_max_items", config.max_items),
+            executor=given.pop("executor", config.executor),
+            ray=dict(config.ray),
             **given,
         )
 
@@ -179,6 +183,10 @@ class RunScope:
         return self._call(tool, args)
 
     def _call(self, tool: Tool, args: Mapping[str, Any]) -> Awaitable[Any]:
+        if (tool.executor or self.options.executor) == "ray":
+            from .ray_exec import call_on_ray
+
+            return call_on_ray(tool, args, self.options.ray)
         if tool.is_async:
             return tool.fn(**args)
         if self._threads is None:

@@ -52,6 +52,8 @@ class Tool:
     purity: Purity | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     is_async: bool = False
+    executor: str | None = None  # "ray": its calls run as Ray tasks (else the run's executor; local by default)
+    resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # Ray's: num_gpus, ...
 
     @property
     def spec(self) -> ToolSpec:
@@ -66,8 +68,11 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     purity: Purity | None = None,
     retry_on: Iterable[type[BaseException]] = (),
+    executor: Literal["local", "ray"] | None = None,
+    resources: Mapping[str, Any] | None = None,
 ):
-    """Register a function as a tool: ``@tool`` or ``@tool(name=..., purity="pure")``.
+    """Register a function as a tool: ``@tool`` or ``@tool(name=..., purity="pure")``;
+    ``executor="ray"`` (with ``resources={"num_gpus": 1}``) runs its calls as Ray tasks.
 
     The function is returned unchanged (still callable by your own code); its
     :class:`Tool` is at ``fn.__dagplan_tool__``.
@@ -82,6 +87,8 @@ def tool(
             purity=purity,
             retry_on=tuple(retry_on),
             is_async=inspect.iscoroutinefunction(func),
+            executor=executor,
+            resources=MappingProxyType(dict(resources or {})),
         )
         return func
 
