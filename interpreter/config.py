@@ -25,6 +25,11 @@ section wins. Every key is optional::
     [ray]                            # ray.init() arguments; none: a local Ray
     address = "ray://head:10001"
 
+    [pool]                           # dagplan worker: runs at once across all workers
+    max_running = 50
+    [pool.per_plan]                  # ... and of one plan (its name as submitted)
+    "nightly.yaml" = 2
+
     [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
     api_base = "http://127.0.0.1:8000/v1"
 """
@@ -76,6 +81,7 @@ class Config:
     redact: tuple[str, ...] = ()  # regular expressions of secrets kept out of cassettes
     executor: str | None = None  # "ray": tool calls run as Ray tasks
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
+    pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
 
     @property
     def default_model(self) -> str | None:
@@ -155,6 +161,13 @@ def _table(v: Any) -> bool:
     return isinstance(v, dict)
 
 
+def _pool(value: Any) -> bool:
+    if not isinstance(value, dict) or set(value) - {"max_running", "per_plan"}:
+        return False
+    limits = [value.get("max_running", 1), *dict(value.get("per_plan") or {}).values()]
+    return isinstance(value.get("per_plan", {}), dict) and all(_positive_int(v) for v in limits)
+
+
 def _patterns(value: Any) -> bool:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         return False
@@ -183,6 +196,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "redact": (_patterns, 'a list of regular expressions, e.g. ["acct_[0-9]+"]'),
     "executor": (lambda v: v in ("local", "ray"), '"local" or "ray"'),
     "ray": (_table, 'a table of ray.init() arguments: [ray] address = "ray://head:10001"'),
+    "pool": (_pool, "a table: [pool] max_running = 50, and [pool.per_plan] with a plan's name = its limit"),
 }
 
 

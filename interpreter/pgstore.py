@@ -25,7 +25,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
 from .journal import not_a_run_id, record_dict, unknown_run
@@ -220,15 +220,29 @@ class PgRegistry:
         self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = 'queued' WHERE id = %s", (run.id,))
         return run.id
 
-    def claim(self) -> "PgRun | None":
+    def claim(self, limits: Any = None) -> "PgRun | None":
         """A queued or orphaned run of the pool, acquired (its lock held by this process), or None.
-        ``FOR UPDATE SKIP LOCKED``: workers asking at once are handed different rows."""
+        ``FOR UPDATE SKIP LOCKED``: workers asking at once are handed different rows. ``limits``
+        (``max_running``, ``per_plan``: the most runs running at once in the whole pool, and of a plan)
+        are kept by claiming one at a time (a transaction-scoped lock) and counting the running ones."""
         conn = self.connection()
+        max_running = getattr(limits, "max_running", None)
+        per_plan: Mapping[str, int] = getattr(limits, "per_plan", None) or {}
         with conn.transaction():
+            if max_running is not None or per_plan:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))  # claims one after another
+                running = dict(conn.execute(
+                    f"SELECT r.plan_name, count(*) FROM dagplan_runs r WHERE {_HELD} GROUP BY r.plan_name"
+                ).fetchall())  # fmt: skip
+                if max_running is not None and sum(running.values()) >= max_running:
+                    return None
+                full = [plan for plan, cap in per_plan.items() if running.get(plan, 0) >= cap]
+            else:
+                full = []
             rows = conn.execute(
                 f"SELECT r.id FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD} "
-                "ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
-                (list(CLAIMABLE),),
+                "AND NOT r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                (list(CLAIMABLE), full),
             ).fetchall()
             claimed = None
             for (run_id,) in rows:

@@ -10,6 +10,9 @@ worker's ``on_interrupted`` answers, and without one the step fails: nobody can 
 effect is never repeated silently). A run stopping at a gate is ``waiting`` until someone answers it
 (``dagplan answer``, from anywhere): the answer queues it again, for whichever worker claims it.
 
+Limits across the pool (``[pool] max_running``, ``[pool.per_plan]``) are kept at claim time: claims
+happen one at a time and count the runs whose lock is held.
+
 SIGTERM (or :meth:`Pool.stop`) stops claiming and hands the running runs back: they are recorded
 interrupted and their locks released, so another worker resumes them; nothing is lost.
 """
@@ -22,6 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..dsl.errors import DagplanError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many runs may run at once across every worker of the pool, in all and per plan (its name as
+    submitted): the configuration's ``[pool]`` table, ``max_running = 50`` and ``[pool.per_plan]``."""
+
+    max_running: int | None = None
+    per_plan: Any = None
+
+    @classmethod
+    def of(cls, config: Any) -> "Limits":
+        table = dict(getattr(config, "pool", None) or {})
+        return cls(table.get("max_running"), dict(table.get("per_plan") or {}))
 
 
 @dataclass
@@ -50,7 +67,7 @@ class Pool:
         try:
             while not self._stopping:
                 while len(running) < self.concurrency and not self._stopping:
-                    journal = await asyncio.to_thread(registry.claim)
+                    journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
                     if journal is None:
                         break
                     self._say(journal.id, "claimed")

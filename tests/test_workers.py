@@ -150,3 +150,45 @@ def test_sigterm_hands_running_runs_back(tmp_path, postgres):
     second = worker(tmp_path, postgres, "--drain")
     assert second.wait(60) == 0
     assert open_registry(postgres).open(run_id).progress().status == "completed"
+
+
+def test_limits_across_the_pool_hold_for_all_runs_and_per_plan(tmp_path, postgres):
+    (tmp_path / "nap.py").write_text(
+        "import asyncio, os, time, dagplan\n\n@dagplan.tool\nasync def nap(tag: str) -> str:\n"
+        "    with open(os.environ['NAP_LOG'], 'a') as f:\n        f.write(f'start {tag} {time.time()}\\n')\n"
+        "    await asyncio.sleep(0.4)\n"
+        "    with open(os.environ['NAP_LOG'], 'a') as f:\n        f.write(f'end {tag} {time.time()}\\n')\n"
+        "    return tag\n"
+    )
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps({"inputs": {"tag": {"type": "string"}},
+                                                 "steps": [{"id": "n", "tool": "nap", "args": {"tag": "†input.tag"}}]}))  # fmt: skip
+    (tmp_path / "dagplan.toml").write_text('[pool]\nmax_running = 3\n[pool.per_plan]\n"b.json" = 1\n')
+    log = tmp_path / "naps.log"
+    for i in range(6):
+        for name in ("a.json", "b.json"):
+            tag = f"{name[0]}{i}"
+            assert (
+                dagplan("submit", name, "--tools", "nap.py", "-i", f"tag={tag}", cwd=tmp_path, url=postgres).returncode
+                == 0
+            )
+    pool = [worker(tmp_path, postgres, "--drain", "--concurrency", "4", NAP_LOG=str(log)) for _ in range(2)]
+    for proc in pool:
+        assert proc.wait(120) == 0, proc.stderr.read()
+    spans: dict[str, list[float]] = {}
+    for line in log.read_text().splitlines():
+        kind, tag, ts = line.split()
+        spans.setdefault(tag, []).append(float(ts))
+    assert len(spans) == 12
+
+    def most_at_once(tags: list[str]) -> int:
+        edges = sorted([(spans[t][0], 1) for t in tags] + [(spans[t][1], -1) for t in tags])
+        now = best = 0
+        for _, delta in edges:
+            now += delta
+            best = max(best, now)
+        return best
+
+    assert most_at_once(list(spans)) <= 3
+    assert most_at_once([t for t in spans if t.startswith("b")]) == 1
+    assert most_at_once([t for t in spans if t.startswith("a")]) >= 2  # the limits do not serialize everything
