@@ -81,6 +81,35 @@ def pool(url: str, folder: Path, workers: int, runs: int = 100) -> float:
     return time.perf_counter() - start
 
 
+def langgraph_chain(url: str, steps: int) -> float | None:
+    """Seconds per step of the same chain as a LangGraph graph checkpointed by its PostgresSaver (every
+    super-step durable: durability="sync"), on the same server; None when langgraph is not installed."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.graph import END, START, StateGraph
+        from typing_extensions import TypedDict
+    except ImportError:
+        return None
+
+    class State(TypedDict):
+        v: int
+
+    graph = StateGraph(State)
+    for i in range(steps):
+        graph.add_node(f"s{i}", lambda state: {"v": state["v"] + 1})
+        graph.add_edge(f"s{i - 1}" if i else START, f"s{i}")
+    graph.add_edge(f"s{steps - 1}", END)
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        app = graph.compile(checkpointer=saver)
+        start = time.perf_counter()
+        config = {"configurable": {"thread_id": f"bench-{time.time()}"}, "recursion_limit": steps * 2 + 10}
+        out = app.invoke({"v": 0}, config, durability="sync")
+        took = time.perf_counter() - start
+    assert out["v"] == steps
+    return took / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1000)
@@ -97,6 +126,9 @@ def main() -> None:
             print(f"{name:8} {args.steps} steps, per step: in memory {floor * 1e6:7.1f} us, file journal "
                   f"{files * 1e6:7.1f} us, PostgreSQL {pg * 1e6:7.1f} us = {pg / files:.2f}x the file journal "
                   f"(durability alone: {(pg - floor) / (files - floor):.2f}x)")  # fmt: skip
+        lg = langgraph_chain(database, args.steps)
+        if lg is not None:
+            print(f"LangGraph PostgresSaver, the same chain on the same server: {lg * 1e6:7.1f} us per step")
         one = None
         for workers in (1, 2, 4):
             took = pool(database, folder, workers)

@@ -128,10 +128,12 @@ async def arun(
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
     tool_sources: Iterable[str] = (),
     cassette: str | os.PathLike | Mapping[str, Any] | None = None,
+    executor: str | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
-    ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called."""
+    ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
+    ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins)."""
     from .interpreter.driver import start
     from .interpreter.scope import Options
     from .interpreter.tools import registry
@@ -149,6 +151,7 @@ async def arun(
         max_cost=max_cost,
         max_tokens=max_tokens,
         ask_gate=replay.pop("ask_gate", ask_gate),
+        executor=executor,
         **replay,
     )
     from .interpreter.tools import source_record

@@ -340,6 +340,7 @@ class Plan:
     timeout: float | None = None  # the whole run, in seconds
     max_cost: float | None = None  # USD, the whole run
     max_tokens: int | None = None
+    executor: Literal["local", "ray"] | None = None  # where its tool calls run (a tool's own executor wins)
     dialect: str = "canonical"
     declared_groups: tuple[tuple[str, ...], ...] | None = None  # steps dialect's parallel_groups
     source: str = "<string>"

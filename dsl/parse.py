@@ -88,6 +88,8 @@ def _plan_fields(ctx: _Context, data: Mapping) -> dict:
         value = data.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = value
+    if data.get("executor") in ("local", "ray"):
+        out["executor"] = data["executor"]
     if data.get("result") is not None:
         out["result"] = _value(ctx, data["result"], ("result",))
     return out

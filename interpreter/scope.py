@@ -44,11 +44,13 @@ class Options:
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
 
     def limited_by(self, plan: Plan) -> "Options":
-        """These options under the plan's own ``max_cost`` / ``max_tokens``: the smaller limit applies."""
+        """These options under the plan's own ``max_cost`` / ``max_tokens`` (the smaller limit applies)
+        and its ``executor`` (where its tool calls run, when it says)."""
         cost, tokens = _smaller(self.max_cost, plan.max_cost), _smaller(self.max_tokens, plan.max_tokens)
-        if (cost, tokens) == (self.max_cost, self.max_tokens):
+        executor = plan.executor or self.executor  # the plan says where its tools run; else the run's default
+        if (cost, tokens, executor) == (self.max_cost, self.max_tokens, self.executor):
             return self
-        return replace(self, max_cost=cost, max_tokens=tokens)
+        return replace(self, max_cost=cost, max_tokens=tokens, executor=executor)
 
     @classmethod
     def from_config(cls, config: Any, **given: Any) -> "Options":

@@ -98,8 +98,14 @@ def test_tool_calls_run_as_ray_tasks_and_behave_as_local_ones(tmp_path):
     calls = [e for e in json.loads(events.stdout) if e["type"] == "tool_called"]
     assert len(calls) == 8 + 2 + 1 + 1 + 1  # the journal records Ray's calls as it records local ones
 
-    (tmp_path / "dagplan.toml").write_text('executor = "ray"\n[ray]\nnum_cpus = 2\n')  # every tool, for a run
+    (tmp_path / "dagplan.toml").write_text("[ray]\nnum_cpus = 2\n")
+    (tmp_path / "plan.yaml").write_text("executor: ray\n" + PLAN)  # the plan says where its tools run
     again = subprocess.run([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py", "--input-file",
                             "in.json", "--format", "json", "--ephemeral"], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=300)  # fmt: skip
-    assert json.loads(again.stdout)["steps"]["here"]["output"] is True  # executor = "ray" for the run: on Ray too
+    assert json.loads(again.stdout)["steps"]["here"]["output"] is True  # executor: ray for the plan: on Ray too
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    third = subprocess.run([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--tools", "tools.py", "--input-file",
+                            "in.json", "--format", "json", "--ephemeral", "--executor", "ray"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert json.loads(third.stdout)["steps"]["here"]["output"] is True  # --executor ray for the run

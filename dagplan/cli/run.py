@@ -109,6 +109,12 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
     metavar="FILE",
     help="Replay a cassette: no real tool or model is called.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Where tool calls run when neither the tool nor the plan says (default: the configuration's, else local).",
+)
 @output_options
 def run(
     file: str,
@@ -119,6 +125,7 @@ def run(
     ephemeral,
     record,
     replay,
+    executor,
     fmt,
     events,
     yes,
@@ -157,6 +164,7 @@ def run(
         max_concurrency=max_concurrency,
         model=model,
         cassette=replay,
+        executor=executor,
     )
     session.execute("arun", plan, **kwargs)
 
