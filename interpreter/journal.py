@@ -19,6 +19,7 @@ written by one owner at a time (``acquire``/``release``); recorded values read b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -163,7 +164,78 @@ def json_copy(value: Any) -> Any:
 # --- in memory ------------------------------------------------------------------------------
 
 
-class MemoryJournal:
+class FoldedReads:
+    """Reads a journal answers from its folded state when values are kept inline (memory, a database)."""
+
+    id: str
+    _state: dict
+
+    def step_output(self, step_id: str) -> Any:
+        s = self._state["steps"].get(step_id)
+        if s is None or not StepStatus(s["status"]).has_output:
+            raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
+        return s.get("output")
+
+    def output_chunks(self, step_id: str) -> Iterator[bytes]:
+        yield output_bytes(self.step_output(step_id))
+
+    def memo_get(self, key: str) -> tuple[bool, Any]:
+        m = self._state["memo"].get(key)
+        return (False, None) if m is None else (True, m.get("value"))
+
+
+def output_bytes(value: Any) -> bytes:
+    """An output as the bytes a viewer shows: text as itself, anything else as indented JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
+    return text.encode("utf-8", "surrogatepass")
+
+
+class GroupCommit:
+    """The group commit of a durable journal (files, a database): :meth:`commit` returns once everything
+    recorded before it is durable. At most one write runs at a time, in a worker thread; callers that
+    arrive meanwhile share the next one. When no other callback is ready to run (a chain), the write runs
+    inline: the hop to a thread and back costs about as much as the write itself.
+
+    A journal provides ``_seq`` (recorded), ``_durable_seq`` (durable), ``_inflight`` (None at first),
+    :meth:`_write_durable` (make the recorded events durable, synchronously) and may override
+    :meth:`_after_commit`."""
+
+    _seq: int
+    _durable_seq: int
+    _inflight: "asyncio.Future | None"
+
+    def _write_durable(self) -> None:
+        raise NotImplementedError
+
+    def _after_commit(self) -> None:
+        return None
+
+    async def commit(self) -> None:
+        target = self._seq
+        if self._durable_seq < target and self._inflight is None and not loop_idle():
+            await asyncio.sleep(0)  # let ready callbacks run (and ready steps record: they share this commit)
+        if self._durable_seq < target and self._inflight is None and loop_idle():
+            self._write_durable()  # nothing else could run meanwhile: a thread hop would only add latency
+        while self._durable_seq < target:
+            if self._inflight is None:
+                self._inflight = asyncio.ensure_future(self._write_in_thread())
+            await asyncio.shield(self._inflight)
+        self._after_commit()
+
+    async def _write_in_thread(self) -> None:
+        try:
+            await asyncio.to_thread(self._write_durable)
+        finally:
+            self._inflight = None
+
+
+def loop_idle() -> bool:
+    """Whether the running loop has nothing else ready to run (CPython's ready queue)."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is not None and not ready
+
+
+class MemoryJournal(FoldedReads):
     """A journal in a process's memory: the durability semantics, without a disk."""
 
     def __init__(self, registry: "MemoryRegistry", run_id: str, artifact: dict):
@@ -201,21 +273,6 @@ class MemoryJournal:
     def follow(self, cursor: Any = None) -> tuple[list[Event], Any]:
         start = cursor or 0
         return [Event.from_json(line, self.id) for line in self._log[start:]], len(self._log)
-
-    def step_output(self, step_id: str) -> Any:
-        s = self._state["steps"].get(step_id)
-        if s is None or not StepStatus(s["status"]).has_output:
-            raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
-        return s.get("output")
-
-    def output_chunks(self, step_id: str) -> Iterator[bytes]:
-        from .store import _as_bytes
-
-        yield _as_bytes(self.step_output(step_id))
-
-    def memo_get(self, key: str) -> tuple[bool, Any]:
-        m = self._state["memo"].get(key)
-        return (False, None) if m is None else (True, m.get("value"))
 
     def acquire(self) -> None:
         self.registry.take(self)

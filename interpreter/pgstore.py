@@ -28,10 +28,10 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
-from .journal import not_a_run_id, record_dict, unknown_run
+from .journal import FoldedReads, GroupCommit, not_a_run_id, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
-from .store import RUN_ID, _as_bytes, _loop_idle, new_run_id
-from .vocabulary import Event, EventType, RunStatus, StepStatus
+from .store import RUN_ID, new_run_id
+from .vocabulary import Event, EventType, RunStatus
 
 SCHEMA_VERSION = 2
 MIGRATIONS: dict[int, list[str]] = {
@@ -319,7 +319,7 @@ def _same_host(run_id: str, registry: PgRegistry) -> bool:
     return bool(row and row[0] and str(row[0]).rsplit(":", 1)[0] == socket.gethostname())
 
 
-class PgRun:
+class PgRun(FoldedReads, GroupCommit):
     """One run in the database: its artifact, its progress folded from its events, and (acquired) its writer."""
 
     def __init__(self, registry: PgRegistry, run_id: str, artifact: dict, lines: list[str] | None = None):
@@ -375,19 +375,6 @@ class PgRun:
         after = int(cursor or 0)
         found = [json.loads(line) for line in self._lines_after(after)]
         return [Event.from_json(r, self.id) for r in found], (found[-1]["seq"] if found else after)
-
-    def step_output(self, step_id: str) -> Any:
-        s = self._state["steps"].get(step_id)
-        if s is None or not StepStatus(s["status"]).has_output:
-            raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
-        return s.get("output")
-
-    def output_chunks(self, step_id: str) -> Iterator[bytes]:
-        yield _as_bytes(self.step_output(step_id))
-
-    def memo_get(self, key: str) -> tuple[bool, Any]:
-        m = self._state["memo"].get(key)
-        return (False, None) if m is None else (True, m.get("value"))
 
     # -- the lock --
 
@@ -463,24 +450,8 @@ class PgRun:
             for seq, line in rows:
                 copy.write_row((self.id, seq, line))
 
-    async def commit(self) -> None:
-        """Group commit: one transaction for everything recorded before this call; callers arriving
-        while it runs share the next one."""
-        target = self._seq
-        if self._durable_seq < target and self._inflight is None and not _loop_idle():
-            await asyncio.sleep(0)  # let ready callbacks run (and ready steps record: they share this commit)
-        if self._durable_seq < target and self._inflight is None and _loop_idle():
-            self.commit_sync()  # nothing else could run meanwhile: a thread hop would only add latency
-        while self._durable_seq < target:
-            if self._inflight is None:
-                self._inflight = asyncio.ensure_future(self._commit_in_thread())
-            await asyncio.shield(self._inflight)
-
-    async def _commit_in_thread(self) -> None:
-        try:
-            await asyncio.to_thread(self.commit_sync)
-        finally:
-            self._inflight = None
+    def _write_durable(self) -> None:  # GroupCommit: one COPY (one transaction) of the recorded events
+        self.commit_sync()
 
 
 __all__ = ["PgRegistry", "PgRun", "upgrade", "is_url", "SCHEMA_VERSION", "RunStatus"]

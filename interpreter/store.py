@@ -42,7 +42,7 @@ from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .journal import not_a_run_id, record_dict, unknown_run
+from .journal import GroupCommit, not_a_run_id, output_bytes, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 from .wal import owner_pid
@@ -263,7 +263,7 @@ def _stop_owner(run_dir: Path, wait: float) -> None:
 # --- one run -----------------------------------------------------------------------------
 
 
-class Run:
+class Run(GroupCommit):
     """One run: its artifact, its progress folded from snapshot + log, and (once acquired) its log writer."""
 
     def __init__(self, run_dir: Path, artifact: dict, *, tolerate_corruption: bool = False):
@@ -329,7 +329,7 @@ class Run:
         if s is None or not StepStatus(s["status"]).has_output:
             raise RunError.make("no-output", f"run {self.id}: step {step_id!r} has no recorded output")
         if "spill" not in s:
-            yield _as_bytes(s.get("output"))
+            yield output_bytes(s.get("output"))
             return
         with open(self.dir / s["spill"], "rb") as handle:
             while chunk := handle.read(size):
@@ -474,30 +474,11 @@ class Run:
         self._flush()
         self._maybe_compact()
 
-    async def commit(self) -> None:
-        """Group commit: wait until everything appended before this call is durable.
+    def _write_durable(self) -> None:  # GroupCommit: an fsync'ed write of the buffered lines
+        self._flush()
 
-        At most one fsync runs at a time, in a worker thread; callers that arrive
-        while it runs wait for it and then share the next one. When no other
-        callback is ready to run (a chain), the fsync runs inline: the hop to a
-        thread and back costs about as much as the fsync itself.
-        """
-        target = self._seq
-        if self._durable_seq < target and self._inflight is None and not _loop_idle():
-            await asyncio.sleep(0)  # let ready callbacks run (and ready steps append: they share this commit)
-        if self._durable_seq < target and self._inflight is None and _loop_idle():
-            self._flush()  # nothing else could run meanwhile: a thread hop would only add latency
-        while self._durable_seq < target:
-            if self._inflight is None:
-                self._inflight = asyncio.ensure_future(self._flush_in_thread())
-            await asyncio.shield(self._inflight)
+    def _after_commit(self) -> None:
         self._maybe_compact()
-
-    async def _flush_in_thread(self) -> None:
-        try:
-            await asyncio.to_thread(self._flush)
-        finally:
-            self._inflight = None
 
     def _flush(self) -> None:
         with self._io:
@@ -542,18 +523,6 @@ class Run:
 
 
 _SMALL = frozenset({int, float, bool, type(None)})
-
-
-def _as_bytes(value: Any) -> bytes:
-    """An output as the bytes a viewer shows: text as itself, anything else as indented JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _loop_idle() -> bool:
-    """Whether the running loop has nothing else ready to run (CPython's ready queue)."""
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
-    return ready is not None and not ready
 
 
 def _size(path: Path) -> int:
