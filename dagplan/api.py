@@ -466,7 +466,7 @@ def db_upgrade(url: Any = None) -> tuple[int, int]:
     (version before, version after). ValueError when the state is not a PostgreSQL URL."""
     from .interpreter.pgstore import is_url, upgrade
 
-    url = url if url is not None else (os.environ.get("DAGPLAN_STATE") or load_config().state_dir)
+    url = _state(url)
     if not is_url(url):
         raise ValueError(
             f"the state ({url or './.dagplan'}) is a directory, not a postgresql:// URL: nothing to upgrade"
@@ -515,9 +515,11 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
 def _state(state_dir: Any, config: Any = None) -> Any:
     """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
     (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
+    from .interpreter.journal import chosen_state
+
     if state_dir is not None:
         return state_dir
-    return os.environ.get("DAGPLAN_STATE") or (config or load_config()).state_dir
+    return chosen_state(None, (config or load_config()).state_dir)
 
 
 def _specs(tools: ToolsArg):

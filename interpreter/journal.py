@@ -364,12 +364,19 @@ class MemoryRegistry:
         self._owners.pop(journal.id, None)
 
 
+def chosen_state(given: Any = None, configured: Any = None) -> Any:
+    """Where runs are, the one rule: the state given, else ``$DAGPLAN_STATE`` (a directory or a URL),
+    else the configuration's ``state``; None leaves the file store's default (``$DAGPLAN_STATE_DIR``, ./.dagplan)."""
+    if given is not None:
+        return given
+    return os.environ.get("DAGPLAN_STATE") or configured
+
+
 def open_registry(state: Any = None) -> Registry:
     """The registry for ``state``: a registry as given, else the state directory it names (or the default)."""
     if isinstance(state, Registry):
         return state
-    if state is None:
-        state = os.environ.get("DAGPLAN_STATE") or None  # a directory or a URL; else $DAGPLAN_STATE_DIR
+    state = chosen_state(state)
     from .pgstore import is_url
 
     if is_url(state):  # runs in PostgreSQL

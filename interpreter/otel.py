@@ -27,6 +27,7 @@ import os
 import sys
 from typing import Any, Callable, Mapping
 
+from .progress import parent_unit, top_step
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 
 _ENV = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -125,15 +126,15 @@ class _Spans:
     def _started(self, event: Event) -> None:
         unit_id = event.step or ""
         if unit_id not in self.units:
-            parent = self.units.get(_parent(unit_id)) or self.run
-            step = _step_of(unit_id)
+            parent = self.units.get(parent_unit(unit_id)) or self.run
+            step = top_step(unit_id)
             attributes = {
                 "dagplan.step.id": unit_id,
                 "dagplan.step.kind": self.kinds.get(step, ""),
                 "dagplan.run.id": event.run_id,
             }
             if unit_id != step:
-                attributes["dagplan.step.parent"] = _parent(unit_id) or step
+                attributes["dagplan.step.parent"] = parent_unit(unit_id) or step
             self.units[unit_id] = self._start(f"dagplan.step {unit_id}", parent, event.ts, attributes)
         attempt = int(event.data.get("attempt") or 1)
         self._attempt(unit_id, attempt, event.ts)
@@ -170,7 +171,7 @@ class _Spans:
         if unit_id in self.units:
             self._end_unit(unit_id, event.ts, StepStatus.SKIPPED)
             return
-        parent = self.units.get(_parent(unit_id)) or self.run
+        parent = self.units.get(parent_unit(unit_id)) or self.run
         span = self._start(f"dagplan.step {unit_id}", parent, event.ts, {"dagplan.step.id": unit_id})
         span.set_attribute("dagplan.step.status", str(StepStatus.SKIPPED))
         span.set_attribute("dagplan.step.reason", str(event.data.get("reason", "")))
@@ -232,19 +233,6 @@ class _Spans:
         span.set_status(Status(StatusCode.ERROR, message))
         if kind:
             span.set_attribute("error.type", str(kind))
-
-
-def _parent(unit_id: str) -> str:
-    """``review[3]`` -> ``review``; ``sub.fetch`` -> ``sub``; ``poll[2].check`` -> ``poll[2]``; a step -> ``""``."""
-    cut = max(unit_id.rfind("["), unit_id.rfind("."))
-    return unit_id[:cut] if cut > 0 else ""
-
-
-def _step_of(unit_id: str) -> str:
-    for i, char in enumerate(unit_id):
-        if char in "[.":
-            return unit_id[:i]
-    return unit_id
 
 
 _STOPPED = {

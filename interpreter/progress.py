@@ -161,6 +161,20 @@ def is_child(step_id: str) -> bool:
     return "[" in step_id or "." in step_id
 
 
+def top_step(unit_id: str) -> str:
+    """The plan step a unit belongs to: ``review[3].diff`` -> ``review``."""
+    for i, char in enumerate(unit_id):
+        if char in "[.":
+            return unit_id[:i]
+    return unit_id
+
+
+def parent_unit(unit_id: str) -> str:
+    """The unit a child belongs to: ``review[3]`` -> ``review``, ``poll[2].check`` -> ``poll[2]``; a step -> ``""``."""
+    cut = max(unit_id.rfind("["), unit_id.rfind("."))
+    return unit_id[:cut] if cut > 0 else ""
+
+
 @dataclass(frozen=True)
 class StepProgress:
     """One step (or child) as the journal left it. ``output`` is read on demand (spills from their store)."""

@@ -124,6 +124,7 @@ class Viewer:
         return self._page("run.html", **context)
 
     def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
+        from ..interpreter.progress import top_step
         from ..render import render_svg
         from ..views import event_text
 
@@ -139,7 +140,7 @@ class Viewer:
                 by_step.setdefault(event.step, []).append(event)
         children: dict[str, list] = {}
         for cid, child in report.children.items():
-            children.setdefault(_top(cid), []).append((cid, child))
+            children.setdefault(top_step(cid), []).append((cid, child))
         steps = [
             _step_panel(sid, row, plan, by_step.get(sid, ()), children.get(sid, ()))
             for sid, row in report.steps.items()
@@ -409,14 +410,6 @@ def _live(report: Any) -> bool:
 
 def _seconds(s: float) -> str:
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
-
-
-def _top(unit_id: str) -> str:
-    """The step a unit belongs to: ``review[3].diff`` -> ``review``."""
-    for i, char in enumerate(unit_id):
-        if char in "[.":
-            return unit_id[:i]
-    return unit_id
 
 
 def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> dict[str, Any]:
