@@ -164,6 +164,25 @@ def json_copy(value: Any) -> Any:
 # --- in memory ------------------------------------------------------------------------------
 
 
+class Artifact:
+    """What every journal carries from its run's artifact (written before the run starts, never changed)."""
+
+    id: str
+    plan_doc: dict
+    plan_name: str
+    inputs: dict
+    meta: dict
+    created: float
+
+    def _take_artifact(self, artifact: Mapping[str, Any]) -> None:
+        """The one reading of an artifact: the plan document, its name, the inputs, meta, creation time."""
+        self.plan_doc = artifact["plan"]
+        self.plan_name = artifact.get("plan_name", "")
+        self.inputs = artifact.get("inputs") or {}
+        self.meta = artifact.get("meta") or {}
+        self.created = artifact.get("created") or 0.0
+
+
 class FoldedReads:
     """Reads a journal answers from its folded state when values are kept inline (memory, a database)."""
 
@@ -235,14 +254,12 @@ def loop_idle() -> bool:
     return ready is not None and not ready
 
 
-class MemoryJournal(FoldedReads):
+class MemoryJournal(Artifact, FoldedReads):
     """A journal in a process's memory: the durability semantics, without a disk."""
 
     def __init__(self, registry: "MemoryRegistry", run_id: str, artifact: dict):
         self.registry, self.id = registry, run_id
-        self.plan_doc, self.plan_name = artifact["plan"], artifact.get("plan_name", "")
-        self.inputs, self.meta = artifact.get("inputs") or {}, artifact.get("meta") or {}
-        self.created = artifact.get("created") or time.time()
+        self._take_artifact({"created": time.time(), **artifact})
         self._log: list[dict] = []
         self._state = empty_state()
         self._owned = False

@@ -28,7 +28,7 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
-from .journal import FoldedReads, GroupCommit, not_a_run_id, record_dict, unknown_run
+from .journal import Artifact, FoldedReads, GroupCommit, not_a_run_id, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .store import RUN_ID, new_run_id
 from .vocabulary import Event, EventType, RunStatus
@@ -319,16 +319,12 @@ def _same_host(run_id: str, registry: PgRegistry) -> bool:
     return bool(row and row[0] and str(row[0]).rsplit(":", 1)[0] == socket.gethostname())
 
 
-class PgRun(FoldedReads, GroupCommit):
+class PgRun(Artifact, FoldedReads, GroupCommit):
     """One run in the database: its artifact, its progress folded from its events, and (acquired) its writer."""
 
     def __init__(self, registry: PgRegistry, run_id: str, artifact: dict, lines: list[str] | None = None):
         self.registry, self.id = registry, run_id
-        self.plan_doc: dict = artifact["plan"]
-        self.plan_name: str = artifact.get("plan_name", "")
-        self.inputs: dict = artifact.get("inputs") or {}
-        self.meta: dict = artifact.get("meta") or {}
-        self.created: float = artifact.get("created") or 0.0
+        self._take_artifact(artifact)
         self.notice: str | None = None
         self._state = empty_state()
         self._seq = 0

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .journal import GroupCommit, not_a_run_id, output_bytes, record_dict, unknown_run
+from .journal import Artifact, GroupCommit, not_a_run_id, output_bytes, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 from .wal import owner_pid
@@ -263,17 +263,13 @@ def _stop_owner(run_dir: Path, wait: float) -> None:
 # --- one run -----------------------------------------------------------------------------
 
 
-class Run(GroupCommit):
+class Run(Artifact, GroupCommit):
     """One run: its artifact, its progress folded from snapshot + log, and (once acquired) its log writer."""
 
     def __init__(self, run_dir: Path, artifact: dict, *, tolerate_corruption: bool = False):
         self.dir = run_dir
         self.id: str = run_dir.name
-        self.plan_doc: dict = artifact["plan"]
-        self.plan_name: str = artifact.get("plan_name", "")
-        self.inputs: dict = artifact.get("inputs") or {}
-        self.meta: dict = artifact.get("meta") or {}
-        self.created: float = artifact.get("created") or 0.0
+        self._take_artifact(artifact)
         self.notice: str | None = None
         self._wal = run_dir / "wal.jsonl"
         self._lock_fd: int | None = None
