@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..dsl.ir import Plan, Step, StepKind
+from ..dsl.ir import Plan, Step
 from .calls import step_names
 from .vocabulary import Event, EventType
 
@@ -202,7 +202,3 @@ def covered_by(combo: tuple[Point, ...], runs: Iterable[set[str]]) -> bool:
         if made and all(p.key in seen for p in made):
             return True
     return False
-
-
-def describe_kind(step: Step) -> str:
-    return "LLM step" if step.kind is StepKind.LLM else str(step.kind)

@@ -20,7 +20,6 @@ interrupted and their locks released, so another worker resumes them; nothing is
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -107,9 +106,3 @@ class Pool:
     def _say(self, run_id: str, what: str) -> None:
         if self.on_event is not None:
             self.on_event(run_id, what)
-
-
-def worker_id() -> str:
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
