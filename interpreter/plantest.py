@@ -93,7 +93,7 @@ def load_suite(path: str | os.PathLike, config: Any) -> Suite:
     if problems:
         raise RunError(problems)
     base = os.path.dirname(os.path.abspath(name))
-    tools = _tools(data.get("tools") or [], base, name, source_map)
+    tools = _tools(data.get("tools") or [], base)
     plan_path = os.path.normpath(os.path.join(os.path.dirname(name), data["plan"]))
     plan = _plan(plan_path, tools, config, source_map.locate(Span(name, ("plan",))))
     suite = Suite(name, data, source_map, plan, plan_path, tools)
@@ -174,7 +174,7 @@ def test_schema() -> dict[str, Any]:
 test_schema.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
-def _tools(sources: list[str], base: str, name: str, source_map: Any) -> dict[str, Tool]:
+def _tools(sources: list[str], base: str) -> dict[str, Tool]:
     from .tools import load_tools
 
     paths = [os.path.join(base, s) if s.endswith(".py") else s for s in sources]

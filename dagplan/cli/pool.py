@@ -21,16 +21,10 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, state_dir_optio
 def submit(file: str, tool_sources, pairs, input_file, state_dir) -> None:
     """Queue a run of FILE for the workers of the run database; prints its id."""
     from .. import api
-    from .run import load_plan, load_tools, read_inputs
+    from .run import prepare
 
+    config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
     try:
-        config = api.load_config()
-        tools = load_tools(tool_sources, config)
-        plan = load_plan(file, tools)
-    except DagplanError as exc:
-        fail(exc)
-    try:
-        inputs = read_inputs(pairs, input_file, plan)
         run_id = api.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
                             state_dir=state_dir, config=config)  # fmt: skip
     except DagplanError as exc:

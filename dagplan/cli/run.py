@@ -135,7 +135,6 @@ def run(
     model,
 ) -> None:
     """Run the plan in FILE."""
-    from .. import load_config
 
     if record and ephemeral:
         die("--record writes the cassette from the run's journal: it cannot be combined with --ephemeral", EXIT_USAGE)
@@ -143,16 +142,7 @@ def run(
         ctx = click.get_current_context()
         ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
         return
-    try:
-        config = load_config()
-        tools = load_tools(tool_sources, config)
-        plan = load_plan(file, tools)
-    except DagplanError as exc:
-        fail(exc)
-    try:
-        inputs = read_inputs(pairs, input_file, plan)
-    except DagplanError as exc:
-        fail(exc, EXIT_USAGE)  # inputs are the caller's to fix, whatever is wrong with them
+    config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
     kwargs = dict(
         tools=tools,
@@ -167,6 +157,24 @@ def run(
         executor=executor,
     )
     session.execute("arun", plan, **kwargs)
+
+
+def prepare(file: str, tool_sources: tuple[str, ...], pairs: tuple[str, ...], input_file: str | None) -> tuple:
+    """What `run` and `submit` start from: the configuration, the tools, the plan checked against them, and
+    the inputs (a plan problem exits by the usual rule; an input problem is always the caller's: exit 2)."""
+    from .. import load_config
+
+    try:
+        config = load_config()
+        tools = load_tools(tool_sources, config)
+        plan = load_plan(file, tools)
+    except DagplanError as exc:
+        fail(exc)
+    try:
+        inputs = read_inputs(pairs, input_file, plan)
+    except DagplanError as exc:
+        fail(exc, EXIT_USAGE)  # inputs are the caller's to fix, whatever is wrong with them
+    return config, tools, plan, inputs
 
 
 def ask_gate_on_terminal(request: dict) -> Any:
