@@ -75,6 +75,11 @@ def parse_condition(text: Any, span: Span) -> tuple[Guard | None, list[Diagnosti
 
 
 def _syntax_hint(text: str, offset: int) -> str:
+    from .expr import string_hint
+
+    found = string_hint(text, offset)
+    if found:
+        return found
     if "&&" in text or "||" in text:
         return "conditions use the words and, or, not (&& and || join references in arguments)"
     if "=" in text and "==" not in text and "!=" not in text and "<=" not in text and ">=" not in text:

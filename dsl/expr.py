@@ -59,7 +59,34 @@ def _with_offset(span: Span, offset: int) -> Span:
     return Span(span.file, span.path, span.offset + offset)
 
 
+_BAD_IN_STRING = re.compile(
+    r"[\x00-\x1f\ud800-\udfff]|\\[^\"'\\/bfnrtu]|\\u(?![0-9a-fA-F]{4})|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+)
+
+
+def string_hint(text: str, offset: int) -> str | None:
+    """The hint for a quoted key or string literal that starts at ``offset`` and holds what JSON text may
+    not (a raw control character, a lone surrogate, an unknown escape); None for any other error."""
+    quote = text[offset : offset + 1]
+    if quote not in ('"', "'"):
+        return None
+    end = re.compile(rf"(?:\\.|[^{quote}\\])*{quote}", re.S).match(text, offset + 1)
+    body = text[offset + 1 : end.end() - 1] if end else text[offset + 1 :]
+    bad = _BAD_IN_STRING.search(body)
+    if bad is None:
+        return None
+    found = bad.group()
+    shown = f"the raw character U+{ord(found):04X}" if len(found) == 1 else repr(found)[1:-1].replace("\\\\", "\\")
+    return (
+        f"a quoted key or string holds JSON escapes only, and {shown} is not one: write a tab as \\t, a newline as"
+        " \\n, another control character as \\u00XX, and a character outside the BMP as its surrogate pair"
+    )
+
+
 def _hint_for(text: str, offset: int) -> str:
+    found = string_hint(text, offset)
+    if found:
+        return found
     before = text[:offset]
     if before.endswith(("\u2020", "$")) or re.search(r"[\u2020]$", before):
         return (

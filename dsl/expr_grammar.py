@@ -7,6 +7,7 @@ of the common forms the fast paths of :mod:`.expr` read themselves.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -99,13 +100,17 @@ class _Build(Transformer):
         return Const(_literal(tok), Span(offset=tok.start_pos), str(tok))
 
 
+_SQ_ESCAPES = re.compile(r'\\.|"')  # an escape (kept whole) or a bare double quote
+_SQ_SWAP = {"\\'": "'", '"': '\\"'}
+
+
 def _literal(tok: Token) -> Any:
     text = str(tok)
     try:
         if tok.type == "STRING":
             return json.loads(text)
         if tok.type == "SQ_STRING":  # 'it\'s': the same escapes as JSON, quotes swapped
-            inner = text[1:-1].replace("\\'", "'").replace('"', '\\"')
+            inner = _SQ_ESCAPES.sub(lambda m: _SQ_SWAP.get(m.group(), m.group()), text[1:-1])
             return json.loads(f'"{inner}"')
         if tok.type == "NUMBER":
             if not any(c in text for c in ".eE"):

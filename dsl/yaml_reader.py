@@ -74,7 +74,38 @@ def _read_yaml(text: str, name: str, limits: Limits, index: "_Index | None" = No
     except RecursionError:
         raise _too_deep(name, limits, None) from None
     except Exception as exc:  # every parser error of either library
+        deep = _flow_too_deep(text, limits.max_depth)
+        if deep is not None:  # our limit, whatever limit (or error) the installed parser has
+            raise _too_deep(name, limits, deep) from None
         raise _yaml_syntax(exc, name) from None
+
+
+_FLOW_TOKEN = re.compile(r"""[\[\]{}]|(?:(?<=[\s\[{,:])|^)(?:"(?:[^"\\]|\\.)*"?|'(?:[^']|'')*'?|\#[^\n]*)""", re.M)
+
+
+class _Mark:
+    def __init__(self, line: int, column: int):
+        self.line, self.column = line, column
+
+
+def _flow_too_deep(text: str, max_depth: int) -> "_Mark | None":
+    """Where flow collections (``[``, ``{``) of ``text`` nest deeper than ``max_depth``, skipping quoted
+    scalars and comments; None when they do not. Asked when a parser refused the text, so that a document
+    too deep for us is ``too-deep`` whatever the installed parser's own nesting limit says."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return None
+    depth = 0
+    for token in _FLOW_TOKEN.finditer(text):
+        char = token.group()[0]
+        if char in "[{":
+            depth += 1
+            if depth > max_depth:
+                start = token.start()
+                line = text.count("\n", 0, start)
+                return _Mark(line, start - (text.rfind("\n", 0, start) + 1))
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return None
 
 
 _YAML_HINTS = (

@@ -11,7 +11,8 @@ production does, minus the outside world.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 
@@ -45,6 +46,29 @@ class Calls(Protocol):
 
     def structured(self, model: str) -> bool:
         """Whether ``model`` takes a JSON schema as its response format (asked of litellm when real)."""
+
+
+@dataclass
+class Counted:
+    """Any :class:`Calls`, counting every call it answers: per tool name, and per name of the unit making a
+    model call (:func:`step_names`: ``review[2]``, ``review``). Plan tests read call counts from here, so
+    they do not depend on which events a run keeps. Everything else is the wrapped calls'."""
+
+    inner: Any
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def tool(
+        self, unit_id: str, name: str, args: Mapping[str, Any], real: Callable[[], Awaitable[Any]] | None
+    ) -> Awaitable[Any]:
+        self.counts[name] += 1
+        return self.inner.tool(unit_id, name, args, real)
+
+    def model(self, call: ModelCall, real: Callable[[], Awaitable[dict]]) -> Awaitable[dict]:
+        self.counts.update(dict.fromkeys(step_names(call.unit_id), 1))
+        return self.inner.model(call, real)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def step_names(unit_id: str) -> list[str]:

@@ -137,7 +137,7 @@ def check_step(run_id: str, step_id: str, order: list[str]) -> None:
     """Reject a ``--from`` step id that is not in the run's plan, listing the valid ones."""
     if step_id not in order:
         raise RunError.make(
-            "unknown-step", f"run {run_id} has no step {step_id!r}", hint="valid step ids: " + ", ".join(order)
+            "no-such-step", f"run {run_id} has no step {step_id!r}", hint="valid step ids: " + ", ".join(order)
         )
 
 

@@ -91,7 +91,6 @@ class MockCalls:
     real: frozenset[str] = frozenset()
     offline: bool = True
     unmocked: list[Unmocked] = field(default_factory=list)
-    tool_counts: dict[str, int] = field(default_factory=dict)  # calls per tool name
 
     def __post_init__(self) -> None:
         self._tool_rules = {name: _rules(spec, "args") for name, spec in self.tools.items()}
@@ -102,7 +101,6 @@ class MockCalls:
     def tool(
         self, unit_id: str, name: str, args: Mapping[str, Any], real: Callable[[], Awaitable[Any]] | None
     ) -> Awaitable[Any]:
-        self.tool_counts[name] = self.tool_counts.get(name, 0) + 1
         if name in self.real:
             if real is None:
                 raise StepFailure(f"tool {name!r} is listed in `real` but no tool of that name was loaded (tools:)")

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from ..dsl.errors import DagplanError, Diagnostic, RunError, Span, error
 from ..dsl.ir import Plan, StepKind
 from ..dsl.load import TEST_SUFFIXES as SUFFIXES
-from .calls import step_names
+from .calls import Counted, step_names
 from .coverage import PlanCoverage, observe, points, walk
 from .expect import mismatches, show
 from .tools import Tool
@@ -326,7 +326,7 @@ async def run_case(suite: Suite, index: int, config: Any, coverage: bool = True)
     from .scope import Options
 
     case = suite.cases[index]
-    calls = _calls(suite, index)
+    calls = Counted(_calls(suite, index))
     events: list[Event] = []
     options = Options.from_config(
         config,
@@ -392,7 +392,6 @@ class _Replay:
     def tool(self, unit_id: str, name: str, args: Mapping[str, Any], real: Any) -> Any:
         if name in self.mocks.real or name in self.mocks.tools:
             return self.mocks.tool(unit_id, name, args, real)
-        self.mocks.tool_counts[name] = self.mocks.tool_counts.get(name, 0) + 1
         return self.cassette.tool(unit_id, name, args, real)
 
     def model(self, call: Any, real: Any) -> Any:
@@ -414,10 +413,6 @@ class _Replay:
     @property
     def misses(self) -> list[str]:
         return self.cassette.misses
-
-    @property
-    def tool_counts(self) -> dict[str, int]:
-        return self.mocks.tool_counts
 
 
 def _unanswered(suite: Suite, index: int, calls: Any) -> list[Failure]:
@@ -494,7 +489,7 @@ def _judge(
                 continue
             found = mismatches(value, actual, f"steps.{sid}.{key}", subset=key == "error")
             out += [Failure(m, at("steps", sid, key)) for m in found]
-    counts = _counts(events, calls) if expect.get("calls") else {}
+    counts = calls.counts
     for name, calls in (expect.get("calls") or {}).items():
         made = counts.get(name, 0)
         if made != calls:
@@ -558,19 +553,6 @@ def _units(result: Any, events: list[Event]) -> dict[str, dict[str, Any]]:
             entry["error"] = dict(report.error)
         units[sid] = entry
     return units
-
-
-def _counts(events: list[Event], calls: Any) -> dict[str, int]:
-    """Calls per tool (every call that reached the calls seam, inside LLM steps too) and per LLM step
-    (its model calls, from the run's events)."""
-    counts: dict[str, int] = dict(calls.tool_counts)
-    for event in events:
-        if event.type is EventType.STEP_COMPLETED or event.type is EventType.STEP_FAILED:
-            usage = event.data.get("usage") or {}
-            if usage.get("calls") and event.step:
-                for name in step_names(event.step)[:2]:
-                    counts[name] = counts.get(name, 0) + int(usage["calls"])
-    return counts
 
 
 # --- a whole run of tests ---------------------------------------------------------------------

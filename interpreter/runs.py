@@ -191,7 +191,7 @@ def _request(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> 
         if request.get("step") == step:
             return request
     names = ", ".join(str(r.get("step", "?")) for r in waiting)
-    raise RunError.make("unknown-step", f"run {run_id} is not waiting at {step!r}", hint=f"it waits at: {names}")
+    raise RunError.make("no-such-step", f"run {run_id} is not waiting at {step!r}", hint=f"it waits at: {names}")
 
 
 def _parse(value: str, request: Mapping[str, Any]) -> Any:

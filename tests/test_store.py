@@ -515,7 +515,7 @@ def test_resume_rejections(store):
     tools = {"t": lambda: "ok"}
     with pytest.raises(RunError) as excinfo:
         dagplan.resume(run.id, tools=tools, from_step="zz", state_dir=store.state_dir)
-    assert codes(excinfo) == "unknown-step" and excinfo.value.hint == "valid step ids: a, b, c, d"
+    assert codes(excinfo) == "no-such-step" and excinfo.value.hint == "valid step ids: a, b, c, d"
     with pytest.raises(RunError) as excinfo:
         dagplan.resume("2099", tools=tools, state_dir=store.state_dir)
     assert codes(excinfo) == "unknown-run"
@@ -592,7 +592,7 @@ def test_cli_unknown_run(store, interrupted, args, code, exit_code):
 def test_cli_resume_rejects_unknown_step(store, interrupted):
     out = cli("resume", interrupted.id, "--from", "zz", state_dir=store.state_dir)
     assert out.exit_code == 2
-    assert "error unknown-step" in out.output and "valid step ids: a, b, c, d" in out.output
+    assert "error no-such-step" in out.output and "valid step ids: a, b, c, d" in out.output
 
 
 def test_cli_resume_rejects_missing_artifact(store, interrupted):

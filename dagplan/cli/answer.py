@@ -13,7 +13,7 @@ import sys
 import click
 
 from .. import DagplanError
-from .common import fail, state_dir_option
+from .common import EXIT_OK, fail, finish, state_dir_option
 
 
 @click.command("answer")
@@ -30,4 +30,4 @@ def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     except DagplanError as exc:
         fail(exc)
     click.echo(f"recorded the answer of {step}; continue with: dagplan resume {full_id}", err=True)
-    sys.exit(0)
+    finish(EXIT_OK)

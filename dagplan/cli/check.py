@@ -15,7 +15,7 @@ from typing import Iterable
 
 import click
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, verbosity
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish, verbosity
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -78,7 +78,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
         paths = expand(files)
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        finish(EXIT_USAGE)
     try:
         config = load_config()
         results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
@@ -102,7 +102,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
             )
             click.echo(f"{name}: {text}", err=True)
         click.echo(summary_line(results), err=True)
-    sys.exit(_exit_code(results, strict))
+    finish(_exit_code(results, strict))
 
 
 def _worst_cases(results, max_items: int | None) -> dict:
@@ -136,7 +136,7 @@ def _load_or_exit(path: str):
         return load_file(path) if path != "-" else load_text(sys.stdin.buffer.read(), "<stdin>")
     except LoadError as exc:
         sys.stderr.write(render_text([CheckResult(path, None, None, exc.diagnostics, None)]))
-        sys.exit(exit_code(d.code for d in exc.diagnostics))
+        finish(exit_code(d.code for d in exc.diagnostics))
 
 
 @click.command("fmt")
@@ -154,7 +154,7 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
         paths = expand(files)
     except UsageFailure as exc:
         click.echo(f"dagplan fmt: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        finish(EXIT_USAGE)
     status = EXIT_OK
     for path in paths:
         document = _load_or_exit(path)
@@ -177,7 +177,7 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
                 _write_atomically(Path(path), formatted)
         else:
             sys.stdout.write(formatted)
-    sys.exit(status)
+    finish(status)
 
 
 def _read_text(path: str) -> str:
@@ -212,7 +212,7 @@ def graph(file: str, fmt: str) -> None:
     result = check_plan(file, name=file)
     if result.analysis is None:
         sys.stderr.write(render_text([result]))
-        sys.exit(exit_code(d.code for d in result.errors))
+        finish(exit_code(d.code for d in result.errors))
     sys.stdout.write(GRAPH_RENDERERS[fmt](result.plan, result.analysis))
 
 

@@ -1,22 +1,53 @@
-"""What every subcommand shares: the exit codes, the rule that picks one, and the common options.
+"""What every subcommand shares: the exit-code table, the rule that picks a code, and the common options.
 
-Exit codes (documented in the README): 0 success; 1 the plan or the run failed; 2 usage or
-environment (a file that cannot be read, an unknown run or step, a bad configuration or
-tools module); 3 a run stopped at an approval gate; 130 interrupted.
+The table (:data:`EXITS`) is the one statement of what each exit code means, for every command; the
+README's table is checked against it by the suite. A command never picks a number itself: it calls
+:func:`finish` with a member of :class:`Exit`, or :func:`fail` with the error (the rule picks).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from enum import IntEnum
+from typing import Iterable, NoReturn
 
 import click
 
 from ..dsl.errors import DagplanError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-# diagnostics that are the caller's or the environment's fault, not the plan's
+class Exit(IntEnum):
+    OK = 0
+    FINDING = 1
+    USAGE = 2
+    WAITING = 3
+    INTERRUPTED = 130
+
+
+# what each code means, for every command (README: "Exit codes")
+EXITS: dict[Exit, str] = {
+    Exit.OK: "success: every file is valid, every test passed, the run completed without errors, the command did"
+    " what was asked",
+    Exit.FINDING: "a finding: a plan or test file is invalid (warnings too with `--strict`), a test failed or"
+    " coverage is under `--fail-under`, `fmt --check` would reformat, a run failed or completed with errors, a"
+    " worker finished a run that failed",
+    Exit.USAGE: "the command was called wrongly or cannot start: an unknown option or command, a file that cannot"
+    " be read, an unknown run or step, a bad configuration or state URL, tools that do not import, inputs that"
+    " do not fit the plan, no model or credentials for an LLM step",
+    Exit.WAITING: "waiting for a person: the run stopped at an approval gate, or at a side effect whose outcome"
+    " nobody knows (answer, adopt or retry it, then resume)",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): what completed is kept; resume the run",
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = (
+    Exit.OK,
+    Exit.FINDING,
+    Exit.USAGE,
+    Exit.WAITING,
+    Exit.INTERRUPTED,
+)
+
+# diagnostics that are the caller's or the environment's fault, not the plan's (the rest are findings)
 USAGE_CODES = frozenset(
     {
         "io",
@@ -25,7 +56,7 @@ USAGE_CODES = frozenset(
         "config",
         "unknown-run",
         "ambiguous-run",
-        "unknown-step",
+        "no-such-step",
         "unknown-event-type",
         "bad-run-id",
         "bad-input",
@@ -36,20 +67,26 @@ USAGE_CODES = frozenset(
         "no-model",
         "no-llm-support",
         "no-credentials",
+        "usage",
     }
 )
 
 
-def exit_code(codes) -> int:
+def exit_code(codes: Iterable[str]) -> Exit:
     """The one rule: 2 when any diagnostic is a usage or environment problem, else 1."""
-    return EXIT_USAGE if any(code in USAGE_CODES for code in codes) else EXIT_FAILED
+    return Exit.USAGE if any(code in USAGE_CODES for code in codes) else Exit.FINDING
 
 
-def fail(exc: DagplanError, code: int | None = None) -> NoReturn:
+def finish(code: Exit) -> NoReturn:
+    """End the command with ``code`` (a member of the table, never a bare number)."""
+    sys.exit(int(Exit(code)))
+
+
+def fail(exc: DagplanError, code: Exit | None = None) -> NoReturn:
     """Print every diagnostic of ``exc`` and exit with ``code`` or the rule's code."""
     for diag in exc.diagnostics:
         click.echo(diag.format(), err=True)
-    sys.exit(code if code is not None else exit_code(d.code for d in exc.diagnostics))
+    finish(code if code is not None else exit_code(d.code for d in exc.diagnostics))
 
 
 def verbosity() -> int:
@@ -59,9 +96,9 @@ def verbosity() -> int:
     return int((obj or {}).get("verbosity", 0))
 
 
-def die(message: str, code: int) -> NoReturn:
+def die(message: str, code: Exit) -> NoReturn:
     click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+    finish(code)
 
 
 def tools_option(f):

@@ -17,7 +17,7 @@ import click
 
 from ..dsl.errors import DagplanError
 
-from .common import EXIT_FAILED, EXIT_USAGE
+from .common import EXIT_FAILED, EXIT_USAGE, finish
 from .common import die as _die
 
 
@@ -27,7 +27,7 @@ def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:
     attempts = getattr(exc, "attempts", ())
     if attempts:  # never silent: show what the model last said
         click.echo("\nthe model's last answer was:\n" + attempts[-1].text, err=True)
-    sys.exit(code)
+    finish(code)
 
 
 @click.command()

@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, state_dir_option, tools_option
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, state_dir_option, tools_option
 
 
 @click.command("submit")
@@ -66,4 +66,4 @@ def worker(state_dir, concurrency, drain, on_interrupted) -> None:
     except ValueError as exc:
         die(str(exc), EXIT_USAGE)
     failed = [run for run, status in finished if status not in ("completed", "waiting")]
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    finish(EXIT_FAILED if failed else EXIT_OK)

@@ -11,6 +11,7 @@ import click
 
 from ..dsl.errors import DagplanError
 from .common import (
+    finish,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -226,15 +227,15 @@ class Session:
             click.echo(
                 f"interrupted; resume with: dagplan resume {self.run_id}" if self.run_id else "interrupted", err=True
             )
-            sys.exit(EXIT_INTERRUPTED)
+            finish(EXIT_INTERRUPTED)
         self._stop_progress()
         self._render(result)
         if self.record:
             self._write_cassette(result.run_id, kwargs.get("state_dir"))
         if result.waiting:
             _waiting_hint(result)
-            sys.exit(EXIT_WAITING)
-        sys.exit(EXIT_FAILED if result.had_errors or result.status is not RunStatus.COMPLETED else EXIT_OK)
+            finish(EXIT_WAITING)
+        finish(EXIT_FAILED if result.had_errors or result.status is not RunStatus.COMPLETED else EXIT_OK)
 
     run_id: str | None = None
 

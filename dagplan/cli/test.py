@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, verbosity
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, exit_code, fail, finish, verbosity
 
 
 @click.command("test")
@@ -78,12 +78,12 @@ def test(paths, fmt, output, select, coverage, fail_under, paths_of, max_paths) 
             fail(exc)
         text = render_paths(untested) if fmt != "json" else _json_paths(untested)
     _emit(text, output)
-    if report.errors:
-        sys.exit(EXIT_USAGE)
+    if report.errors:  # a test file that cannot be run: unreadable (2), or wrong (a finding, 1)
+        finish(exit_code(d.code for _, exc in report.errors for d in exc.diagnostics))
     low = [c for c in report.coverage() if c.percent < fail_under] if fail_under is not None else []
     for c in low:
         click.echo(f"coverage of {c.plan} is {c.percent:.1f}%, under --fail-under {fail_under:g}", err=True)
-    sys.exit(EXIT_FAILED if report.failed or low else EXIT_OK)
+    finish(EXIT_FAILED if report.failed or low else EXIT_OK)
 
 
 def _json_paths(untested) -> str:
