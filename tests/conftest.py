@@ -60,3 +60,51 @@ def postgres(postgres_server, request):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     return f"{postgres_server}/{name}"
+
+
+# --- the package as users install it ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from this tree (what `pip install dagplan` would install)."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("dist")
+    root = TESTS.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return next(out.glob("dagplan-*.whl"))
+
+
+@pytest.fixture(scope="session")
+def installed(wheel, tmp_path_factory) -> dict[str, str]:
+    """The environment of a shell in which `dagplan` and `python -m dagplan` are the installed wheel, not
+    this source tree (so a file missing from the package shows): its ``PATH`` and ``PYTHONPATH``."""
+    import zipfile
+
+    home = tmp_path_factory.mktemp("installed")
+    site, bin_dir = home / "site", home / "bin"
+    zipfile.ZipFile(wheel).extractall(site)
+    bin_dir.mkdir()
+    shim = bin_dir / "dagplan"
+    shim.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(site)!r})\nfrom dagplan.cli import main\nmain()\n"
+    )
+    shim.chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(site),
+        "PYTHONUNBUFFERED": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_COLOR": "1",
+        "COLUMNS": "120",
+    }

@@ -75,4 +75,10 @@ def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
 
 
 def main() -> None:
-    cli(prog_name="dagplan")
+    from ..dsl.errors import DagplanError
+    from .common import fail
+
+    try:
+        cli(prog_name="dagplan")
+    except DagplanError as exc:  # a command's own error it did not render: the table's code, never a traceback
+        fail(exc)

@@ -8,7 +8,6 @@ failure policy decides what happens next.
 
 from __future__ import annotations
 
-import sys
 
 import click
 

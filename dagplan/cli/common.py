@@ -123,3 +123,9 @@ def state_dir_option(f):
         help="Where runs are kept: a directory or a postgresql:// URL (default: `state` in the configuration, "
         "$DAGPLAN_STATE, $DAGPLAN_STATE_DIR or ./.dagplan).",
     )(f)
+
+
+def exit_table() -> str:
+    """The table as the README shows it (the suite checks that it does)."""
+    rows = [f"| **{int(code)}** | {meaning} |" for code, meaning in EXITS.items()]
+    return "\n".join(["| code | meaning (every command) |", "| --- | --- |", *rows]) + "\n"
