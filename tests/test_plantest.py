@@ -351,7 +351,9 @@ def test_cli_exit_codes_junit_github_and_json(tmp_path):
     report = json.loads(dagplan_cli("test", "t", "--format", "json", "--coverage", cwd=tmp_path).stdout)
     assert (report["passed"], report["failed"]) == (1, 1) and report["coverage"][0]["total"] > 0
     write(tmp_path, "t/broken.test.yaml", "plan: nowhere.yaml\ncases: [{name: x}]\n")
-    assert dagplan_cli("test", "t", cwd=tmp_path).returncode == 1  # a test file that names no plan: a finding, as `check` says
+    assert (
+        dagplan_cli("test", "t", cwd=tmp_path).returncode == 1
+    )  # a test file that names no plan: a finding, as `check` says
     assert dagplan_cli("test", "empty", cwd=tmp_path).returncode == 2  # nothing to run
 
 
