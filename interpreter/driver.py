@@ -18,11 +18,11 @@ from .engine import Execution, RunResult
 from .journal import Journal, check_step, clear_from, open_registry
 from .preflight import preflight
 from .progress import plan_step_ids
-from .resume import AskInterrupted, Replay
+from .resume import AskInterrupted, Replay, needs_decision
 from .scope import Options, RunScope
 from .store import new_run_id
 from .tools import Tool
-from .vocabulary import EventType, RunStatus
+from .vocabulary import Event, EventType, RunStatus
 
 Approve = Callable[[Any], Any]
 
@@ -100,6 +100,10 @@ async def resume(
         if from_step is not None:
             clear_from(journal, from_step, order)
         replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
+        if replay.undecided:  # stop durably before anything runs: no later step acts on an unknown outcome
+            journal.record(Event(EventType.PLAN_NEEDS_DECISION, journal.id, None, data={"units": replay.undecided}))
+            await journal.commit()
+            raise needs_decision(journal.id, replay.undecided)
         scope = RunScope(journal.id, tools, _traced(options, plan).limited_by(plan), journal, replay)
         resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
         scope.emit(EventType.PLAN_RESUMED, **resumed)

@@ -28,7 +28,7 @@ import sys
 from typing import Any, Callable, Mapping
 
 from .progress import parent_unit, top_step
-from .vocabulary import Event, EventType, RunStatus, StepStatus
+from .vocabulary import STOPPED, Event, EventType, RunStatus, StepStatus
 
 _ENV = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -235,17 +235,13 @@ class _Spans:
             span.set_attribute("error.type", str(kind))
 
 
-_STOPPED = {
-    EventType.PLAN_WAITING: RunStatus.WAITING,
-    EventType.PLAN_INTERRUPTED: RunStatus.INTERRUPTED,
-    EventType.PLAN_ABORTED: RunStatus.ABORTED,
-    EventType.PLAN_TIMED_OUT: RunStatus.TIMED_OUT,
-}
+_STOPPED = STOPPED
 _HANDLERS: dict[EventType, Callable[[_Spans, Event], None]] = {
     EventType.PLAN_STARTED: _Spans._run_started,
     EventType.PLAN_RESUMED: _Spans._run_started,
     EventType.PLAN_COMPLETED: _Spans._run_stopped,
     EventType.PLAN_WAITING: _Spans._run_stopped,
+    EventType.PLAN_NEEDS_DECISION: _Spans._run_stopped,
     EventType.PLAN_INTERRUPTED: _Spans._run_stopped,
     EventType.PLAN_ABORTED: _Spans._run_stopped,
     EventType.PLAN_TIMED_OUT: _Spans._run_stopped,

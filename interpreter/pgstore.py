@@ -63,6 +63,7 @@ _QUEUE = {
     EventType.PLAN_COMPLETED: "done",
     EventType.PLAN_ABORTED: "done",
     EventType.PLAN_WAITING: "waiting",
+    EventType.PLAN_NEEDS_DECISION: "needs_decision",
     EventType.PLAN_INTERRUPTED: "interrupted",
     EventType.PLAN_TIMED_OUT: "timed_out",
     EventType.PLAN_STARTED: "running",

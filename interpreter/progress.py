@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .vocabulary import EventType, RunStatus, StepStatus
+from .vocabulary import STOPPED, EventType, RunStatus, StepStatus
 
 # --- folding --------------------------------------------------------------------------------
 
@@ -151,9 +151,7 @@ def run_status(state: Mapping[str, Any], live: bool) -> RunStatus:
         return RunStatus((state["final"] or {}).get("status") or RunStatus.COMPLETED)
     if live:
         return RunStatus.RUNNING
-    if last == EventType.PLAN_TIMED_OUT:
-        return RunStatus.TIMED_OUT
-    return RunStatus.WAITING if last == EventType.PLAN_WAITING else RunStatus.INTERRUPTED
+    return STOPPED.get(last, RunStatus.INTERRUPTED)
 
 
 def is_child(step_id: str) -> bool:

@@ -7,8 +7,10 @@ step (``sub.fetch``), a loop iteration's step (``poll[2].check``):
 - pending, failed, skipped and waiting units run (a gate finds its recorded answer);
 - an interrupted unit (started, never settled) follows the policy for its purity
   (``Config.resume``): ``retry`` runs it again (at least once), ``adopt`` records it as
-  completed with no output, ``ask`` asks ``on_interrupted(unit, purity)``; with no one to
-  ask it fails, so a side effect is never repeated silently. An interrupted composition
+  completed with no output, ``ask`` asks ``on_interrupted(unit, purity)``. With no one to
+  ask (no terminal, CI, a worker) nothing is guessed: the run stops before anything runs, in the
+  durable ``needs_decision`` state, until an operator says ``retry`` or ``adopt``; so a side effect
+  is never repeated silently, and no later step acts on a failure nobody saw. An interrupted composition
   step (fan-out, sub-plan, loop, gate) always runs again: its children decide.
 
 :class:`Replay` makes every decision up front, before anything runs, so all questions are
@@ -20,13 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ..dsl.errors import RunError
 from ..dsl.ir import Plan, Step
 from .config import RESUME_DEFAULTS
 from .progress import Progress
 from .vocabulary import Event, EventType, StepStatus
 
-AskInterrupted = Callable[[str, str], str]  # (unit id, purity) -> "retry" | "adopt" | "fail"
+AskInterrupted = Callable[[str, str], str]  # (unit id, purity) -> "retry" | "adopt" | "fail" | "decide"
 RETRY, ADOPT, ASK, FAIL, REPLAY, RUN = "retry", "adopt", "ask", "fail", "replay", "run"
+DECIDE = "decide"  # nobody can settle it now: the run stops in needs_decision
 
 
 INTERRUPTED_ERROR = "Interrupted"  # the error type of a unit failed because nobody could say whether it ran
@@ -140,9 +144,15 @@ class Recorded:
 class Replay:
     """Every unit a resumed run does not run again, decided before anything runs."""
 
-    def __init__(self, units: Mapping[str, Recorded] | None = None, answers: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        units: Mapping[str, Recorded] | None = None,
+        answers: Mapping[str, Any] | None = None,
+        undecided: Mapping[str, str] | None = None,
+    ):
         self.units = dict(units or {})
         self.answers = dict(answers or {})
+        self.undecided = dict(undecided or {})  # unit id -> purity: interrupted side effects nobody settled
 
     def get(self, unit_id: str) -> Recorded | None:
         return self.units.get(unit_id)
@@ -164,6 +174,7 @@ class Replay:
         policy = {**RESUME_DEFAULTS, **(policy or {})}
         progress = journal.progress()
         units: dict[str, Recorded] = {}
+        undecided: dict[str, str] = {}
         for unit_id, found in progress.steps.items():
             step = step_at(plan, unit_id)
             if step is None:
@@ -172,11 +183,26 @@ class Replay:
             if action in (ADOPT, ASK, RETRY) and _composite_unit(step, unit_id):
                 continue  # a composition step runs again: its children decide
             if action == ASK:
-                action = ask(unit_id, purity_of(step, tools) or "undeclared") if ask is not None else FAIL
+                action = ask(unit_id, purity_of(step, tools) or "undeclared") if ask is not None else DECIDE
+            if action == DECIDE:
+                undecided[unit_id] = purity_of(step, tools) or "undeclared"
+                continue
             decided = _decided(journal, unit_id, found, action)
             if decided is not None:
                 units[unit_id] = decided
-        return cls(units, progress.answers)
+        return cls(units, progress.answers, undecided)
+
+
+def needs_decision(run_id: str, undecided: Mapping[str, str]) -> RunError:
+    """The error of a run stopped in ``needs_decision``: which steps, what is known, the exact commands."""
+    names = ", ".join(f"{unit} ({purity})" for unit, purity in undecided.items())
+    return RunError.make(
+        "needs-decision",
+        f"run {run_id} needs a decision: {names} started and its result was never recorded, so nobody knows"
+        " whether it happened; nothing after it was started",
+        hint=f"if it did not happen: dagplan resume {run_id} --on-interrupted retry (the tool gets the same"
+        f" ctx.idempotency_key); if it did: dagplan resume {run_id} --on-interrupted adopt",
+    )
 
 
 def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | None:

@@ -83,6 +83,7 @@ class RunStatus(enum.StrEnum):
 
     RUNNING = "running"
     WAITING = "waiting"  # stopped durably at approval gates
+    NEEDS_DECISION = "needs_decision"  # stopped durably: an interrupted side effect nobody could settle
     INTERRUPTED = "interrupted"  # stopped without finishing (killed, Ctrl-C): resumable
     TIMED_OUT = "timed_out"  # the plan's `timeout` passed: running steps were cancelled; resumable
     COMPLETED = "completed"
@@ -99,6 +100,7 @@ class EventType(enum.StrEnum):
     PLAN_STARTED = "plan_started"
     PLAN_RESUMED = "plan_resumed"
     PLAN_WAITING = "plan_waiting"
+    PLAN_NEEDS_DECISION = "plan_needs_decision"
     PLAN_COMPLETED = "plan_completed"
     PLAN_INTERRUPTED = "plan_run_interrupted"
     PLAN_ABORTED = "plan_aborted"
@@ -133,6 +135,7 @@ _LIFECYCLE = frozenset(
         EventType.PLAN_STARTED,
         EventType.PLAN_RESUMED,
         EventType.PLAN_WAITING,
+        EventType.PLAN_NEEDS_DECISION,
         EventType.PLAN_COMPLETED,
         EventType.PLAN_INTERRUPTED,
         EventType.PLAN_ABORTED,
@@ -203,3 +206,15 @@ def event_types(names: Any) -> frozenset[EventType]:
             known = ", ".join(t.value for t in EventType)
             raise ValueError(f"unknown event type {name!r}; known: {known}") from None
     return frozenset(found)
+
+
+# where a run stands after each lifecycle event that stops it (the one table: progress, traces, the viewer)
+STOPPED: Mapping[EventType, RunStatus] = MappingProxyType(
+    {
+        EventType.PLAN_WAITING: RunStatus.WAITING,
+        EventType.PLAN_NEEDS_DECISION: RunStatus.NEEDS_DECISION,
+        EventType.PLAN_INTERRUPTED: RunStatus.INTERRUPTED,
+        EventType.PLAN_ABORTED: RunStatus.ABORTED,
+        EventType.PLAN_TIMED_OUT: RunStatus.TIMED_OUT,
+    }
+)

@@ -6,8 +6,8 @@ advisory lock, held for as long as the worker runs it: PostgreSQL drops it with 
 connection, which is the lease). A claimed run is resumed from its journal (:func:`.driver.resume`):
 a fresh one runs from the start, an orphaned one with the same rules as a local resume (completed
 steps replay, a side effect that was running follows the resume policy; where it says ``ask``, the
-worker's ``on_interrupted`` answers, and without one the step fails: nobody can be asked, and a side
-effect is never repeated silently). A run stopping at a gate is ``waiting`` until someone answers it
+worker's ``on_interrupted`` answers, and without one the run stops in ``needs_decision``: nobody can be
+asked, and a side effect is never repeated silently; an operator decides with ``dagplan resume``). A run stopping at a gate is ``waiting`` until someone answers it
 (``dagplan answer``, from anywhere): the answer queues it again, for whichever worker claims it.
 
 Limits across the pool (``[pool] max_running``, ``[pool.per_plan]``) are kept at claim time: claims
@@ -91,14 +91,15 @@ class Pool:
 
         sources = recorded_sources(journal.meta.get("tool_sources") or [])
         tools = self.load_tools(sources) if (self.load_tools and sources) else {}
-        answer = self.on_interrupted or "fail"
+        answer = self.on_interrupted or "decide"  # nobody to ask: the run waits for an operator
         try:
             options = Options.from_config(self.config)
             result = await resume(journal.id, tools=tools, options=options, config=self.config, state=self.url,
                                   journal=journal, on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
             status = str(result.status)
         except DagplanError as exc:
-            status = f"error: {exc.headline.code}: {exc.headline.message}"
+            decide = exc.headline.code == "needs-decision"  # stopped durably for an operator: not a failure
+            status = "needs_decision" if decide else f"error: {exc.headline.code}: {exc.headline.message}"
             journal.release()
         self.finished.append((journal.id, status))
         self._say(journal.id, status)

@@ -72,9 +72,17 @@ USAGE_CODES = frozenset(
 )
 
 
+# errors that leave a run waiting for a person
+WAITING_CODES = frozenset({"needs-decision"})
+
+
 def exit_code(codes: Iterable[str]) -> Exit:
-    """The one rule: 2 when any diagnostic is a usage or environment problem, else 1."""
-    return Exit.USAGE if any(code in USAGE_CODES for code in codes) else Exit.FINDING
+    """The one rule: 2 when any diagnostic is a usage or environment problem, 3 when a run waits for a
+    person's decision, else 1."""
+    codes = set(codes)
+    if codes & USAGE_CODES:
+        return Exit.USAGE
+    return Exit.WAITING if codes & WAITING_CODES else Exit.FINDING
 
 
 def finish(code: Exit) -> NoReturn:

@@ -42,7 +42,7 @@ def submit(file: str, tool_sources, pairs, input_file, state_dir) -> None:
     type=click.Choice(["retry", "adopt", "fail"]),
     default=None,
     help="A side-effecting step an earlier worker was running when it died, where the resume policy says "
-    "ask: run it again, take it as done, or fail it (the default: nobody can be asked).",
+    "ask: run it again, take it as done, or fail it (default: the run stops in needs_decision for an operator).",
 )
 def worker(state_dir, concurrency, drain, on_interrupted) -> None:
     """Claim queued and orphaned runs of the run database and run them. SIGTERM hands running runs back."""
@@ -64,5 +64,5 @@ def worker(state_dir, concurrency, drain, on_interrupted) -> None:
         fail(exc)
     except ValueError as exc:
         die(str(exc), EXIT_USAGE)
-    failed = [run for run, status in finished if status not in ("completed", "waiting")]
+    failed = [run for run, status in finished if status not in ("completed", "waiting", "needs_decision")]
     finish(EXIT_FAILED if failed else EXIT_OK)

@@ -236,7 +236,7 @@ class Interrupted:
     """Asks what to do with an interrupted side-effecting step: ``retry`` | ``adopt`` | ``fail``.
 
     ``--yes`` runs it again; without a terminal (or with ``--no-input``) nothing is
-    guessed: the step fails, and the message says how to decide.
+    guessed: ``decide``, the run stops in ``needs_decision`` and the message says how to decide.
     """
 
     def __init__(self, *, yes: bool, no_input: bool, policy: str | None = None):
@@ -248,13 +248,7 @@ class Interrupted:
         if self.yes:
             return "retry"
         if not self.interactive:
-            click.echo(
-                f"step {step_id} ({purity}) was interrupted and may or may not have happened; it was not run "
-                "again. If it did not happen: dagplan resume RUN --on-interrupted retry; if it did: "
-                "--on-interrupted adopt (or set resume.side_effect in dagplan.toml)",
-                err=True,
-            )
-            return "fail"
+            return "decide"
         question = f"Step {step_id} ({purity}) was interrupted: it may or may not have happened. Run it again?"
         if click.confirm(question, default=False, err=True):
             return "retry"

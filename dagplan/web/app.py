@@ -462,8 +462,9 @@ def _tables() -> tuple[dict, dict]:
 
     steps = {E.STEP_STARTED: S.RUNNING, E.STEP_RETRYING: S.RUNNING, E.STEP_COMPLETED: S.COMPLETED,
              E.STEP_SKIPPED: S.SKIPPED, E.STEP_WAITING: S.WAITING}  # fmt: skip
-    runs = {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, E.PLAN_WAITING: R.WAITING,
-            E.PLAN_INTERRUPTED: R.INTERRUPTED, E.PLAN_ABORTED: R.ABORTED, E.PLAN_TIMED_OUT: R.TIMED_OUT}  # fmt: skip
+    from ..interpreter.vocabulary import STOPPED
+
+    runs = {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, **STOPPED}
     return steps, runs
 
 
