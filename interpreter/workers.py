@@ -8,7 +8,8 @@ a fresh one runs from the start, an orphaned one with the same rules as a local 
 steps replay, a side effect that was running follows the resume policy; where it says ``ask``, the
 worker's ``on_interrupted`` answers, and without one the run stops in ``needs_decision``: nobody can be
 asked, and a side effect is never repeated silently; an operator decides with ``dagplan resume``).
-A run stopping at a gate is ``waiting`` until someone answers it (``dagplan answer``, from anywhere): the answer queues it again, for whichever worker claims it.
+A run stopping at a gate is ``waiting`` until someone answers it (``dagplan answer``, from anywhere):
+the answer queues it again, for whichever worker claims it.
 
 Limits across the pool (``[pool] max_running``, ``[pool.per_plan]``) are kept at claim time: claims
 happen one at a time and count the runs whose lock is held.
