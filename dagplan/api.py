@@ -200,6 +200,7 @@ async def aresume(
     model: str | None = None,
     completion_kwargs: Mapping[str, Any] | None = None,
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+    rerun_side_effects: bool = False,
 ):
     """Resume a durable run. See :func:`resume`."""
     from .interpreter.driver import resume as _resume
@@ -225,6 +226,7 @@ async def aresume(
         from_step=from_step,
         on_interrupted=on_interrupted,
         on_run_created=on_run_created,
+        rerun_side_effects=rerun_side_effects,
     )
 
 
@@ -232,7 +234,9 @@ def resume(run_id: str, **kwargs: Any):
     """Resume an interrupted (or waiting) durable run: completed steps replay, the rest runs.
 
     ``on_interrupted(step, purity) -> "retry" | "adopt" | "fail"`` decides about steps with a
-    side effect that were running when the run stopped (without it they fail, never silently repeated).
+    side effect that were running when the run stopped (without it the run stops in ``needs_decision``:
+    a side effect is never silently repeated). ``from_step`` runs that step and every later one again; it
+    refuses when that would repeat a side effect that already ran, unless ``rerun_side_effects=True``.
     """
     return asyncio.run(aresume(run_id, **kwargs))
 
@@ -302,6 +306,20 @@ def stored_plan(
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
     return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
+
+
+def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
+                       config: Any = None) -> list[str]:  # fmt: skip
+    """The side-effecting steps ``resume(run_id, from_step=...)`` would run again although they already ran
+    (what ``resume --from`` and a preview of it show, and refuse without ``rerun_side_effects``)."""
+    from .interpreter.journal import open_registry
+    from .interpreter.resume import side_effects_again as again
+    from .interpreter.tools import registry
+
+    cfg = config or load_config()
+    journal = open_registry(_state(state_dir, cfg)).open(run_id)
+    plan = stored_plan(run_id, tools, state_dir, config=cfg, from_step=from_step)
+    return again(journal.progress(), plan, registry(tools) if tools is not None else {}, from_step)
 
 
 def run_config(run_id: str, state_dir: Any = None):

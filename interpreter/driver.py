@@ -18,7 +18,7 @@ from .engine import Execution, RunResult
 from .journal import Journal, check_step, clear_from, open_registry
 from .preflight import preflight
 from .progress import plan_step_ids
-from .resume import AskInterrupted, Replay, needs_decision
+from .resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
 from .scope import Options, RunScope
 from .store import new_run_id
 from .tools import Tool
@@ -78,9 +78,11 @@ async def resume(
     on_interrupted: AskInterrupted | None = None,
     on_run_created: Callable[[str], None] | None = None,
     journal: Journal | None = None,
+    rerun_side_effects: bool = False,
 ) -> RunResult:
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs.
-    ``journal``: the run's journal when the caller holds it already (a worker that claimed it)."""
+    ``journal``: the run's journal when the caller holds it already (a worker that claimed it).
+    ``from_step`` refuses to run a side effect that already ran again unless ``rerun_side_effects``."""
     journal = journal if journal is not None else open_registry(state).open(run_id)
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options)
@@ -93,6 +95,10 @@ async def resume(
             f"the resume policy is `discard`: run {journal.id} was not resumed",
             hint=f"dagplan discard {journal.id}, then start a new run",
         )
+    if from_step is not None and not rerun_side_effects:
+        again = side_effects_again(journal.progress(), plan, tools, from_step)
+        if again:
+            raise rerun_refused(journal.id, from_step, again)
     journal.acquire()
     try:
         if on_run_created:

@@ -53,6 +53,7 @@ from .vocabulary import EventType, RunStatus, StepStatus
 HEAD = 200
 _SETTLED: tuple = ("settled",)  # _start's answer for a step settled without running (compared by identity)
 _RUNNING = StepStatus.RUNNING
+ABORT_GRACE = 10.0  # seconds an aborted run waits for its cancelled steps before it ends anyway
 _PROGRESS = EventType.STEP_PROGRESS
 
 
@@ -133,6 +134,7 @@ class Execution:
         self._settled = 0
         self._tasks: set[asyncio.Task] = set()
         self._aborted = False
+        self._aborting: asyncio.Task | None = None
         self.abort_reason = ""
         limit = max(1, scope.options.max_concurrency)
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
@@ -658,12 +660,26 @@ class Execution:
         self.scope.emit(EventType.STEP_SKIPPED, unit.id, reason=reason)
 
     def abort(self, reason: str = "the run was aborted") -> None:
+        """Stop starting work, cancel every step task, and end the run once they are gone (at most
+        :data:`ABORT_GRACE` seconds later): a task cancelled before it ever ran settles nothing itself."""
+        if self._aborted:
+            return
         self._aborted = True
         self.abort_reason = reason
         current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        cancelled = [task for task in self._tasks if task is not current]
+        for task in cancelled:
+            task.cancel()
+        self._aborting = self._loop.create_task(self._end_after(cancelled))
+
+    async def _end_after(self, cancelled: list[asyncio.Task]) -> None:
+        if cancelled:
+            await asyncio.wait(cancelled, timeout=ABORT_GRACE)
+        others = [task for task in self._tasks if task is not self._aborting]
+        if others:  # the step that aborted ends its own chain: it starts nothing more
+            await asyncio.wait(others, timeout=ABORT_GRACE)
+        if not self._finished.done():
+            self._finished.set_result(None)  # what never settled is reported skipped (aborted)
 
     def _choose(self, step: Step, value: Any) -> tuple[int, Any]:
         if not isinstance(value, Branch):

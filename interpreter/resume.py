@@ -230,3 +230,26 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | 
         error = {"step": unit_id, "type": INTERRUPTED_ERROR, "message": interrupted_text(unit_id)}
         return Recorded(StepStatus.FAILED, None, found.attempts, error=error)
     return None
+
+
+def side_effects_again(progress: Any, plan: Plan, tools: Mapping[str, Any], from_step: str) -> list[str]:
+    """The side-effecting units ``resume --from from_step`` would run again although they already ran (or
+    started): each would touch the world a second time."""
+    from .journal import cleared_ids
+
+    again = []
+    for unit_id in cleared_ids(progress, from_step, list(plan.analysis.order)):
+        found, step = progress.steps.get(unit_id), step_at(plan, unit_id)
+        if found is None or step is None or found.status in (StepStatus.PENDING, StepStatus.SKIPPED):
+            continue
+        if purity_of(step, tools) == "side_effect" and not is_composite(step):
+            again.append(unit_id)
+    return again
+
+
+def rerun_refused(run_id: str, from_step: str, again: list[str]) -> RunError:
+    return RunError.make(
+        "rerun-side-effects",
+        f"resuming run {run_id} from {from_step} would run side effects again: {', '.join(again)}",
+        hint=f"if that is what you want: dagplan resume {run_id} --from {from_step} --rerun-side-effects",
+    )

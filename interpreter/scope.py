@@ -179,10 +179,19 @@ class RunScope:
         tool = self.tools.get(name)
         calls = self.options.calls
         if calls is not None:
-            return calls.tool(unit_id, name, args, None if tool is None else lambda: self._call(tool, args))
+            real = None if tool is None else lambda: self._call(tool, self._keyed(tool, args, unit_id))
+            return calls.tool(unit_id, name, args, real)
         if tool is None:
             raise StepFailure(f"tool {name!r} is not available to this run")
-        return self._call(tool, args)
+        return self._call(tool, self._keyed(tool, args, unit_id))
+
+    def _keyed(self, tool: Tool, args: Mapping[str, Any], unit_id: str) -> Mapping[str, Any]:
+        """The arguments, with the unit's idempotency key when the tool declares ``idempotency_key``."""
+        if not tool.takes_idempotency_key:
+            return args
+        from .tools import IDEMPOTENCY_KEY, idempotency_key
+
+        return {**args, IDEMPOTENCY_KEY: idempotency_key(self.run_id, unit_id)}
 
     def _call(self, tool: Tool, args: Mapping[str, Any]) -> Awaitable[Any]:
         if (tool.executor or self.options.executor) == "ray":

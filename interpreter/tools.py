@@ -18,6 +18,7 @@ import sys
 import threading
 import types
 import typing
+from functools import cached_property
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -58,6 +59,25 @@ class Tool:
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters, self.purity)
+
+    @cached_property
+    def takes_idempotency_key(self) -> bool:
+        """Whether the function declares ``idempotency_key``: the run passes it (:func:`idempotency_key`)."""
+        try:
+            return IDEMPOTENCY_KEY in inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return False
+
+
+IDEMPOTENCY_KEY = "idempotency_key"  # a tool parameter the run fills in, never the plan
+
+
+def idempotency_key(run_id: str, unit_id: str) -> str:
+    """The key of one unit's side effect: the same for every attempt, retry and resume of that unit in that
+    run, different for any other unit or run. Pass it to an API that deduplicates (``Idempotency-Key``)."""
+    import hashlib
+
+    return "dagplan-" + hashlib.sha256(f"{run_id}\0{unit_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def tool(
@@ -295,6 +315,8 @@ def schema_from_signature(func: Callable) -> Mapping[str, Any]:
     required: list[str] = []
     extra = False
     for pname, param in sig.parameters.items():
+        if pname == IDEMPOTENCY_KEY:
+            continue  # filled in by the run, not by the plan
         if param.kind is param.VAR_KEYWORD:
             extra = True
             continue

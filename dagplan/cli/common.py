@@ -67,6 +67,7 @@ USAGE_CODES = frozenset(
         "no-model",
         "no-llm-support",
         "no-credentials",
+        "rerun-side-effects",
         "usage",
     }
 )

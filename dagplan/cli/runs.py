@@ -197,10 +197,26 @@ def _step_detail(s: Any) -> str:
     help="A side-effecting step that was running when the run stopped: ask (default on a terminal), "
     "adopt it as done, or retry it.",
 )
+@click.option(
+    "--rerun-side-effects",
+    is_flag=True,
+    help="With --from: run side-effecting steps that already ran again (refused without it).",
+)
 @tools_option
 @output_options
 def resume(
-    run_id, from_step, on_interrupted, tool_sources, fmt, events, yes, no_input, state_dir, max_concurrency, model
+    run_id,
+    from_step,
+    on_interrupted,
+    rerun_side_effects,
+    tool_sources,
+    fmt,
+    events,
+    yes,
+    no_input,
+    state_dir,
+    max_concurrency,
+    model,
 ) -> None:
     """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
     from .. import api
@@ -227,9 +243,23 @@ def resume(
         state_dir=state_dir or config.state_dir,
         config=config,
         on_interrupted=Interrupted(yes=yes, no_input=no_input, policy=on_interrupted),
+        rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input),
         max_concurrency=max_concurrency,
         model=model,
     )
+
+
+def _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input) -> bool:
+    """On a terminal, ``--from`` that would repeat side effects asks first (elsewhere it is refused)."""
+    from .. import api
+
+    if from_step is None or no_input or not sys.stdin.isatty():
+        return False
+    again = api.side_effects_again(run_id, from_step, tools, state_dir or config.state_dir, config=config)
+    if not again:
+        return False
+    return click.confirm(f"These side effects already ran and would run again: {', '.join(again)}. Go on?",
+                         default=False, err=True)  # fmt: skip
 
 
 class Interrupted:
