@@ -44,11 +44,11 @@ def test_the_readmes_sample_diagnostics_are_what_check_prints():
     import subprocess
     import sys
 
-    blocks = re.findall(r"```\n((examples/\S+?):\d+:\d+: .*?)```", README, re.S)
+    blocks = re.findall(r"```console\n\$ dagplan check \S+.*?\n((examples/\S+?):\d+:\d+: .*?)```", README, re.S)
     assert blocks, "the README shows no sample diagnostic"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     for block, path in blocks:
         out = subprocess.run([sys.executable, "-m", "dagplan", "check", path], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+                             stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True, timeout=60).stdout  # fmt: skip
         for line in block.strip().splitlines():
             assert line.rstrip() in out, f"README says {line!r}; check prints:\n{out}"
