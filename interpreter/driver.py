@@ -56,7 +56,7 @@ async def start(
             plan_doc=plan.document,
             plan_name=plan.source,
             inputs=dict(values),
-            meta={"dialect": plan.dialect, **(meta or {})},
+            meta={"dialect": plan.dialect, "options": options.recorded(), **(meta or {})},
         )
         journal.acquire()
         run_id = journal.id
@@ -84,6 +84,7 @@ async def resume(
     ``journal``: the run's journal when the caller holds it already (a worker that claimed it).
     ``from_step`` refuses to run a side effect that already ran again unless ``rerun_side_effects``."""
     journal = journal if journal is not None else open_registry(state).open(run_id)
+    options = options.resumed(journal.meta.get("options"))
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options)
     order = list(plan.analysis.order)

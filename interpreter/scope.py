@@ -42,6 +42,16 @@ class Options:
     backoff_scale: float = 1.0  # times each retry's backoff (0 in plan tests: retries do not wait)
     executor: str | None = None  # "ray": tool calls run as Ray tasks (a tool's own executor wins)
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
+    given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
+
+    def recorded(self) -> dict[str, Any]:
+        """What a durable run keeps of the options it was given, so that a resume runs the same way."""
+        return {name: getattr(self, name) for name in RECORDED if name in self.given}
+
+    def resumed(self, recorded: Mapping[str, Any] | None) -> "Options":
+        """These options with what the run was started with, except where given again now."""
+        kept = {k: v for k, v in (recorded or {}).items() if k in RECORDED and k not in self.given}
+        return replace(self, **kept) if kept else self
 
     def limited_by(self, plan: Plan) -> "Options":
         """These options under the plan's own ``max_cost`` / ``max_tokens`` (the smaller limit applies)
@@ -56,7 +66,9 @@ class Options:
     def from_config(cls, config: Any, **given: Any) -> "Options":
         """The config's values, overridden by what the caller gave (None means "not given")."""
         given = {k: v for k, v in given.items() if v is not None}
+        named = frozenset(given)
         return cls(
+            given=named,
             max_concurrency=given.pop("max_concurrency", config.max_concurrency),
             model=given.pop("model", config.default_model),
             completion_kwargs={**config.llm, **given.pop("completion_kwargs", {})},
@@ -69,6 +81,10 @@ class Options:
             ray=dict(config.ray),
             **given,
         )
+
+
+# execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
+RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor")
 
 
 def _smaller(a: Any, b: Any) -> Any:

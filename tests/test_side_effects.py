@@ -150,3 +150,40 @@ def test_the_idempotency_key_is_stable_per_run_and_unit_and_not_in_the_plan_sche
     from dagplan.interpreter.tools import idempotency_key
 
     assert idempotency_key("r1", "a") == idempotency_key("r1", "a") != idempotency_key("r1", "b")
+
+
+CONCURRENCY = """\
+import threading, time
+import dagplan
+
+state = {"now": 0, "most": 0}
+lock = threading.Lock()
+
+
+@dagplan.tool
+def busy(n: int) -> int:
+    with lock:
+        state["now"] += 1
+        state["most"] = max(state["most"], state["now"])
+    time.sleep(0.05)
+    with lock:
+        state["now"] -= 1
+    return n
+"""
+
+
+def test_resume_keeps_the_execution_options_the_run_was_started_with(tmp_path):
+    write(tmp_path, "busy.py", CONCURRENCY)
+    steps = "\n".join(f"  - {{id: s{i}, tool: busy, args: {{n: {i}}}, deps: [ok]}}" for i in range(6))
+    write(tmp_path, "p.yaml", f"steps:\n  - id: ok\n    gate: {{question: go?}}\n{steps}\n")
+    started = dagplan_cli(tmp_path, "run", "p.yaml", "--tools", "busy.py", "--max-concurrency", "1")
+    assert started.returncode == 3, started.stderr
+    (run,) = dagplan.runs(tmp_path / "state")
+    assert dagplan_cli(tmp_path, "answer", run.id, "ok", "approve").returncode == 0
+    tools = dagplan.load_tools([str(tmp_path / "busy.py")])
+    result = dagplan.resume(run.id, tools=tools, state_dir=tmp_path / "state")
+    assert str(result.status) == "completed"
+    import importlib
+
+    busy = importlib.import_module(tools["busy"].fn.__module__)
+    assert busy.state["most"] == 1  # --max-concurrency 1, as the run was started
