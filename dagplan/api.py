@@ -287,11 +287,19 @@ def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: b
     return answer_gate(run_id, step, value, _state(state_dir), text=text)
 
 
-def discard(run_id: str, state_dir: Any = None) -> str:
-    """Cancel a run (if running), record ``plan_aborted`` and remove it; returns its full id."""
+def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
+    """Record ``plan_aborted`` and remove a run; returns its full id. A running run is refused unless
+    ``force`` (then it is stopped first); :func:`cancel` stops a run and keeps its record."""
     from .interpreter.runs import discard_run
 
-    return discard_run(run_id, _state(state_dir))
+    return discard_run(run_id, _state(state_dir), force)
+
+
+def cancel(run_id: str, state_dir: Any = None) -> str:
+    """Stop a running or waiting run for good, keeping its record (status ``cancelled``); its full id."""
+    from .interpreter.runs import cancel_run
+
+    return cancel_run(run_id, _state(state_dir))
 
 
 def stored_plan(

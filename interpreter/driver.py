@@ -88,8 +88,10 @@ async def resume(
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options)
     order = list(plan.analysis.order)
-    if journal.progress().status is RunStatus.ABORTED:
-        raise RunError.make("run-finished", f"run {journal.id} was discarded", hint="start a new run")
+    status = journal.progress().status
+    if status in (RunStatus.ABORTED, RunStatus.CANCELLED):
+        what = "discarded" if status is RunStatus.ABORTED else "cancelled"
+        raise RunError.make("run-finished", f"run {journal.id} was {what}", hint="start a new run")
     if (config.resume or {}).get("default") == "discard":
         raise RunError.make(
             "resume-discarded",

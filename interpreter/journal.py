@@ -88,6 +88,12 @@ class Registry(Protocol):
     def discard(self, run_id: str) -> str:
         """Stop the run's owner, record ``plan_aborted``, forget the run; returns its full id."""
 
+    def cancel(self, run_id: str) -> str:
+        """Stop the run's owner, record ``plan_cancelled``, keep the run's record; returns its full id."""
+
+    def owner(self, run_id: str) -> int | None:
+        """The process that runs it now (None: nobody)."""
+
 
 # --- what every journal derives the same way ---------------------------------------------------------
 
@@ -138,6 +144,15 @@ def check_step(run_id: str, step_id: str, order: list[str]) -> None:
     if step_id not in order:
         raise RunError.make(
             "no-such-step", f"run {run_id} has no step {step_id!r}", hint="valid step ids: " + ", ".join(order)
+        )
+
+
+def refuse_finished(journal: Any) -> None:
+    """A run that has finished (completed, failed, aborted, cancelled) cannot be cancelled."""
+    status = journal.progress().status
+    if status.finished:
+        raise RunError.make(
+            "run-finished", f"run {journal.id} has finished ({status}): nothing to cancel", hint="dagplan runs"
         )
 
 
@@ -361,6 +376,14 @@ class MemoryRegistry:
         journal.record(Event(EventType.PLAN_ABORTED, journal.id, data={"reason": "discarded"}))
         journal.release()
         del self._runs[journal.id]
+        return journal.id
+
+    def cancel(self, run_id: str) -> str:
+        journal = self.open(run_id)
+        refuse_finished(journal)
+        journal.acquire()
+        journal.record(Event(EventType.PLAN_CANCELLED, journal.id, data={"reason": "cancelled"}))
+        journal.release()
         return journal.id
 
     # -- ownership --

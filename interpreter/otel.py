@@ -244,6 +244,7 @@ _HANDLERS: dict[EventType, Callable[[_Spans, Event], None]] = {
     EventType.PLAN_NEEDS_DECISION: _Spans._run_stopped,
     EventType.PLAN_INTERRUPTED: _Spans._run_stopped,
     EventType.PLAN_ABORTED: _Spans._run_stopped,
+    EventType.PLAN_CANCELLED: _Spans._run_stopped,
     EventType.PLAN_TIMED_OUT: _Spans._run_stopped,
     EventType.STEP_STARTED: _Spans._started,
     EventType.STEP_RETRYING: _Spans._retrying,

@@ -28,7 +28,7 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
-from .journal import Artifact, FoldedReads, GroupCommit, not_a_run_id, record_dict, unknown_run
+from .journal import Artifact, FoldedReads, GroupCommit, not_a_run_id, record_dict, refuse_finished, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .store import RUN_ID, new_run_id
 from .vocabulary import Event, EventType, RunStatus
@@ -62,6 +62,7 @@ LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the secon
 _QUEUE = {
     EventType.PLAN_COMPLETED: "done",
     EventType.PLAN_ABORTED: "done",
+    EventType.PLAN_CANCELLED: "done",
     EventType.PLAN_WAITING: "waiting",
     EventType.PLAN_NEEDS_DECISION: "needs_decision",
     EventType.PLAN_INTERRUPTED: "interrupted",
@@ -268,6 +269,31 @@ class PgRegistry:
 
     def discard(self, run_id: str) -> str:
         found = self.resolve(run_id)
+        run = self._stopped(found)
+        try:
+            run.record(Event(EventType.PLAN_ABORTED, run.id, data={"reason": "discarded"}))
+            run.commit_sync()
+            conn = self.connection()
+            with conn.transaction():
+                conn.execute("INSERT INTO dagplan_discarded (run_id, ts) VALUES (%s, %s)", (found, time.time()))
+                conn.execute("DELETE FROM dagplan_runs WHERE id = %s", (found,))
+        finally:
+            run.release()
+        return found
+
+    def cancel(self, run_id: str) -> str:
+        found = self.resolve(run_id)
+        refuse_finished(self.open(found))
+        run = self._stopped(found)
+        try:
+            run.record(Event(EventType.PLAN_CANCELLED, run.id, data={"reason": "cancelled"}))
+            run.commit_sync()
+        finally:
+            run.release()
+        return found
+
+    def _stopped(self, found: str) -> Any:
+        """The run, acquired: its owner on this host is asked to let go (SIGTERM), one elsewhere waited for."""
         run = self.open(found)
         deadline = time.monotonic() + 10
         while True:
@@ -284,16 +310,7 @@ class PgRegistry:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        try:
-            run.record(Event(EventType.PLAN_ABORTED, run.id, data={"reason": "discarded"}))
-            run.commit_sync()
-            conn = self.connection()
-            with conn.transaction():
-                conn.execute("INSERT INTO dagplan_discarded (run_id, ts) VALUES (%s, %s)", (found, time.time()))
-                conn.execute("DELETE FROM dagplan_runs WHERE id = %s", (found,))
-        finally:
-            run.release()
-        return found
+        return run
 
 
 def _without_password(url: str) -> str:

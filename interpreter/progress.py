@@ -145,8 +145,8 @@ def fold(state: dict, event: Mapping[str, Any]) -> None:
 def run_status(state: Mapping[str, Any], live: bool) -> RunStatus:
     """The run's status from its last lifecycle event, and whether a process is running it now."""
     last = state["lifecycle"]
-    if last == EventType.PLAN_ABORTED:
-        return RunStatus.ABORTED
+    if last in (EventType.PLAN_ABORTED, EventType.PLAN_CANCELLED):
+        return STOPPED[last]
     if last == EventType.PLAN_COMPLETED:
         return RunStatus((state["final"] or {}).get("status") or RunStatus.COMPLETED)
     if live:

@@ -211,6 +211,23 @@ def _choices_hint(request: Mapping[str, Any]) -> str | None:
     return None
 
 
-def discard_run(run_id: str, state: Any = None) -> str:
-    """Stop the run's owner, record ``plan_aborted``, remove the run; returns its full id."""
-    return open_registry(state).discard(run_id)
+def discard_run(run_id: str, state: Any = None, force: bool = False) -> str:
+    """Record ``plan_aborted`` and remove the run; returns its full id. A run that is running now is
+    refused unless ``force`` (then its owner is stopped first): ``cancel_run`` stops it and keeps its record."""
+    registry = open_registry(state)
+    if not force:
+        full = registry.open(run_id).id
+        pid = registry.owner(full)
+        if pid is not None:
+            raise RunError.make(
+                "run-running",
+                f"run {full} is running (process {pid}): discarding it would stop it and remove its record",
+                hint=f"stop it and keep its record: dagplan cancel {full}; or: dagplan discard {full} --force",
+            )
+    return registry.discard(run_id)
+
+
+def cancel_run(run_id: str, state: Any = None) -> str:
+    """Stop a running or waiting run for good: its owner lets go (the steps running are interrupted), the run
+    is recorded ``cancelled`` and kept (``runs show``, ``events``); it cannot be resumed. Its full id."""
+    return open_registry(state).cancel(run_id)

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .journal import Artifact, GroupCommit, not_a_run_id, output_bytes, record_dict, unknown_run
+from .journal import Artifact, GroupCommit, not_a_run_id, output_bytes, refuse_finished, record_dict, unknown_run
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 from .wal import owner_pid
@@ -163,6 +163,23 @@ class RunStore:
         except OSError as exc:
             raise io_error(run_dir, exc, "discard") from None
         return run_dir.name
+
+    def cancel(self, run_id: str, *, wait: float = 10.0) -> str:
+        """Stop the run's owner if it has one (it records the run interrupted), then record it cancelled."""
+        run_dir = self.resolve(run_id)
+        run = Run(run_dir, _read_artifact(run_dir))
+        refuse_finished(run)
+        _stop_owner(run_dir, wait)
+        run = Run(run_dir, _read_artifact(run_dir))
+        run.acquire()
+        try:
+            run.record(Event(EventType.PLAN_CANCELLED, run.id, data={"reason": "cancelled"}))
+        finally:
+            run.release()
+        return run_dir.name
+
+    def owner(self, run_id: str) -> int | None:
+        return owner_pid(self.resolve(run_id))
 
     # -- helpers --
 

@@ -89,11 +89,12 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # finished, and the failure policy `abort` failed it
     ABORTED = "aborted"  # stopped early: abort policy, a budget, or discarded
+    CANCELLED = "cancelled"  # stopped by an operator (dagplan cancel); its record is kept
     DISCARDED = "discarded"  # its record is unreadable (or gone)
 
     @property
     def finished(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED)
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED, RunStatus.CANCELLED)
 
 
 class EventType(enum.StrEnum):
@@ -104,6 +105,7 @@ class EventType(enum.StrEnum):
     PLAN_COMPLETED = "plan_completed"
     PLAN_INTERRUPTED = "plan_run_interrupted"
     PLAN_ABORTED = "plan_aborted"
+    PLAN_CANCELLED = "plan_cancelled"
     PLAN_TIMED_OUT = "plan_timed_out"
     STEPS_CLEARED = "plan_steps_cleared"
     STEP_STARTED = "plan_step_started"
@@ -139,6 +141,7 @@ _LIFECYCLE = frozenset(
         EventType.PLAN_COMPLETED,
         EventType.PLAN_INTERRUPTED,
         EventType.PLAN_ABORTED,
+        EventType.PLAN_CANCELLED,
         EventType.PLAN_TIMED_OUT,
         EventType.STEPS_CLEARED,
     }
@@ -215,6 +218,7 @@ STOPPED: Mapping[EventType, RunStatus] = MappingProxyType(
         EventType.PLAN_NEEDS_DECISION: RunStatus.NEEDS_DECISION,
         EventType.PLAN_INTERRUPTED: RunStatus.INTERRUPTED,
         EventType.PLAN_ABORTED: RunStatus.ABORTED,
+        EventType.PLAN_CANCELLED: RunStatus.CANCELLED,
         EventType.PLAN_TIMED_OUT: RunStatus.TIMED_OUT,
     }
 )

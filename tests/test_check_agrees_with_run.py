@@ -178,8 +178,8 @@ def test_an_interrupted_side_effect_nobody_decides_says_what_to_do(project):
         cwd=project, capture_output=True, text=True, timeout=120,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(project)},
     )  # fmt: skip
-    assert proc.returncode == 1 and not (project / "greeted.log").exists()
-    assert "--on-interrupted retry" in proc.stderr and "--on-interrupted adopt" in proc.stderr
+    assert proc.returncode == 3 and not (project / "greeted.log").exists()  # waiting for a person's decision
+    assert f"dagplan resume {run_id} --on-interrupted retry" in proc.stderr and "--on-interrupted adopt" in proc.stderr
 
 
 def test_diagnostics_on_resume_point_at_the_plan_files_own_lines(project):

@@ -105,6 +105,8 @@ WALK: list[tuple[str, str, Exit]] = [
     # waiting for a person
     (f"run examples/approve_refund.yaml {TOOLS} -i customerId=c1 -i amount=5", "waiting", WAITING),
     ("resume WAITING_RUN", "waiting", WAITING),
+    ("cancel no-such-run", "usage", USAGE),
+    ("cancel WAITING_RUN", "ok", OK),
 ]
 
 BAD_CONFIG = "state = 3\n"

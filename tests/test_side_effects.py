@@ -187,3 +187,50 @@ def test_resume_keeps_the_execution_options_the_run_was_started_with(tmp_path):
 
     busy = importlib.import_module(tools["busy"].fn.__module__)
     assert busy.state["most"] == 1  # --max-concurrency 1, as the run was started
+
+
+LONG = """\
+import time
+import dagplan
+
+
+@dagplan.tool
+def nap(n: int) -> int:
+    time.sleep(30)
+    return n
+"""
+
+
+def test_cancel_stops_a_running_run_and_keeps_its_record_discard_refuses_it(tmp_path):
+    write(tmp_path, "nap.py", LONG)
+    write(
+        tmp_path,
+        "p.yaml",
+        "steps:\n  - {id: a, tool: nap, args: {n: 1}}\n  - {id: b, tool: nap, args: {n: 2}, deps: [a]}\n",
+    )
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "state"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    running = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "nap.py"], cwd=tmp_path,
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        import time
+
+        deadline = time.monotonic() + 60  # a bound on waiting for the child to start, not a timing assertion
+        while not [r for r in dagplan.runs(tmp_path / "state") if str(r.status) == "running"]:
+            assert time.monotonic() < deadline and running.poll() is None, (
+                running.stderr.read() if running.stderr else ""
+            )
+            time.sleep(0.1)
+        (run,) = dagplan.runs(tmp_path / "state")
+        refused = dagplan_cli(tmp_path, "discard", run.id)
+        assert refused.returncode == 2 and "error run-running" in refused.stderr, refused.stderr
+        assert f"dagplan cancel {run.id}" in refused.stderr
+        cancelled = dagplan_cli(tmp_path, "cancel", run.id)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert running.wait(timeout=30) != 0
+    finally:
+        running.kill()
+    (info,) = dagplan.runs(tmp_path / "state")
+    assert str(info.status) == "cancelled"  # the record is kept
+    assert dagplan_cli(tmp_path, "resume", run.id).returncode == 1  # a cancelled run is not resumed
+    assert dagplan_cli(tmp_path, "cancel", run.id).returncode == 1  # nothing left to cancel
+    assert dagplan_cli(tmp_path, "discard", run.id).returncode == 0

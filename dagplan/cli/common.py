@@ -68,6 +68,7 @@ USAGE_CODES = frozenset(
         "no-llm-support",
         "no-credentials",
         "rerun-side-effects",
+        "run-running",
         "usage",
     }
 )

@@ -290,16 +290,31 @@ class Interrupted:
 
 @click.command()
 @click.argument("run_id", metavar="RUN")
+@click.option("--force", is_flag=True, help="Discard a run that is running now (it is stopped first).")
 @state_dir_option
-def discard(run_id: str, state_dir: str | None) -> None:
-    """Cancel RUN if it is running, record plan_aborted, remove its state."""
+def discard(run_id: str, force: bool, state_dir: str | None) -> None:
+    """Remove RUN and its state (a running run only with --force; `cancel` keeps the record)."""
     from .. import api
 
     try:
-        full_id = api.discard(run_id, state_dir)
+        full_id = api.discard(run_id, state_dir, force=force)
     except DagplanError as exc:
         reject(exc)
     click.echo(f"run {full_id} discarded", err=True)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@state_dir_option
+def cancel(run_id: str, state_dir: str | None) -> None:
+    """Stop RUN (running or waiting) for good; its record is kept, with status cancelled."""
+    from .. import api
+
+    try:
+        full_id = api.cancel(run_id, state_dir)
+    except DagplanError as exc:
+        reject(exc)
+    click.echo(f"run {full_id} cancelled", err=True)
 
 
 # --- dagplan events --------------------------------------------------------------------------
