@@ -295,6 +295,13 @@ def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
     return discard_run(run_id, _state(state_dir), force)
 
 
+def in_database(state_dir: Any = None) -> bool:
+    """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
+    from .interpreter.pgstore import is_url
+
+    return is_url(_state(state_dir))
+
+
 def cancel(run_id: str, state_dir: Any = None) -> str:
     """Stop a running or waiting run for good, keeping its record (status ``cancelled``); its full id."""
     from .interpreter.runs import cancel_run

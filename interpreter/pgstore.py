@@ -171,7 +171,7 @@ class PgRegistry:
         rows = (
             self.connection()
             .execute(
-                "SELECT id FROM dagplan_runs WHERE id = %s OR id LIKE %s ORDER BY id LIMIT 6", (run_id, run_id + "%")
+                "SELECT id FROM dagplan_runs WHERE id = %s OR starts_with(id, %s) ORDER BY id LIMIT 6", (run_id, run_id)
             )
             .fetchall()
         )
@@ -194,17 +194,18 @@ class PgRegistry:
 
     def list(self) -> list[RunInfo]:
         conn = self.connection()
-        runs = conn.execute("SELECT id, artifact FROM dagplan_runs ORDER BY id DESC").fetchall()
+        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY id DESC").fetchall()
         lines: dict[str, list[str]] = {}
         for run_id, line in conn.execute("SELECT run_id, line FROM dagplan_events ORDER BY run_id, seq"):
             lines.setdefault(run_id, []).append(line)
         live = self._live()
         out = []
-        for run_id, artifact in runs:
+        for run_id, artifact, queue in runs:
             run = PgRun(self, run_id, artifact, lines=lines.get(run_id, []))
             progress = run._progress(run_id in live)
             final = progress.final or {}
-            out.append(RunInfo(run_id, run.plan_name, progress.status, progress.done, len(plan_step_ids(run.plan_doc)),
+            status = RunStatus.QUEUED if queue == "queued" and run_id not in live else progress.status
+            out.append(RunInfo(run_id, run.plan_name, status, progress.done, len(plan_step_ids(run.plan_doc)),
                                run.created, live.get(run_id), None, progress.waiting, dict(final.get("usage") or {}),
                                final.get("ts")))  # fmt: skip
         return out
@@ -456,7 +457,9 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         else:  # a lifecycle event: where the run stands for the pool changes with it, atomically
             with conn.transaction():
                 self._copy(conn, rows)
-                conn.execute("UPDATE dagplan_runs SET queue = %s WHERE id = %s", (queue, self.id))
+                # an answered gate puts any run in the pool, however it started: a worker goes on with it
+                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s = 'queued' WHERE id = %s",
+                             (queue, queue, self.id))  # fmt: skip
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:

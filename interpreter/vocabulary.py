@@ -81,6 +81,7 @@ _SETTLED = frozenset({StepStatus.COMPLETED, StepStatus.HANDLED, StepStatus.FAILE
 class RunStatus(enum.StrEnum):
     """Where a run stands, as ``dagplan runs`` shows it and :class:`RunResult` reports it."""
 
+    QUEUED = "queued"  # in a run database, for the next worker to claim (submitted, or its gate answered)
     RUNNING = "running"
     WAITING = "waiting"  # stopped durably at approval gates
     NEEDS_DECISION = "needs_decision"  # stopped durably: an interrupted side effect nobody could settle

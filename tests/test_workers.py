@@ -192,3 +192,39 @@ def test_limits_across_the_pool_hold_for_all_runs_and_per_plan(tmp_path, postgre
     assert most_at_once(list(spans)) <= 3
     assert most_at_once([t for t in spans if t.startswith("b")]) == 1
     assert most_at_once([t for t in spans if t.startswith("a")]) >= 2  # the limits do not serialize everything
+
+
+def test_runs_lists_submitted_runs_as_queued_and_a_run_started_here_is_claimed_once_its_gate_is_answered(
+    tmp_path, postgres
+):
+    for name in ("approve_refund.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    args = ("approve_refund.yaml", "--tools", "tools.py", "-i", "customerId=c1", "-i", "amount=5")
+    queued = dagplan("submit", *args, cwd=tmp_path, url=postgres).stdout.strip()
+    listed = json.loads(dagplan("runs", "--format", "json", cwd=tmp_path, url=postgres).stdout)
+    assert [r["status"] for r in listed if r["id"] == queued] == ["queued"]
+    started = dagplan("run", *args, "--no-input", cwd=tmp_path, url=postgres)  # not submitted: run here
+    assert started.returncode == 3, started.stderr
+    run_id = started.stderr.split("run ", 1)[1].split()[0]
+    answered = dagplan("answer", run_id, "approve", "approve", cwd=tmp_path, url=postgres)
+    assert answered.returncode == 0 and "dagplan worker" in answered.stderr, answered.stderr
+    drained = worker(tmp_path, postgres, "--drain")
+    out, err = drained.communicate(timeout=120)
+    assert drained.returncode == 0 and f"{run_id} completed" in err, err
+    assert open_registry(postgres).open(run_id).step_output("refund")["amount"] == 5
+
+
+def test_a_run_id_prefix_is_a_prefix_not_a_pattern(tmp_path, postgres):
+    from dagplan.dsl.errors import RunError
+
+    registry = open_registry(postgres)
+    run = registry.create(plan_doc={"steps": [{"id": "a", "tool": "t"}]}, plan_name="p.yaml", inputs={})
+    prefix = run.id[:4]
+    assert registry.resolve(prefix) == run.id
+    for pattern in ("_" * len(run.id), prefix[:2] + "__", "%"):
+        try:
+            found = registry.resolve(pattern)
+        except RunError as exc:
+            assert exc.code in ("unknown-run", "bad-run-id"), exc
+        else:
+            raise AssertionError(f"{pattern!r} matched {found}")

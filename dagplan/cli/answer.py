@@ -28,5 +28,9 @@ def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
         full_id = api.answer(run_id, step, value, state_dir, text=True)
     except DagplanError as exc:
         fail(exc)
-    click.echo(f"recorded the answer of {step}; continue with: dagplan resume {full_id}", err=True)
+    if api.in_database(state_dir):  # the answer queued the run: any worker goes on with it
+        click.echo(f"recorded the answer of {step}; the next `dagplan worker` continues run {full_id} "
+                   f"(or here: dagplan resume {full_id})", err=True)  # fmt: skip
+    else:
+        click.echo(f"recorded the answer of {step}; continue with: dagplan resume {full_id}", err=True)
     finish(EXIT_OK)
