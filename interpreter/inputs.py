@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, Mapping
 
 from ..dsl.errors import RunError, error
@@ -39,14 +40,32 @@ def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None, strict: bool = F
     receives a step's arguments or the last result, which may carry more)."""
     values = dict(given or {})
     if plan.inputs is None:
+        problems = list(_not_json(values))
+        if problems:
+            raise RunError(problems)
         return values
     for name, schema in plan.inputs.items():
         if name not in values and isinstance(schema, Mapping) and "default" in schema:
             values[name] = thaw(schema["default"])  # a fresh copy: a run may not change the plan's default
-    problems = [*(_extra(plan, values) if strict else ()), *_problems(plan, values)]
+    problems = [*(_extra(plan, values) if strict else ()), *_not_json(values), *_problems(plan, values)]
     if problems:
         raise RunError(problems)
     return values
+
+
+def _not_json(values: Mapping[str, Any]):
+    """NaN and the infinities are numbers to Python but not JSON: no journal, database or model could carry
+    them faithfully, so an input holding one is refused (at any depth)."""
+    stack: list[tuple[str, Any]] = list(values.items())
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            yield error("bad-input", f"input {where} is {value}, which JSON cannot hold",
+                        hint="give a finite number, or null")  # fmt: skip
+        elif isinstance(value, Mapping):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
 def _extra(plan: Plan, values: Mapping[str, Any]):

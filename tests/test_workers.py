@@ -228,3 +228,14 @@ def test_a_run_id_prefix_is_a_prefix_not_a_pattern(tmp_path, postgres):
             assert exc.code in ("unknown-run", "bad-run-id"), exc
         else:
             raise AssertionError(f"{pattern!r} matched {found}")
+
+
+def test_a_nan_input_is_a_clean_error_not_a_traceback(tmp_path, postgres):
+    (tmp_path / "p.yaml").write_text(
+        "inputs: {n: {type: number}}\nsteps:\n  - {id: a, tool: echo, args: {n: †input.n}}\n"
+    )
+    (tmp_path / "t.py").write_text("import dagplan\n@dagplan.tool\ndef echo(n: float) -> float:\n    return n\n")
+    for value in ("NaN", "Infinity", "-Infinity"):
+        proc = dagplan("run", "p.yaml", "--tools", "t.py", "-i", f"n={value}", cwd=tmp_path, url=postgres)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "error bad-input" in proc.stderr, proc.stderr
