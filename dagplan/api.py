@@ -201,6 +201,7 @@ async def aresume(
     completion_kwargs: Mapping[str, Any] | None = None,
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
     rerun_side_effects: bool = False,
+    adopted_output: Any = None,
 ):
     """Resume a durable run. See :func:`resume`."""
     from .interpreter.driver import resume as _resume
@@ -227,6 +228,7 @@ async def aresume(
         on_interrupted=on_interrupted,
         on_run_created=on_run_created,
         rerun_side_effects=rerun_side_effects,
+        adopted_output=adopted_output,
     )
 
 
@@ -237,6 +239,7 @@ def resume(run_id: str, **kwargs: Any):
     side effect that were running when the run stopped (without it the run stops in ``needs_decision``:
     a side effect is never silently repeated). ``from_step`` runs that step and every later one again; it
     refuses when that would repeat a side effect that already ran, unless ``rerun_side_effects=True``.
+    ``adopted_output``: the output of an adopted step (what the side effect returned, as the operator knows it).
     """
     return asyncio.run(aresume(run_id, **kwargs))
 

@@ -79,6 +79,7 @@ async def resume(
     on_run_created: Callable[[str], None] | None = None,
     journal: Journal | None = None,
     rerun_side_effects: bool = False,
+    adopted_output: Any = None,
 ) -> RunResult:
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs.
     ``journal``: the run's journal when the caller holds it already (a worker that claimed it).
@@ -108,7 +109,7 @@ async def resume(
             on_run_created(journal.id)
         if from_step is not None:
             clear_from(journal, from_step, order)
-        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted)
+        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted, adopted_output)
         if replay.undecided:  # stop durably before anything runs: no later step acts on an unknown outcome
             journal.record(Event(EventType.PLAN_NEEDS_DECISION, journal.id, None, data={"units": replay.undecided}))
             await journal.commit()

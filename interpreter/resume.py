@@ -169,8 +169,10 @@ class Replay:
         tools: Mapping[str, Any],
         policy: Mapping[str, str] | None,
         ask: AskInterrupted | None,
+        adopted_output: Any = None,
     ) -> "Replay":
-        """Decide every unit the journal mentions; adoptions are recorded in the journal (acquired)."""
+        """Decide every unit the journal mentions; adoptions are recorded in the journal (acquired), with
+        ``adopted_output`` as their output (what the operator says the side effect returned)."""
         policy = {**RESUME_DEFAULTS, **(policy or {})}
         progress = journal.progress()
         units: dict[str, Recorded] = {}
@@ -187,7 +189,7 @@ class Replay:
             if action == DECIDE:
                 undecided[unit_id] = purity_of(step, tools) or "undeclared"
                 continue
-            decided = _decided(journal, unit_id, found, action)
+            decided = _decided(journal, unit_id, found, action, adopted_output)
             if decided is not None:
                 units[unit_id] = decided
         return cls(units, progress.answers, undecided)
@@ -205,7 +207,7 @@ def needs_decision(run_id: str, undecided: Mapping[str, str]) -> RunError:
     )
 
 
-def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | None:
+def _decided(journal: Any, unit_id: str, found: Any, action: str, adopted_output: Any = None) -> Recorded | None:
     if action == REPLAY:
         return Recorded(
             found.status,
@@ -222,10 +224,10 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str) -> Recorded | 
                 EventType.STEP_COMPLETED,
                 journal.id,
                 unit_id,
-                data={"output": None, "attempts": found.attempts, "adopted": True},
+                data={"output": adopted_output, "attempts": found.attempts, "adopted": True},
             )
         )
-        return Recorded(StepStatus.COMPLETED, None, found.attempts)
+        return Recorded(StepStatus.COMPLETED, adopted_output, found.attempts)
     if action == FAIL:
         error = {"step": unit_id, "type": INTERRUPTED_ERROR, "message": interrupted_text(unit_id)}
         return Recorded(StepStatus.FAILED, None, found.attempts, error=error)

@@ -234,3 +234,27 @@ def test_cancel_stops_a_running_run_and_keeps_its_record_discard_refuses_it(tmp_
     assert dagplan_cli(tmp_path, "resume", run.id).returncode == 1  # a cancelled run is not resumed
     assert dagplan_cli(tmp_path, "cancel", run.id).returncode == 1  # nothing left to cancel
     assert dagplan_cli(tmp_path, "discard", run.id).returncode == 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kill_9_at_a_seeded_point_then_resume_with_a_seeded_policy_file_journal(tmp_path, seed):
+    import random
+
+    from side_effect_harness import POINTS, POLICIES, trial
+
+    rng = random.Random(seed)
+    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
+    outcome = trial(tmp_path / "w", str(tmp_path / "state"), point, policy)
+    assert not outcome.problems(), (point, policy, outcome)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_kill_9_at_a_seeded_point_then_resume_with_a_seeded_policy_postgresql(tmp_path, postgres, seed):
+    import random
+
+    from side_effect_harness import POINTS, POLICIES, trial
+
+    rng = random.Random(1000 + seed)
+    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
+    outcome = trial(tmp_path / "w", postgres, point, policy)
+    assert not outcome.problems(), (point, policy, outcome)

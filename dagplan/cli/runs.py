@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import click
 
 from .. import DagplanError
+from ..dsl.errors import error
 from .common import fail, state_dir_option, tools_option
 from .run import output_options
 
@@ -198,6 +199,13 @@ def _step_detail(s: Any) -> str:
     "adopt it as done, or retry it.",
 )
 @click.option(
+    "--output",
+    "adopted_output",
+    metavar="JSON",
+    default=None,
+    help="With --on-interrupted adopt: the adopted step's output (JSON; what the side effect returned).",
+)
+@click.option(
     "--rerun-side-effects",
     is_flag=True,
     help="With --from: run side-effecting steps that already ran again (refused without it).",
@@ -208,6 +216,7 @@ def resume(
     run_id,
     from_step,
     on_interrupted,
+    adopted_output,
     rerun_side_effects,
     tool_sources,
     fmt,
@@ -231,6 +240,7 @@ def resume(
                            err=True)  # fmt: skip
             config = dataclasses.replace(config, tools=())  # recorded sources include the configured ones
         tools = load_tools(tuple(tool_sources), config)
+        adopted = _adopted(adopted_output, on_interrupted)
         plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
     except DagplanError as exc:
         reject(exc)
@@ -244,9 +254,22 @@ def resume(
         config=config,
         on_interrupted=Interrupted(yes=yes, no_input=no_input, policy=on_interrupted),
         rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input),
+        adopted_output=adopted,
         max_concurrency=max_concurrency,
         model=model,
     )
+
+
+def _adopted(text: str | None, on_interrupted: str | None):
+    """``--output JSON``: the adopted step's output (a usage error without --on-interrupted adopt, or not JSON)."""
+    if text is None:
+        return None
+    if on_interrupted != "adopt":
+        raise DagplanError(error("usage", "--output goes with --on-interrupted adopt", hint="add it, or drop --output"))
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DagplanError(error("usage", f"--output is not JSON: {exc}", hint="e.g. --output '{\"id\": 42}'"))
 
 
 def _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input) -> bool:
