@@ -15,7 +15,7 @@ from typing import Iterable
 
 import click
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish, verbosity
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Exit, exit_code, fail, finish, verbosity
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -47,7 +47,7 @@ def expand(patterns: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def _exit_code(results, strict: bool) -> int:
+def _exit_code(results, strict: bool) -> Exit:
     if exit_code(d.code for r in results for d in r.errors) == EXIT_USAGE:
         return EXIT_USAGE
     if any(not r.ok or (strict and r.warnings) for r in results):

@@ -17,11 +17,11 @@ import click
 
 from ..dsl.errors import DagplanError
 
-from .common import EXIT_FAILED, EXIT_USAGE, finish
+from .common import EXIT_FAILED, EXIT_USAGE, Exit, finish
 from .common import die as _die
 
 
-def _show_failure(exc: DagplanError, code: int = EXIT_FAILED) -> None:
+def _show_failure(exc: DagplanError, code: Exit = EXIT_FAILED) -> None:
     for diag in exc.diagnostics:
         click.echo(diag.format(), err=True)
     attempts = getattr(exc, "attempts", ())
