@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .dsl import check as _check
 from .dsl.errors import PlanInvalid
 from .dsl.ir import Plan
+from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
 
 ToolsArg = Iterable[Any] | Mapping[str, Any] | None
 Approve = Callable[[Any], "bool | Any"]
@@ -296,6 +297,13 @@ def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
     from .interpreter.runs import discard_run
 
     return discard_run(run_id, _state(state_dir), force)
+
+
+def shown_state(state_dir: Any = None) -> str:
+    """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
+    from .interpreter.journal import masked
+
+    return masked(_state(state_dir) or ".dagplan")
 
 
 def in_database(state_dir: Any = None) -> bool:

@@ -28,7 +28,16 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
-from .journal import Artifact, FoldedReads, GroupCommit, not_a_run_id, record_dict, refuse_finished, unknown_run
+from .journal import (
+    Artifact,
+    FoldedReads,
+    GroupCommit,
+    masked,
+    not_a_run_id,
+    record_dict,
+    refuse_finished,
+    unknown_run,
+)
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .store import RUN_ID, new_run_id
 from .vocabulary import Event, EventType, RunStatus
@@ -126,7 +135,7 @@ class PgRegistry:
 
     def __init__(self, url: str):
         self.url = url
-        self.location = _without_password(url)  # what messages show
+        self.location = masked(url)  # what messages show
         self._conn: Any = None
         self._checked = False
 
@@ -312,18 +321,6 @@ class PgRegistry:
                     raise
                 time.sleep(0.05)
         return run
-
-
-def _without_password(url: str) -> str:
-    """``postgresql://user:secret@host/db`` -> ``postgresql://user@host/db``."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _pid(owner: str | None) -> int | None:

@@ -49,8 +49,8 @@ def server(project):
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     line = proc.stderr.readline()
     match = re.search(r"(http://\S+)", line)
-    assert match, line
-    yield match.group(1).rstrip("/")
+    assert match and "?token=" in match.group(1), line  # a token even on the loopback
+    yield match.group(1)  # the URL as printed: a user opens it first
     proc.terminate()
     proc.wait(10)
 
@@ -85,9 +85,10 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
                            cwd=project, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     run_id = wait_for(lambda: next(iter(os.listdir(project / ".dagplan" / "runs")), None)
                       if (project / ".dagplan" / "runs").is_dir() else None, what="the run")  # fmt: skip
-    browser.get(server + "/")
+    browser.get(server)  # the printed URL: its token is kept in a cookie from then on
     assert run_id in browser.page_source
-    browser.get(f"{server}/runs/{run_id}")
+    base = server.split("/?", 1)[0]
+    browser.get(f"{base}/runs/{run_id}")
     browser.execute_script("window.sameDocument = true")
     node = 'document.getElementById("node-approve").getAttribute("class")'
     assert "status-waiting" not in browser.execute_script(f"return {node}")
@@ -124,7 +125,7 @@ def test_paths_tokens_and_csrf(project):
     outside = project.parent / "outside.yaml"
     outside.write_text("steps: [{id: a, tool: t}]\n")
     viewer = Viewer(project / ".dagplan", root=project)
-    client = TestClient(viewer.app)
+    client = TestClient(viewer.app, base_url="http://127.0.0.1")
     assert client.get("/runs/..%2F..%2Fetc").status_code == 404
     assert client.get("/runs/20990101-000000-abcd").status_code == 404
     assert client.get("/plan", params={"file": "../outside.yaml"}).status_code == 403
@@ -132,7 +133,7 @@ def test_paths_tokens_and_csrf(project):
     page = client.get("/plan", params={"file": "secret.yaml"})
     assert page.status_code == 200 and 'id="node-a"' in page.text
     assert client.post("/runs/x/discard", data={"csrf": "forged"}).status_code == 403
-    locked = TestClient(Viewer(project / ".dagplan", root=project, token="s3cret").app)
+    locked = TestClient(Viewer(project / ".dagplan", root=project, token="s3cret").app, base_url="http://localhost")
     assert locked.get("/").status_code == 401
     assert locked.get("/", params={"token": "wrong"}).status_code == 401
     opened = locked.get("/", params={"token": "s3cret"})
@@ -146,7 +147,8 @@ def test_a_plan_page_shows_diagnostics_at_their_lines_escaped(project):
     from dagplan.web.app import Viewer
 
     (project / "bad.yaml").write_text("steps:\n  - {id: a, tool: t, deps: ['<img src=x onerror=alert(1)>']}\n")
-    page = TestClient(Viewer(project / ".dagplan", root=project).app).get("/plan", params={"file": "bad.yaml"})
+    client = TestClient(Viewer(project / ".dagplan", root=project).app, base_url="http://127.0.0.1")
+    page = client.get("/plan", params={"file": "bad.yaml"})
     assert "bad.yaml:2:" in page.text and "unknown-step" in page.text
     assert "<img src=x" not in page.text and "&lt;img src=x" in page.text
 
@@ -160,3 +162,54 @@ def test_serve_binding_another_address_requires_a_token(project):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_dns_rebinding_cross_site_posts_big_bodies_and_test_files_are_refused(project):
+    """A page that re-resolves its own name to 127.0.0.1 is not the viewer: its Host is refused; a POST
+    from another origin is refused even with a stolen CSRF token; a body over the limit is refused unread;
+    a GET never imports code; what a request sends never makes a 500."""
+    from starlette.testclient import TestClient
+
+    from dagplan.web.app import MAX_BODY, Viewer
+
+    (project / "p.yaml").write_text("steps: [{id: a, tool: t}]\n")
+    (project / "evil.py").write_text("open('imported', 'w').close()\n")
+    (project / "p.test.yaml").write_text("plan: p.yaml\ntools: [evil.py]\ncases: [{name: x}]\n")
+    viewer = Viewer(project / ".dagplan", root=project, token="s3cret", hosts=("viewer.internal",))
+    rebound = TestClient(viewer.app, base_url="http://attacker.example:8765")
+    assert rebound.get("/", params={"token": "s3cret"}).status_code == 421
+    ok = TestClient(viewer.app, base_url="http://127.0.0.1:8765")
+    assert ok.get("/", params={"token": "s3cret"}).status_code == 200
+    assert (
+        TestClient(viewer.app, base_url="http://viewer.internal").get("/", params={"token": "s3cret"}).status_code
+        == 200
+    )
+    assert TestClient(viewer.app, base_url="http://[::1]:9").get("/", params={"token": "s3cret"}).status_code == 200
+    csrf = {"csrf": viewer.csrf}
+    cross = ok.post("/runs/x/discard", data=csrf, headers={"origin": "http://attacker.example:8765"})
+    assert cross.status_code == 403
+    assert ok.post("/runs/x/discard", data=csrf, headers={"sec-fetch-site": "cross-site"}).status_code == 403
+    same = ok.post("/runs/x/discard", data=csrf, headers={"origin": "http://127.0.0.1:8765"})
+    assert same.status_code != 403
+    big = ok.post(
+        "/plan/run", content=b"x" * (MAX_BODY + 1), headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert big.status_code == 413
+    assert ok.get("/plan", params={"file": "p.test.yaml"}).status_code == 403
+    assert not (project / "imported").exists()
+    assert ok.get("/plan", params={"file": "p\0.yaml"}).status_code == 400
+    assert ok.get("/", params={"token": "s\u00e9cret"}).status_code == 401
+    assert ok.get("/?token=%ED%A0%80%FF").status_code == 401  # not UTF-8 at all
+    assert ok.post("/runs/x/discard", data={"csrf": "\u00e9"}).status_code == 403
+
+
+def test_a_database_password_is_never_shown_in_a_page(project):
+    from starlette.testclient import TestClient
+
+    from dagplan.web.app import Viewer
+
+    viewer = Viewer("postgresql://ada:hunter2@127.0.0.1:1/runs?password=hunter3", root=project, token="t")
+    page = TestClient(viewer.app, base_url="http://127.0.0.1").get("/plan", params={"file": "approve_refund.yaml",
+                                                                                      "token": "t"})  # fmt: skip
+    assert page.status_code == 200, page.text
+    assert "hunter2" not in page.text and "hunter3" not in page.text and "ada:***@127.0.0.1" in page.text

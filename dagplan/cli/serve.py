@@ -22,7 +22,14 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any free port.")
 @click.option(
-    "--token", default=None, help="The token requests must carry (default: generated when --host is not the loopback)."
+    "--token", default=None, help="The token requests must carry (default: a new one, printed in the start-up URL)."
+)
+@click.option(
+    "--allow-host",
+    "hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another name browsers reach this server by (the loopback names and --host are always allowed).",
 )
 @click.option(
     "--plan",
@@ -32,7 +39,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
     help="Open this plan's page (its graph, check's diagnostics, approval).",
 )
 @tools_option
-def serve(state_dir, host, port, token, plan_file, tool_sources) -> None:
+def serve(state_dir, host, port, token, hosts, plan_file, tool_sources) -> None:
     """Watch runs in the browser: every run of the state directory, each run's graph live, gates to
     answer, plans to review and approve. Prints its URL."""
     import socket
@@ -40,8 +47,7 @@ def serve(state_dir, host, port, token, plan_file, tool_sources) -> None:
     import dagplan
     from .. import api
 
-    if host not in _LOOPBACK and not token:
-        token = secrets.token_urlsafe(18)
+    token = token or secrets.token_urlsafe(18)  # on the loopback too: any local page could call it otherwise
     try:
         config = api.load_config()
         sources = (*config.tools, *tool_sources)
@@ -50,7 +56,8 @@ def serve(state_dir, host, port, token, plan_file, tool_sources) -> None:
         fail(exc)
     from ..web.app import Viewer
 
-    viewer = Viewer(state_dir or config.state_dir, token=token, tools=tools, tool_sources=sources)
+    names = (*hosts, host if ":" not in host else f"[{host}]")
+    viewer = Viewer(state_dir or config.state_dir, token=token, tools=tools, tool_sources=sources, hosts=names)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

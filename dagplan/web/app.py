@@ -6,10 +6,14 @@ journal (``watch``: server-sent events, one message per journaled event), answer
 (``answer``, then ``resume`` in the background), ``discard``, and a plan file's ``check`` and
 ``preview`` (and running it once approved). Nothing is loaded from a CDN and nothing is built.
 
-Safety: it binds 127.0.0.1 unless told otherwise, and any other address needs a token that every
-request carries (``?token=``, then a cookie); a change is a POST with the page's CSRF token; jinja2
-escapes everything a plan, a tool or a model wrote (the SVG is built with escaped text); a run id
-must be one (the registry refuses paths), and a plan file must be under the working directory.
+Safety: it binds 127.0.0.1 unless told otherwise; every request carries a token (printed once in the
+start-up URL, as Jupyter does, then kept in a cookie), even on the loopback; a request whose ``Host`` is not
+one the server was started for is refused (421: a page that re-resolves its own name to 127.0.0.1, DNS
+rebinding, is not same-origin with the viewer); a change is a POST from the viewer's own origin
+(``Origin`` / ``Sec-Fetch-Site``) with the page's CSRF token, and a body over :data:`MAX_BODY` is refused
+(413) before it is read; jinja2 escapes everything a plan, a tool or a model wrote (the SVG is built with
+escaped text); a run id must be one (the registry refuses paths); a plan file must be under the working
+directory, and a GET never imports code (a plan test file, which names tools to import, is not shown).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import dagplan
 from .. import api
 from ..dsl.errors import DagplanError
 
+MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 OUTPUT_HEAD = 2000  # characters of an output shown in the page (the rest streams from its own URL)
 LOG_LINES = 1000
 POLL = 0.03  # seconds between two looks at a journal while a page listens
@@ -46,9 +52,11 @@ class Viewer:
         root: str | os.PathLike | None = None,
         tools: Mapping[str, Any] | None = None,
         tool_sources: tuple[str, ...] = (),
+        hosts: tuple[str, ...] = (),
     ):
         self.state_dir = state_dir if state_dir is not None else api.load_config().state_dir
         self.token = token
+        self.hosts = frozenset(h.lower() for h in (*LOOPBACK_NAMES, *hosts))  # the names requests may use
         self.root = os.path.realpath(root or os.getcwd())
         self.tools, self.tool_sources = dict(tools or {}), tool_sources
         self.csrf = hmac.new(secrets.token_bytes(32), b"csrf", "sha256").hexdigest()
@@ -91,7 +99,7 @@ class Viewer:
         from starlette.responses import HTMLResponse
 
         html = self.templates.get_template(name).render(
-            state_dir=str(self.state_dir or ".dagplan"), csrf=self.csrf, token=self.token, **context
+            state_dir=api.shown_state(self.state_dir), csrf=self.csrf, token=self.token, **context
         )
         return HTMLResponse(html, status_code=http_status)
 
@@ -214,7 +222,7 @@ class Viewer:
 
         file = request.query_params.get("file") or ""
         path = self._plan_path(file)
-        (result,) = await asyncio.to_thread(api.check_files, [path])
+        (result,) = await asyncio.to_thread(api.check_files, [path], (), self.config)
         diagnostics = [{"severity": d.severity, "text": text} for d, text in _diagnostic_texts(result, render_text)]
         preview = graph = None
         text, inputs = "", "{}"
@@ -315,9 +323,13 @@ class Viewer:
         """A plan file named by a request: a file under the working directory, else 403."""
         from starlette.exceptions import HTTPException
 
+        if not file or "\0" in file:
+            raise HTTPException(400, "name a plan file: /plan?file=PATH")
         full = os.path.realpath(os.path.join(self.root, file))
-        if not file or os.path.commonpath([full, self.root]) != self.root:
+        if os.path.commonpath([full, self.root]) != self.root:
             raise HTTPException(403, f"{file!r} is not a file under {self.root}")
+        if full.endswith(api.TEST_SUFFIXES):  # checking one would import the tools it names
+            raise HTTPException(403, f"{file!r} is a plan test file: run it with dagplan test")
         if not os.path.isfile(full):
             raise HTTPException(404, f"no plan file {file!r}")
         return full
@@ -329,7 +341,8 @@ class Viewer:
 
 
 class _Guard:
-    """The token (when the server is not bound to the loopback) and the CSRF token of every POST."""
+    """Every request: a ``Host`` the server was started for, the token; every POST: the viewer's own
+    origin, a body of at most :data:`MAX_BODY` bytes, the CSRF token."""
 
     def __init__(self, app: Any, viewer: Viewer):
         self.app, self.viewer = app, viewer
@@ -342,23 +355,20 @@ class _Guard:
         from starlette.responses import PlainTextResponse
 
         request = Request(scope, receive)
-        token = self.viewer.token
-        given = request.query_params.get("token")
-        if token is not None:
-            auth = request.headers.get("authorization", "")
-            carried = given or request.cookies.get("dagplan_token") or auth.removeprefix("Bearer ").strip()
-            if not carried or not hmac.compare_digest(carried, token):
-                await PlainTextResponse("a token is required: open the URL dagplan serve printed", 401)(
-                    scope, receive, send
-                )
-                return
-        if request.method == "POST":
-            body = await request.body()  # read once: the form is checked here, then parsed again by the route
-            form = await Request(scope, _replay_body(body)).form()
-            if not hmac.compare_digest(str(form.get("csrf") or ""), self.viewer.csrf):
-                await PlainTextResponse("the form is stale or forged (CSRF token)", 403)(scope, receive, send)
-                return
-            receive = _replay_body(body)
+        refusal = self._refusal(request)
+        if refusal is None and request.method == "POST":
+            body = await _body(request, MAX_BODY)
+            if body is None:
+                refusal = (413, f"the request body is over {MAX_BODY:,} bytes")
+            else:
+                form = await Request(scope, _replay_body(body)).form()
+                if not _same(str(form.get("csrf") or ""), self.viewer.csrf):
+                    refusal = (403, "the form is stale or forged (CSRF token)")
+                receive = _replay_body(body)
+        if refusal is not None:
+            await PlainTextResponse(refusal[1], refusal[0])(scope, receive, send)
+            return
+        token, given = self.viewer.token, request.query_params.get("token")
 
         async def send_with_cookie(message: Any) -> None:
             if message["type"] == "http.response.start" and token is not None and given:
@@ -369,6 +379,47 @@ class _Guard:
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+    def _refusal(self, request: Any) -> tuple[int, str] | None:
+        """Why a request is refused (status, text), or None: its Host, its token, a POST's origin."""
+        host = request.headers.get("host", "").lower()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if name not in self.viewer.hosts:
+            return 421, "this server answers only to the names it was started for (dagplan serve --allow-host NAME)"
+        token = self.viewer.token
+        if token is not None:
+            auth = request.headers.get("authorization", "")
+            given = request.query_params.get("token")
+            carried = given or request.cookies.get("dagplan_token") or auth.removeprefix("Bearer ").strip()
+            if not carried or not _same(carried, token):
+                return 401, "a token is required: open the URL dagplan serve printed"
+        if request.method == "POST":
+            origin = request.headers.get("origin")
+            site = request.headers.get("sec-fetch-site")
+            if site is not None and site not in ("same-origin", "none"):
+                return 403, "a change must come from the viewer's own pages"
+            if origin is not None and origin.lower() not in (f"http://{host}", f"https://{host}"):
+                return 403, "a change must come from the viewer's own pages"
+        return None
+
+
+def _same(given: str, expected: str) -> bool:
+    """A constant-time comparison of a secret that never fails on what a request sent (non-ASCII too)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8"))
+
+
+async def _body(request: Any, limit: int) -> bytes | None:
+    """The request's body, or None when it is (or says it is) over ``limit`` bytes: read in chunks, never whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _replay_body(body: bytes) -> Callable[[], Any]:
