@@ -143,15 +143,10 @@ def redact(value: Any, patterns: Iterable[str] = ()) -> Any:
 
 
 def write(cassette: Mapping[str, Any], path: str | os.PathLike) -> None:
-    from pathlib import Path
-
-    from .wal import atomic_write
+    from ..dsl.files import write_file
 
     data = (json.dumps(cassette, indent=1, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-    try:
-        atomic_write(Path(path), data)
-    except OSError as exc:
-        raise RunError.make("io", f"cannot write the cassette {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    write_file(path, data, what="cassette")
 
 
 def read(path: str | os.PathLike) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..dsl.files import fsync_dir, replace_atomically  # noqa: F401 - fsync_dir: the store calls wal.fsync_dir
+
 _CRC_KEY = ',"crc":"'
 _CRC_TAIL = len(_CRC_KEY) + 8 + 3  # ,"crc":"xxxxxxxx"} and the newline
 
@@ -92,27 +94,9 @@ def scan(path: Path, offset: int = 0, first_line: int = 1) -> Scan:
     return Scan(events, offset + pos, len(events), False, None)
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves the old file or the new one, whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """Write ``data`` to ``path`` so a crash leaves the old file or the new one, whole (the one rule)."""
+    replace_atomically(path, data)
 
 
 def write_all(fd: int, data: bytes) -> None:

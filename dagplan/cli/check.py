@@ -148,6 +148,7 @@ def _load_or_exit(path: str):
 def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, dagger: bool) -> None:
     """Rewrite plans (any dialect; files, globs, directories or - for stdin) as canonical YAML."""
     from .. import format_document
+    from ..api import write_file
     from ..dsl.errors import DagplanError
 
     try:
@@ -174,7 +175,10 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
                     status = EXIT_FAILED
         elif write and path != "-":
             if current != formatted:
-                _write_atomically(Path(path), formatted)
+                try:
+                    write_file(path, formatted.encode("utf-8"), what="plan")
+                except DagplanError as exc:
+                    fail(exc)
         else:
             sys.stdout.write(formatted)
     finish(status)
@@ -190,15 +194,6 @@ def _unified(before: str, after: str, path: str) -> str:
     return "".join(
         difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"{path} (as is)", f"{path} (formatted)")
     )
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.dagplan-fmt.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 @click.command("graph")

@@ -124,14 +124,13 @@ def _write(text: str, output: str | None) -> Path:
         handle, name = tempfile.mkstemp(prefix="dagplan-", suffix=".yaml")
         os.close(handle)
         output = name
-    target = Path(output)
+    from ..api import write_file
+
     try:
-        temp = target.with_name(f".{target.name}.tmp")
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, target)
-    except OSError as exc:
-        _die(f"cannot write {output}: {exc.strerror or exc}", EXIT_USAGE)
-    return target
+        write_file(output, text.encode("utf-8"), what="plan")
+    except DagplanError as exc:
+        _show_failure(exc, EXIT_USAGE)
+    return Path(output)
 
 
 def _render(result: Any, path: Path | None, fmt: str) -> None:

@@ -137,6 +137,8 @@ def run(
 ) -> None:
     """Run the plan in FILE."""
 
+    if record is not None and (not record or "\0" in record):
+        die(f"--record {record!r} cannot name a cassette file: give a file path", EXIT_USAGE)
     if record and ephemeral:
         die("--record writes the cassette from the run's journal: it cannot be combined with --ephemeral", EXIT_USAGE)
     if dry_run:
