@@ -302,7 +302,7 @@ def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
 
 def shown_state(state_dir: Any = None) -> str:
     """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
-    from .interpreter.journal import masked
+    from .interpreter.redact import masked
 
     return masked(_state(state_dir) or ".dagplan")
 
@@ -548,7 +548,7 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
 
     data = cassette if isinstance(cassette, Mapping) else read(cassette)
     name = "the cassette" if isinstance(cassette, Mapping) else f"cassette {os.fspath(cassette)}"
-    calls = CassetteCalls(data, name=name)
+    calls = CassetteCalls(data, name=name, patterns=tuple(load_config().redact))
     return {
         "calls": calls,
         "ask_gate": ask_gate or calls.answer_gate,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
@@ -30,21 +29,11 @@ from .attempts import StepFailure
 from .calls import ModelCall, step_names
 from .expect import show
 from .mocks import mock_error
+from .redact import REDACTED, matches, redact, secret_inputs
 from .tools import Branch
 from .vocabulary import EventType
 
 FORMAT = 1
-REDACTED = "[REDACTED]"
-_SECRET_KEYS = re.compile(r"(?i)(api[_-]?key|authorization|password|passwd|secret|token|credential|cookie)")
-_SECRET_VALUES = [
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI / Anthropic style keys
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
-    re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-]
-
-
 # --- writing ----------------------------------------------------------------------------------
 
 
@@ -76,15 +65,19 @@ def from_journal(journal: Any, patterns: Iterable[str] = ()) -> dict[str, Any]:
             found, value = journal.memo_get(data["key"]) if "value" not in data else (True, data["value"])
             if found:
                 calls.append(_memo_call(unit, data["call"], value))
+    secret = secret_inputs(journal.plan_doc)  # inputs the plan passes as credentials: secrets everywhere
+    inputs = journal.inputs or {}
+    also = [str(inputs[name]) for name in secret if isinstance(inputs.get(name), (str, int))]
     return redact(
         {
             "dagplan_cassette": FORMAT,
             "plan": journal.plan_name,
             "run_id": journal.id,
-            "inputs": journal.inputs,
+            "inputs": {k: (REDACTED if k in secret else v) for k, v in inputs.items()},
             "calls": calls,
         },
         patterns,
+        also,
     )
 
 
@@ -114,32 +107,6 @@ def _memo_call(unit: str, call: Mapping[str, Any], value: Any) -> dict[str, Any]
         }
     return {"kind": "tool", "step": unit, "name": call.get("name"), "args": call.get("args"), "result": value,
             "duration": call.get("duration"), "in_llm_step": True}  # fmt: skip
-
-
-def redact(value: Any, patterns: Iterable[str] = ()) -> Any:
-    """``value`` with every secret replaced by ``[REDACTED]`` (see the module doc)."""
-    literal = sorted(
-        {v for k, v in os.environ.items() if re.search(r"(?i)(api_?key|token|secret|password)$", k) and len(v) >= 8},
-        key=len,
-        reverse=True,
-    )
-    rules = _SECRET_VALUES + [re.compile(p) for p in patterns]
-
-    def clean(v: Any, key: str = "") -> Any:
-        if isinstance(v, dict):
-            return {k: clean(x, str(k)) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x, key) for x in v]
-        if isinstance(v, str):
-            if key and _SECRET_KEYS.search(key) and v:
-                return REDACTED
-            for secret in literal:
-                v = v.replace(secret, REDACTED)
-            for rule in rules:
-                v = rule.sub(REDACTED, v)
-        return v
-
-    return clean(value)
 
 
 def write(cassette: Mapping[str, Any], path: str | os.PathLike) -> None:
@@ -180,6 +147,7 @@ class CassetteCalls:
     name: str = "cassette"
     offline: bool = True
     misses: list[str] = field(default_factory=list)
+    patterns: tuple[str, ...] = ()  # the configured `redact` patterns: a miss message shows no secret either
 
     def __post_init__(self) -> None:
         self._left = list(self.cassette.get("calls", []))
@@ -249,7 +217,7 @@ class CassetteCalls:
         return [c for c in self.cassette.get("calls", []) if c.get("kind") == kind]
 
     async def _miss(self, unit_id: str, what: str, wanted: Any, recorded: list, key: str) -> Any:
-        wanted = redact(wanted)  # an error message must not show what a cassette would not keep
+        wanted = redact(wanted, self.patterns)  # an error message must not show what a cassette would not keep
         message = f"{self.name} has no recording of {what} called by step {unit_id} with {show(wanted, 200)}"
         closest = _closest(wanted, [c.get(key) for c in recorded])
         if closest is not None:
@@ -283,9 +251,11 @@ def _diff_of(recorded: Any, wanted: Any) -> Any:
 
 
 def _same(recorded: Any, actual: Any) -> bool:
-    """Equal, a redacted recorded value matching anything."""
+    """Equal, a redacted recorded value matching anything (a redacted part of a string: any text there)."""
     if recorded == REDACTED:
         return True
+    if isinstance(recorded, str) and isinstance(actual, str):
+        return matches(recorded, actual)
     if isinstance(recorded, dict) and isinstance(actual, dict):
         return recorded.keys() == actual.keys() and all(_same(recorded[k], actual[k]) for k in recorded)
     if isinstance(recorded, list) and isinstance(actual, list):

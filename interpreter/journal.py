@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
@@ -403,18 +402,6 @@ class MemoryRegistry:
 
     def let_go(self, journal: MemoryJournal) -> None:
         self._owners.pop(journal.id, None)
-
-
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@:?#\s]*):[^/@?#\s]*@")
-_QUERY_SECRET = re.compile(r"(?i)\b((?:password|passwd|sslpassword|token|secret|api_key|access_token)=)[^&#\s]*")
-
-
-def masked(text: Any) -> str:
-    """``text`` with the credentials of every URL in it masked (``postgresql://user:***@host/db``,
-    ``?password=***``): what pages, logs, messages and run lists show of a state or a URL. Never fails."""
-    shown = str(text)
-    shown = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:***@", shown)
-    return _QUERY_SECRET.sub(lambda m: m.group(1) + "***", shown)
 
 
 def chosen_state(given: Any = None, configured: Any = None) -> Any:

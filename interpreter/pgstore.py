@@ -28,11 +28,11 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
+from .redact import masked
 from .journal import (
     Artifact,
     FoldedReads,
     GroupCommit,
-    masked,
     not_a_run_id,
     record_dict,
     refuse_finished,

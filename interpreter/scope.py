@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from ..dsl.ir import Plan, Step
 from .attempts import StepFailure, Waiting
 from .resume import Replay, purity_of
+from .redact import redact
 from .tools import Tool, WorkerThreads
 from .values import MISSING, json_value
 from .vocabulary import Event, EventType, StepStatus, Subscriber
@@ -176,6 +177,8 @@ class RunScope:
         """Journal the event (when the run is durable and the type is journaled) and hand it to subscribers."""
         if not self.sinks:
             return
+        if type_ is EventType.TOOL_CALLED:  # a record of the call, not a value the run needs: no secrets in it
+            data["args"] = redact(data.get("args"))
         event = Event(type_, self.run_id, step, time.time(), duration, data)
         if self.journal is not None and type_.journaled:
             self.journal.record(event)

@@ -1,0 +1,86 @@
+"""Secrets, one rule set (interpreter/redact.py): a secret planted anywhere in a recorded run reaches no
+artefact: the cassette, the journal's record of a tool call, a replay's miss message."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dagplan.interpreter.redact import REDACTED, matches, masked, redact
+
+SECRET = "hunter2-Xy7-very-secret"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"token": {"nested": SECRET}},
+        {"credentials": [SECRET, SECRET]},
+        {"apiKey": 12345678901},
+        {"headers": [["Authorization", f"Basic {SECRET}"]]},
+        {"params": [{"name": "api_key", "value": SECRET}]},
+        {"url": f"https://ada:{SECRET}@example.org/x"},
+        {"url": f"https://example.org/cb?access_token={SECRET}&page=2"},
+        {"text": f"call with Bearer {SECRET}"},
+    ],
+)
+def test_every_kind_of_secret_is_redacted(value):
+    cleaned = json.dumps(redact(value))
+    assert SECRET not in cleaned and "12345678901" not in cleaned and REDACTED in cleaned
+
+
+def test_counts_are_not_credentials():
+    usage = {"tokens": 18, "prompt_tokens": 3, "max_tokens": 100, "tokenizer": "bpe"}
+    assert redact(usage) == usage
+
+
+def test_environment_secrets_and_database_passwords_are_redacted_wherever_they_appear(monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "AWSsecretvalue12345")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:dbpass9876@db/prod")
+    cleaned = json.dumps(redact({"note": "keys AWSsecretvalue12345 and dbpass9876 in a sentence"}))
+    assert "AWSsecretvalue12345" not in cleaned and "dbpass9876" not in cleaned
+
+
+def test_configured_patterns_and_a_redacted_part_of_a_string_still_replays():
+    assert redact({"account": "acct_12345 paid"}, [r"acct_[0-9]+"]) == {"account": f"{REDACTED} paid"}
+    assert matches(f"{REDACTED} paid", "acct_999 paid") and not matches(f"{REDACTED} paid", "acct_999 unpaid")
+    assert masked("postgresql://u:pw@h/db?password=x") == "postgresql://u:***@h/db?password=***"
+
+
+TOOLS = """\
+import dagplan
+
+
+@dagplan.tool
+def login(user: str, credentials: dict, url: str) -> str:
+    return "ok " + user
+"""
+
+
+def test_a_planted_secret_reaches_no_artefact_of_a_recorded_run(tmp_path):
+    (tmp_path / "t.py").write_text(TOOLS)
+    plan = {
+        "inputs": {"pw": {"type": "string"}},
+        "steps": [{"id": "a", "tool": "login", "args": {"user": "ada", "credentials": {"password": "†input.pw"},
+                                                          "url": f"https://ada:{SECRET}@example.org"}}],
+    }  # fmt: skip
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    (tmp_path / "dagplan.toml").write_text('redact = ["acct_[0-9]+"]\n')
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "s"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([sys.executable, "-m", "dagplan", "run", "p.json", "--tools", "t.py", "-i", f"pw={SECRET}",
+                           "--record", "c.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in (tmp_path / "c.json").read_text()
+    journals = [p for p in (tmp_path / "s").rglob("*") if p.is_file() and p.name.startswith(("log", "wal", "events"))]
+    for journal in journals:
+        text = journal.read_text(errors="replace")
+        for line in text.splitlines():
+            if '"tool_called"' in line:
+                assert SECRET not in line, line
+    miss = subprocess.run([sys.executable, "-m", "dagplan", "run", "p.json", "--tools", "t.py", "-i", "pw=other-acct_777",
+                           "--replay", "c.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "acct_777" not in miss.stdout + miss.stderr
