@@ -69,14 +69,14 @@ def browser():
     driver.quit()
 
 
-def wait_for(check, timeout: float = 20.0, what: str = ""):
-    deadline = time.monotonic() + timeout
+def wait_for(check, timeout: float = 20.0, what: str = "", detail=None):
+    deadline = time.monotonic() + timeout  # a bound on waiting, not a timing assertion
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
 
 
 def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes(project, server, browser, tmp_path):
@@ -101,7 +101,8 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     browser.save_screenshot(str(shots["run-waiting.png"]))
     button[0].click()
     wait_for(lambda: "completed" in browser.execute_script(
-        'return document.getElementById("run-status").textContent'), what="the run to complete")  # fmt: skip
+        'return document.getElementById("run-status").textContent'), timeout=60, what="the run to complete",
+        detail=lambda: browser.find_element("tag name", "body").text[:3000])  # fmt: skip
     wait_for(lambda: "status-completed" in browser.execute_script(
         'return document.getElementById("node-refund").getAttribute("class")'), what="refund completed")  # fmt: skip
     # what a tool wrote is shown as text, never run
