@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 from typing import Any, TextIO
 
+from .dsl.errors import printable
 from .interpreter.vocabulary import EventType, StepStatus
 
 DESCRIPTION_WIDTH = 60
@@ -184,7 +185,7 @@ class LiveProgress(PlainProgress):
 
         self.status = {s.id: StepStatus.PENDING for s in plan.steps}
         self.started: dict[str, float] = {}
-        self.console = Console(file=stream)
+        self.console = Console(file=getattr(stream, "raw", stream))  # rich's own codes; the cells: printable
         self.live = Live(self._table(), console=self.console, refresh_per_second=8, transient=False)
 
     def start(self) -> None:
@@ -209,6 +210,7 @@ class LiveProgress(PlainProgress):
 
     def _table(self):
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, show_header=False)
         styles = {
@@ -222,7 +224,8 @@ class LiveProgress(PlainProgress):
         for step in self.plan.steps:
             st = self.status[step.id]
             style = styles.get(st)
-            table.add_row(f"[{style}]{st}[/]" if style else st, cut(step.label))  # "[]x[/]" is a MarkupError
+            label = Text(printable(cut(step.label)))  # a Text: never read as markup, never a control code
+            table.add_row(f"[{style}]{st}[/]" if style else st, label)
         return table
 
 

@@ -10,6 +10,7 @@ path therefore never pays for a position map.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal
 
@@ -47,6 +48,18 @@ class Span:
 
 
 NOSPAN = Span()
+
+# what a terminal would act on rather than show: C0 controls but tab and newline, DEL and C1 controls,
+# line/paragraph separators, bidirectional overrides and isolates, and lone surrogates (unprintable)
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: every character it would act on is shown as its escape
+    (``\\u001b``), which is also how JSON writes it, so a JSON document stays the same document."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 @dataclass(frozen=True, slots=True)

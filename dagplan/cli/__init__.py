@@ -77,8 +77,9 @@ def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
 
 def main() -> None:
     from ..dsl.errors import DagplanError
-    from .common import fail
+    from .common import fail, guard_streams
 
+    guard_streams()
     try:
         cli(prog_name="dagplan")
     except DagplanError as exc:  # a command's own error it did not render: the table's code, never a traceback

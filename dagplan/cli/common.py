@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 from enum import IntEnum
-from typing import Iterable, NoReturn
+from typing import Any, Iterable, NoReturn
 
 import click
 
-from ..dsl.errors import DagplanError
+from ..dsl.errors import DagplanError, printable
 
 
 class Exit(IntEnum):
@@ -139,3 +139,32 @@ def exit_table() -> str:
     """The table as the README shows it (the suite checks that it does)."""
     rows = [f"| **{int(code)}** | {meaning} |" for code, meaning in EXITS.items()]
     return "\n".join(["| code | meaning (every command) |", "| --- | --- |", *rows]) + "\n"
+
+
+class Printable:
+    """A text stream that shows the characters a terminal would act on as escapes (:func:`printable`):
+    what the CLI writes (tool results, model text, error messages, gate questions) cannot set the title,
+    clear the screen or write the clipboard. ``raw`` is the stream itself, for rich's own drawing."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream: Any) -> Any:
+    """The stream under a :class:`Printable` (rich draws its live table with escape codes of its own)."""
+    return getattr(stream, "raw", stream)
+
+
+def guard_streams() -> None:
+    """Every human-readable line the CLI prints goes through :class:`Printable` (JSON stays the same JSON)."""
+    if not isinstance(sys.stdout, Printable):
+        sys.stdout = Printable(sys.stdout)
+    if not isinstance(sys.stderr, Printable):
+        sys.stderr = Printable(sys.stderr)

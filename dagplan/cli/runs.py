@@ -14,8 +14,8 @@ from typing import Any, Sequence
 import click
 
 from .. import DagplanError
-from ..dsl.errors import error
-from .common import fail, state_dir_option, tools_option
+from ..dsl.errors import error, printable
+from .common import fail, raw_stream, state_dir_option, tools_option
 from .run import output_options
 
 
@@ -47,8 +47,8 @@ def _rich_table(rows: Sequence[tuple[str, ...]]) -> None:
         else:
             table.add_column(header, overflow="fold")
     for row in rows[1:]:
-        table.add_row(*row)
-    Console().print(table)
+        table.add_row(*(printable(cell) for cell in row))
+    Console(file=raw_stream(sys.stdout)).print(table)
 
 
 def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
