@@ -6,22 +6,26 @@ except where it is a *matcher*, a mapping with one key starting with ``$``:
 =====================  ============================================================
 ``{$subset: V}``       a mapping with at least V's keys (recursively); a list holding
                        V's items, in that order, among its own
-``{$regex: "re"}``     a string that ``re.search`` finds the expression in
+``{$regex: "re"}``     a string the expression is found in (Python's syntax, matched by RE2 in
+                       linear time: no backreferences or lookarounds)
 ``{$type: name}``      ``string``, ``number``, ``integer``, ``boolean``, ``null``,
                        ``object``, ``array``
 ``{$contains: V}``     a string holding V, a list holding an item matching V
-``{$len: N}``          a string, list or mapping of length N
+``{$len: N}``          a string, list or mapping of length N (a whole number)
 ``{$any: true}``       anything (the key must be there)
 ``{$not: V}``          anything V does not match
 =====================  ============================================================
 
 Matchers nest: ``{$subset: {items: [{$regex: "^a"}]}}``. :func:`mismatches` returns
 every difference with its path (``result.items[2].name``), empty when it matches.
+:func:`argument_problem` says what is wrong with a matcher's argument (``check`` reports it at its line).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from functools import lru_cache
 from typing import Any, Callable
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
@@ -34,6 +38,42 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "array": lambda v: isinstance(v, list),
 }
 MATCHERS = ("$subset", "$regex", "$type", "$contains", "$len", "$any", "$not")
+
+
+def argument_problem(name: str, arg: Any) -> tuple[str, str | None] | None:
+    """What is wrong with the argument of matcher ``name`` (message, hint), or None."""
+    if name == "$regex":
+        if not isinstance(arg, str):
+            return f"$regex takes a string, not {_show(arg)}", None
+        try:
+            re.compile(arg)
+        except (re.error, OverflowError, RecursionError) as exc:
+            return f"invalid regular expression {_show(arg)}: {exc}", None
+        try:
+            _linear(arg)
+        except Exception as exc:  # re2.error: backreferences, lookarounds, huge repetitions
+            reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            hint = "write it without backreferences and lookarounds (RE2 syntax), or match with $contains"
+            return f"$regex {_show(arg)} cannot be matched in linear time: {reason}", hint
+    elif name == "$type" and arg not in _TYPES:
+        close = difflib.get_close_matches(str(arg), _TYPES, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"types: {', '.join(_TYPES)}"
+        return f"unknown $type {_show(arg)}", hint
+    elif name == "$len" and (not isinstance(arg, int) or isinstance(arg, bool) or arg < 0):
+        return f"$len takes a whole number, not {_show(arg)}", "e.g. {$len: 3}"
+    elif name == "$any" and arg is not True:
+        return f"$any takes true, not {_show(arg)}", "{$any: true} matches any value (the key must be there)"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _linear(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear-time matching: no catastrophic backtracking)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options=options)
 
 
 def is_matcher(value: Any) -> bool:
@@ -102,14 +142,17 @@ def _subset(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> 
 
 
 def _regex(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> None:
-    if not isinstance(actual, str):
+    problem = argument_problem("$regex", arg)
+    if problem is not None:
+        out.append(f"{where}: {problem[0]}")
+    elif not isinstance(actual, str):
         out.append(f"{where}: expected a string matching /{arg}/, got {_show(actual)}")
-    elif re.search(str(arg), actual) is None:
+    elif _linear(arg).search(actual) is None:
         out.append(f"{where}: {_show(actual)} does not match /{arg}/")
 
 
 def _type(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> None:
-    check = _TYPES.get(str(arg))
+    check = _TYPES.get(arg) if isinstance(arg, str) else None
     if check is None:
         out.append(f"{where}: unknown $type {arg!r} (known: {', '.join(_TYPES)})")
     elif not check(actual):
@@ -128,14 +171,18 @@ def _contains(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -
 
 
 def _len(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> None:
-    if not isinstance(actual, (str, list, dict)):
+    problem = argument_problem("$len", arg)
+    if problem is not None:
+        out.append(f"{where}: {problem[0]}")
+    elif not isinstance(actual, (str, list, dict)):
         out.append(f"{where}: expected a value of length {arg}, got {_show(actual)}")
     elif len(actual) != arg:
         out.append(f"{where}: expected length {arg}, got {len(actual)}")
 
 
 def _any(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> None:
-    return None
+    if arg is not True:
+        out.append(f"{where}: $any takes true, not {_show(arg)}")
 
 
 def _not(arg: Any, actual: Any, where: str, subset: bool, out: list[str]) -> None:

@@ -251,8 +251,9 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
 
 
 def _matcher_problems(suite: Suite, case: Mapping[str, Any], index: int) -> list[Diagnostic]:
-    """A ``$key`` that is no matcher (``$regexp``) would silently compare as data: an error, did-you-mean."""
-    from .expect import MATCHERS
+    """A ``$key`` that is no matcher (``$regexp``) would silently compare as data: an error, did-you-mean;
+    a matcher's argument that cannot work (``$len: "3"``, ``$type: strng``, a bad or backtracking ``$regex``)."""
+    from .expect import MATCHERS, argument_problem
 
     out = []
 
@@ -263,6 +264,10 @@ def _matcher_problems(suite: Suite, case: Mapping[str, Any], index: int) -> list
                     close = difflib.get_close_matches(key, MATCHERS, n=1, cutoff=0.6)
                     hint = f"did you mean {close[0]!r}?" if close else f"matchers: {', '.join(MATCHERS)}"
                     out.append(error("test-file", f"{key!r} is not a matcher", suite.key_span(*path, key), hint))
+                elif isinstance(key, str) and key in MATCHERS and len(value) == 1:
+                    problem = argument_problem(key, inner)
+                    if problem is not None:
+                        out.append(error("test-file", problem[0], suite.span(*path, key), problem[1]))
                 visit(inner, (*path, key))
         elif isinstance(value, list):
             for i, inner in enumerate(value):
