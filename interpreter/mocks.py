@@ -173,13 +173,34 @@ def mock_error(spec: Mapping[str, Any]) -> Exception:
     transient = spec.get("transient")
     builtin = getattr(builtins, name, None)
     if isinstance(builtin, type) and issubclass(builtin, Exception) and transient is None:
-        return builtin(message)
+        return _stand_in(builtin)(message)
     key = (name, bool(transient))
     cls = _ERROR_TYPES.get(key)
     if cls is None:
         bases: tuple[type, ...] = (TransientError,) if transient else (Exception,)
         cls = _ERROR_TYPES[key] = type(name, bases, {"__module__": "dagplan.mock"})
     return cls(message)
+
+
+_STAND_INS: dict[type, type] = {}
+
+
+def _stand_in(builtin: type) -> type:
+    """A subclass of a builtin exception that takes one message and shows it as it was recorded: every
+    builtin replays as its own type (``catch:`` routes it the same way), ``UnicodeDecodeError`` (five
+    arguments) and ``KeyError`` (which quotes its message) included."""
+    cls = _STAND_INS.get(builtin)
+    if cls is None:
+
+        def __init__(self: BaseException, message: str = "") -> None:
+            BaseException.__init__(self, message)
+
+        def __str__(self: BaseException) -> str:
+            return str(self.args[0]) if self.args else ""
+
+        namespace = {"__init__": __init__, "__str__": __str__, "__module__": "dagplan.replayed"}
+        cls = _STAND_INS[builtin] = type(builtin.__name__, (builtin,), namespace)
+    return cls
 
 
 def _prompt(messages: Sequence[Mapping[str, Any]]) -> str:

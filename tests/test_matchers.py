@@ -50,3 +50,61 @@ def test_they_are_diagnostics_of_check_and_test_at_their_line(tmp_path):
     found = sorted((d.span.line, d.message) for d in result.errors)
     assert [line for line, _ in found] == [8, 9], found
     assert "did you mean 'string'?" in {d.hint for d in result.errors}
+
+
+ERRORS = """\
+import dagplan
+
+
+@dagplan.tool
+def decode() -> str:
+    return b"\\xff".decode("utf-8")
+
+
+@dagplan.tool
+def lookup() -> str:
+    return {}["zz"]
+
+
+@dagplan.tool
+def pair(a: dict, b: dict) -> list:
+    return [a, b]
+"""
+ROUTED = """\
+steps:
+  - id: d
+    tool: decode
+    retry: {limit: 1}
+    output: †state.text || †state.bad
+    catch: [{errors: [UnicodeDecodeError], output: †state.bad}]
+  - id: k
+    tool: lookup
+    retry: {limit: 1}
+    output: †state.key || †state.missing
+    catch: [{errors: [KeyError], output: †state.missing}]
+  - {id: both, tool: pair, args: {a: †state.bad, b: †state.missing}, output: †state.both}
+result: †state.both
+"""
+
+
+def test_a_replayed_error_has_its_own_type_and_message(tmp_path):
+    """UnicodeDecodeError replays as UnicodeDecodeError (the same catch route), KeyError's message unchanged."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "t.py").write_text(ERRORS)
+    (tmp_path / "p.yaml").write_text(ROUTED)
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(tmp_path / "s"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    def run(*more):
+        proc = subprocess.run([sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "t.py", "--format", "json",
+                               *more], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        return json.loads(proc.stdout)["result"]
+
+    recorded = run("--record", "c.json")
+    replayed = run("--replay", "c.json")
+    assert recorded is not None
+    assert recorded == replayed
+    assert [r["type"] for r in replayed] == ["UnicodeDecodeError", "KeyError"] and replayed[1]["message"] == "'zz'"
