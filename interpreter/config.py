@@ -157,6 +157,12 @@ def _names(v: Any) -> bool:
     return isinstance(v, list) and all(_text(x) for x in v)
 
 
+def _state(v: Any) -> bool:
+    from .journal import state_problem
+
+    return _text(v) and state_problem(v) is None
+
+
 def _table(v: Any) -> bool:
     return isinstance(v, dict)
 
@@ -188,8 +194,8 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_tokens": (_count, "an integer of at least 0"),
     "max_steps": (_positive_int, "an integer of at least 1"),
     "max_items": (_positive_int, "an integer of at least 1"),
-    "state_dir": (_text, "a directory path"),
-    "state": (_text, 'a directory path, or a PostgreSQL URL: "postgresql://user@host/db"'),
+    "state_dir": (_state, "a directory path"),
+    "state": (_state, 'a directory path, or a PostgreSQL URL: "postgresql://user@host/db"'),
     "resume": (_table, "a table: [resume] with default, side_effect, pure, idempotent, undeclared"),
     "llm": (_table, "a table of litellm arguments: [llm]"),
     "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
@@ -221,7 +227,11 @@ def _build(path: Path, table: dict) -> Config:
     given = table.get("resume")
     resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
     for key, value in resume.items():
-        if value not in _CHOICES.get(key, (value,)):
+        if key not in _CHOICES:
+            close = difflib.get_close_matches(key, _CHOICES, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(_CHOICES)}"
+            problems.append(error("config", f"unknown key resume.{key}", _key_span(path, key), hint))
+        elif value not in _CHOICES[key]:
             problems.append(
                 error(
                     "config",
@@ -249,7 +259,8 @@ def _key_span(path: Path, key: str) -> Span:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return Span(str(path))
-    pattern = re.compile(rf"^\s*(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+    name = rf"(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
+    pattern = re.compile(rf"^\s*(?:{name}\s*=|\[\s*{name}\s*[\].])")  # `key = ...`, or a table `[key]`
     for number, line in enumerate(lines, 1):
         found = pattern.match(line)
         if found:

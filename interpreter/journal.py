@@ -20,13 +20,16 @@ written by one owner at a time (``acquire``/``release``); recorded values read b
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from ..dsl.errors import RunError
+from .redact import masked
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, StepStatus
 
@@ -404,6 +407,39 @@ class MemoryRegistry:
         self._owners.pop(journal.id, None)
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def state_problem(state: Any) -> tuple[str, str] | None:
+    """What is wrong with a state given as text (message, hint), or None: a directory path, or a
+    ``postgresql://`` URL that can be connected to. Another scheme (``sqlite:///x.db``), a typo
+    (``postgresql:/db``), a port out of range, an unclosed ``[``, a bad ``%`` escape, a NUL byte: each is
+    refused here, never turned into a directory of that name."""
+    if not isinstance(state, str):
+        return None
+    if not state or "\0" in state:
+        return "a state is a directory path or a postgresql:// URL, not " + repr(state), None
+    scheme = _SCHEME.match(state)
+    if scheme is None:
+        return None  # a directory path
+    if scheme.group(1).lower() not in DATABASE_SCHEMES:
+        close = difflib.get_close_matches(scheme.group(1).lower(), DATABASE_SCHEMES, n=1, cutoff=0.5)
+        hint = (f"did you mean {close[0]}://...?" if close else "runs are kept in a directory or in PostgreSQL")
+        return f"unsupported state URL {masked(state)!r}: {scheme.group(1)} is not a run store", hint
+    if not state.startswith(tuple(f"{s}://" for s in DATABASE_SCHEMES)):
+        return f"{masked(state)!r} is not a URL", "write postgresql://user@host/db"
+    from urllib.parse import urlsplit
+
+    try:
+        urlsplit(state).port  # noqa: B018 - parsing is the check: brackets, port range
+    except ValueError as exc:
+        return f"state URL {masked(state)!r}: {exc}", "e.g. postgresql://user@127.0.0.1:5432/db"
+    if re.search(r"%(?![0-9A-Fa-f]{2})", state):
+        return f"state URL {masked(state)!r} has a bad %-escape", "write % as %25"
+    return None
+
+
 def chosen_state(given: Any = None, configured: Any = None) -> Any:
     """Where runs are, the one rule: the state given, else ``$DAGPLAN_STATE`` (a directory or a URL),
     else the configuration's ``state``; None leaves the file store's default (``$DAGPLAN_STATE_DIR``, ./.dagplan)."""
@@ -417,6 +453,9 @@ def open_registry(state: Any = None) -> Registry:
     if isinstance(state, Registry):
         return state
     state = chosen_state(state)
+    problem = state_problem(state)
+    if problem is not None:
+        raise RunError.make("config", problem[0], hint=problem[1])
     from .pgstore import is_url
 
     if is_url(state):  # runs in PostgreSQL
@@ -425,4 +464,4 @@ def open_registry(state: Any = None) -> Registry:
         return PgRegistry(state)
     from .store import RunStore
 
-    return RunStore(state)
+    return RunStore(os.path.expanduser(state) if isinstance(state, str) else state)
