@@ -12,10 +12,23 @@ A directory, an empty name or a name holding a NUL byte is refused with a clear 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 from .errors import DagplanError, error
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_safe(text: str) -> str:
+    """A JSON text with every lone surrogate (a file name from ``os.fsdecode``, a string a model or a person
+    wrote) spelled as its ``\\uXXXX`` escape: UTF-8 can encode it, a database can store it, and
+    ``json.loads`` gives back exactly the same value. Surrogates only ever stand inside JSON strings."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def write_file(path: str | os.PathLike, data: bytes, *, what: str = "file") -> None:

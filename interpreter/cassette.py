@@ -110,9 +110,9 @@ def _memo_call(unit: str, call: Mapping[str, Any], value: Any) -> dict[str, Any]
 
 
 def write(cassette: Mapping[str, Any], path: str | os.PathLike) -> None:
-    from ..dsl.files import write_file
+    from ..dsl.files import json_safe, write_file
 
-    data = (json.dumps(cassette, indent=1, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    data = (json_safe(json.dumps(cassette, indent=1, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
     write_file(path, data, what="cassette")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 from ..dsl.errors import RunError, error
@@ -53,15 +54,22 @@ def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None, strict: bool = F
     return values
 
 
+_BROKEN = re.compile("[\ud800-\udfff]")
+
+
 def _not_json(values: Mapping[str, Any]):
-    """NaN and the infinities are numbers to Python but not JSON: no journal, database or model could carry
-    them faithfully, so an input holding one is refused (at any depth)."""
+    """NaN and the infinities are numbers to Python but not JSON, and a lone surrogate (a command-line
+    argument that was not UTF-8) is no text: no journal, database or model could carry them faithfully,
+    so an input holding one is refused (at any depth)."""
     stack: list[tuple[str, Any]] = list(values.items())
     while stack:
         where, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             yield error("bad-input", f"input {where} is {value}, which JSON cannot hold",
                         hint="give a finite number, or null")  # fmt: skip
+        elif isinstance(value, str) and _BROKEN.search(value):
+            yield error("bad-input", f"input {where} holds a lone surrogate (bytes that are not UTF-8)",
+                        hint="give the text as UTF-8")  # fmt: skip
         elif isinstance(value, Mapping):
             stack.extend((f"{where}.{k}", v) for k, v in value.items())
         elif isinstance(value, (list, tuple)):

@@ -28,6 +28,7 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import RunError
+from ..dsl.files import json_safe
 from .redact import masked
 from .journal import (
     Artifact,
@@ -438,7 +439,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             self._seq += 1
             line["seq"] = self._seq
             line.setdefault("ts", round(time.time(), 6))
-            self._buf.append((self._seq, json.dumps(line, ensure_ascii=False, default=str, separators=(",", ":"))))
+            text = json_safe(json.dumps(line, ensure_ascii=False, default=str, separators=(",", ":")))
+            self._buf.append((self._seq, text))
             self._queue = _QUEUE.get(event.type, self._queue)
         fold(self._state, line)
         return line

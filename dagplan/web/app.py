@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 import dagplan
 
 from .. import api
-from ..dsl.errors import DagplanError
+from ..dsl.errors import DagplanError, printable
 
 MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
@@ -101,6 +101,7 @@ class Viewer:
         html = self.templates.get_template(name).render(
             state_dir=api.shown_state(self.state_dir), csrf=self.csrf, token=self.token, **context
         )
+        html = printable(html)  # a lone surrogate or a bidi override in a run's values: shown as its escape
         return HTMLResponse(html, status_code=http_status)
 
     async def _error(self, request: Any, exc: Exception) -> Any:
