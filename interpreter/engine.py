@@ -835,7 +835,13 @@ class _ItemResolver(Resolver):
         return thaw(found) if isinstance(found, (dict, list)) else found
 
 
-def _alternative_index(output: Output, chosen: int | str, step_id: str) -> int:
+def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
+    """The index of the alternative ``chosen`` names: an index (``1``, ``1.0``) or a path as written; anything
+    else is the step's failure, never the run's crash."""
+    if isinstance(chosen, float) and chosen.is_integer():
+        chosen = int(chosen)
+    if isinstance(chosen, bool) or not isinstance(chosen, (int, str)):
+        raise StepFailure(f"step {step_id} chose alternative {chosen!r}: give an index or one of its output paths")
     if isinstance(chosen, int):
         if 0 <= chosen < len(output.own):
             return chosen

@@ -68,3 +68,30 @@ def test_a_run_with_lone_surrogates_stays_usable(tmp_path):
         f"/runs/{run_id}", params={"token": "t"}
     )
     assert page.status_code == 200
+
+
+BRANCH_TOOLS = """\
+import dagplan
+
+
+@dagplan.tool
+def pick(which: object) -> object:
+    return dagplan.Branch(which, "v")
+"""
+
+
+def test_a_branch_alternative_of_any_shape_is_a_step_outcome_not_a_crash(tmp_path):
+    import dagplan
+
+    (tmp_path / "t.py").write_text(BRANCH_TOOLS)
+    tools = dagplan.load_tools([str(tmp_path / "t.py")])
+    for which, status, path in [(1.0, "completed", "b"), (0, "completed", "a"), ([1], "failed", None),
+                                (True, "failed", None), (None, "failed", None), (2.5, "failed", None)]:  # fmt: skip
+        plan = dagplan.load(text=json.dumps({"steps": [{"id": "s", "tool": "pick", "args": {"which": which},
+                                                         "output": "†state.a || †state.b"}]}))  # fmt: skip
+        result = dagplan.run(plan, tools=tools, state_dir=tmp_path / "state", durable=True)
+        shown = str(result.steps["s"].status)
+        assert shown == status or (status == "failed" and shown == "handled"), (which, result.steps["s"])
+        assert str(result.status) == "completed"  # the run ended; it is not left interrupted
+        if path:
+            assert result.state.get(path) == "v"
