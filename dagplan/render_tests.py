@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from typing import Any, Sequence
-from xml.sax.saxutils import quoteattr, escape
+from xml.sax.saxutils import escape as _escape
+from xml.sax.saxutils import quoteattr as _quoteattr
 
 from .render import _gh_data, _gh_property
 
@@ -50,6 +51,21 @@ def summary_line(report: Any) -> str:
 
 def render_json(report: Any, coverage: bool = False) -> str:
     return json.dumps(report.to_json(coverage), indent=2, ensure_ascii=False, default=str)
+
+
+def _xml_safe(text: str) -> str:
+    """What XML 1.0 cannot hold (control characters, surrogates, U+FFFE/U+FFFF) shown as escapes."""
+    from .dsl.errors import printable
+
+    return printable(text).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+
+
+def quoteattr(text: str) -> str:
+    return _quoteattr(_xml_safe(text))
+
+
+def escape(text: str) -> str:
+    return _escape(_xml_safe(text))
 
 
 def render_junit(report: Any) -> str:

@@ -261,7 +261,7 @@ def _alone(text: str, start: int, end: int) -> str:
 def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Limits) -> Iterator[_Candidate]:
     """Balanced JSON values in prose: a real JSON parse from each ``{``/``[``, so braces
     in the prose after a value do not matter. Values inside a found one are skipped."""
-    decoder = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+    decoder = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_not_json)
     pos, tries = 0, 0
     for match in re.finditer(r"[\[{]", text):
         start = match.start()
@@ -275,14 +275,19 @@ def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Lim
         except _DuplicateKey:
             cand = _Candidate(start, len(text), text=text)
             try:
-                cand.end = json.JSONDecoder().raw_decode(text, start)[1]
+                cand.end = json.JSONDecoder(parse_constant=_not_json).raw_decode(text, start)[1]
             except json.JSONDecodeError as exc:  # a truncated answer: the duplicate comes before the cut
                 cand.failure = _json_syntax(exc, name)
-            except (ValueError, RecursionError):
+            except (ValueError, RecursionError, _Constant):
                 cand.failure = _json_syntax(json.JSONDecodeError("not readable JSON", text, start), name)
             if cand.failure is None:
                 _parse_candidate(cand, _alone(text, start, cand.end), name, limits)
             yield cand  # its failure says where the duplicate (or the cut) is: nothing after it matters
+            return
+        except _Constant as exc:  # NaN or Infinity: JSON-looking, but no JSON; say where
+            cand = _Candidate(start, len(text), text=text)
+            cand.failure = _constant(text, name, exc.args[0])
+            yield cand
             return
         except (ValueError, RecursionError):  # not JSON from here (a JSON number past 4,300 digits too)
             continue
@@ -351,7 +356,7 @@ def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
     if not _JSON_START.match(text):
         return "yaml", _read_yaml(text, name, limits)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json)
         shape = _Shape.of(data, limits.max_depth)
         if shape.depth > limits.max_depth or shape.keys != _key_bound(text):
             json.loads(text, object_pairs_hook=_no_duplicates)  # raises _DuplicateKey
@@ -359,6 +364,8 @@ def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
         return "yaml", _read_yaml(text, name, limits)  # the YAML reader says where
     except RecursionError:
         raise _too_deep(name, limits, None) from None
+    except _Constant as exc:
+        raise _constant(text, name, exc.args[0]) from None
     except json.JSONDecodeError as exc:
         return _json_or_flow_yaml(text, name, limits, exc)
     except ValueError:  # an integer past Python's digit limit (the only other ValueError of json)
@@ -404,6 +411,25 @@ def _huge_number(text: str, name: str) -> LoadError:
 
 class _DuplicateKey(Exception):
     pass
+
+
+class _Constant(Exception):
+    """``NaN``, ``Infinity`` or ``-Infinity``: Python's json reads them, JSON has no such values."""
+
+
+def _not_json(constant: str) -> Any:
+    raise _Constant(constant)
+
+
+def _constant(text: str, name: str, constant: str) -> LoadError:
+    found = re.search(rf'(?<![\w"]){re.escape(constant)}(?![\w"])', text)
+    line, col = _position(text, found.start() if found else 0)
+    return LoadError.make(
+        "json-syntax",
+        f"{constant} is not a JSON value",
+        Span(name, line=line, col=col),
+        "JSON has no NaN or Infinity: write a number, a string or null",
+    )
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:

@@ -48,9 +48,16 @@ _DIGITS = re.compile(r"(\d+)")
 
 @lru_cache(maxsize=1 << 17)
 def natural_key(step_id: str) -> tuple:
-    """Sort key that puts E2 before E10 (text and numbers alternate, so types always line up)."""
+    """Sort key that puts E2 before E10 (text and numbers alternate, so types always line up). A number
+    is compared as (its length, its digits) without leading zeros: the order of integers, with no
+    conversion, so a 5,000-digit id is no error (Python converts at most 4,300 digits)."""
     parts = _DIGITS.split(step_id)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+    return tuple(_number(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def _number(digits: str) -> tuple[int, str]:
+    significant = digits.lstrip("0")
+    return len(significant), significant
 
 
 # --- what a step reads ------------------------------------------------------------------

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
-from ..dsl.errors import RunError
+from ..dsl.errors import RunError, Span, error
 from .attempts import StepFailure
 from .calls import ModelCall, step_names
 from .expect import show
@@ -120,14 +120,46 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     """A cassette file (read like any document: regular file, limits, positions in errors)."""
     from ..dsl.load import read_document
 
-    data, _ = read_document(path, holds="a cassette's fields", example="record one: dagplan run PLAN --record FILE")
+    data, source = read_document(
+        path, holds="a cassette's fields", example="record one: dagplan run PLAN --record FILE"
+    )
     if data.get("dagplan_cassette") != FORMAT or not isinstance(data.get("calls"), list):
         raise RunError.make(
             "bad-cassette",
             f"{os.fspath(path)} is not a dagplan cassette (format {FORMAT})",
+            source.locate(Span(os.fspath(path), ("calls",) if "dagplan_cassette" in data else ())),
             hint="record one with: dagplan run PLAN --record FILE, or dagplan runs export RUN -o FILE",
         )
+    problems = [
+        error("bad-cassette", message, source.locate(Span(os.fspath(path), ("calls", index, *where))))
+        for index, call in enumerate(data["calls"])
+        for where, message in _call_problems(call, index)
+    ]
+    if problems:
+        raise RunError(problems)
     return data
+
+
+_FIELDS = {"tool": {"name": str, "args": dict}, "model": {"request": dict, "response": dict}, "gate": {}}
+
+
+def _call_problems(call: Any, index: int) -> Iterable[tuple[tuple, str]]:
+    """What makes one recorded call unusable (its place under it, the message)."""
+    if not isinstance(call, dict):
+        yield (), f"calls[{index}] must be an object, not {type(call).__name__}"
+        return
+    kind = call.get("kind")
+    if kind not in _FIELDS:
+        yield ("kind",) if "kind" in call else (), f"calls[{index}].kind must be tool, model or gate, not {kind!r}"
+        return
+    for name, wanted in _FIELDS[kind].items():
+        if name in call and not isinstance(call[name], wanted):
+            shown = "an object" if wanted is dict else "a string"
+            yield (name,), f"calls[{index}].{name} must be {shown}, not {type(call[name]).__name__}"
+    if "error" in call and not isinstance(call["error"], dict):
+        yield ("error",), f"calls[{index}].error must be an object with type and message"
+    if "step" in call and not isinstance(call["step"], str):
+        yield ("step",), f"calls[{index}].step must be a step id"
 
 
 # --- replaying --------------------------------------------------------------------------------

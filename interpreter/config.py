@@ -127,6 +127,9 @@ def _read(path: str, section: tuple[str, ...] | None) -> dict | None:
             _PARSED[path] = ((stat.st_mtime_ns, stat.st_size), data)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RunError.make("config", f"cannot read {path}: {exc}", hint="fix the TOML syntax") from None
+    except RecursionError:  # tomllib recurses per nesting level: a hostile file nests thousands deep
+        raise RunError.make("config", f"{path} nests too deep to be a configuration", Span(str(path), line=1, col=1),
+                            hint="a configuration needs two levels of tables") from None  # fmt: skip
     for key in section or ():
         inner = data.get(key)
         if not isinstance(inner, dict):

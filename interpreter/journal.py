@@ -425,7 +425,7 @@ def state_problem(state: Any) -> tuple[str, str] | None:
         return None  # a directory path
     if scheme.group(1).lower() not in DATABASE_SCHEMES:
         close = difflib.get_close_matches(scheme.group(1).lower(), DATABASE_SCHEMES, n=1, cutoff=0.5)
-        hint = (f"did you mean {close[0]}://...?" if close else "runs are kept in a directory or in PostgreSQL")
+        hint = f"did you mean {close[0]}://...?" if close else "runs are kept in a directory or in PostgreSQL"
         return f"unsupported state URL {masked(state)!r}: {scheme.group(1)} is not a run store", hint
     if not state.startswith(tuple(f"{s}://" for s in DATABASE_SCHEMES)):
         return f"{masked(state)!r} is not a URL", "write postgresql://user@host/db"

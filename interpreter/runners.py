@@ -78,7 +78,8 @@ def answer_problem(request: Mapping[str, Any], answer: Any) -> str | None:
     """Why ``answer`` is not acceptable for the gate (not one of its choices, or off its schema)."""
     choices = request.get("choices")
     if choices and answer not in choices:
-        return f"{answer!r} is not one of {', '.join(map(str, choices))}"
+        shown = repr(answer) if len(repr(answer)) <= 80 else repr(answer)[:77] + "..."
+        return f"{shown} is not one of {', '.join(map(str, choices))}"
     if request.get("schema"):
         from jsonschema import Draft202012Validator
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import itertools
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..dsl.errors import RunError
+from ..dsl.errors import DEFAULT_LIMITS, RunError
 from .journal import open_registry
 from .progress import RunInfo, plan_step_ids
 from .runners import answer_problem
@@ -198,9 +198,31 @@ def _parse(value: str, request: Mapping[str, Any]) -> Any:
     if request.get("choices"):
         return value
     try:
-        return json.loads(value)
+        parsed = json.loads(value, parse_constant=_no_constant)
     except ValueError:
-        return value
+        return value  # not JSON: the text itself (the schema says whether it will do)
+    except RecursionError:
+        parsed = None
+    if parsed is None and value.strip() != "null" or _deeper(parsed, DEFAULT_LIMITS.max_depth):
+        raise RunError.make("bad-answer", f"the answer nests deeper than {DEFAULT_LIMITS.max_depth} levels",
+                            hint="an answer is a small JSON value")  # fmt: skip
+    return parsed
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` levels (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _choices_hint(request: Mapping[str, Any]) -> str | None:

@@ -64,6 +64,7 @@ USAGE_CODES = frozenset(
         "extra-input",
         "empty-data",
         "bad-data",
+        "bad-cassette",
         "no-model",
         "no-llm-support",
         "no-credentials",
