@@ -293,6 +293,7 @@ class Run(Artifact, GroupCommit):
         self._fd: int | None = None
         self._io = threading.Lock()  # orders buffer swaps with writes (flushes run in a worker thread)
         self._buf: list[bytes] = []
+        self._broken: RunError | None = None  # a write that failed (a full disk): the run stops, said once
         self._inflight: asyncio.Future | None = None
         self._load(tolerate_corruption)
 
@@ -499,13 +500,27 @@ class Run(Artifact, GroupCommit):
 
     def _write_buffer(self) -> None:
         """Under ``self._io``: write the buffered lines and fsync them."""
-        if not self._buf:
+        if not self._buf or self._broken is not None:
+            self._buf = []
             return
         data, upto = b"".join(self._buf), self._seq
         self._buf = []
         assert self._fd is not None  # appending requires the run acquired
-        wal.write_all(self._fd, data)
-        os.fsync(self._fd)
+        try:
+            wal.write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError as exc:  # a full disk, a quota: cut the torn tail, stop the run, say what is kept
+            try:
+                os.ftruncate(self._fd, self._offset)
+            except OSError:
+                pass
+            self._broken = RunError.make(
+                "io",
+                f"cannot write the journal of run {self.id} in {self.dir.parent}: {exc.strerror or exc}; the run "
+                "stopped, and everything committed before is kept",
+                hint=f"free some space, then: dagplan resume {self.id}",
+            )
+            raise self._broken from None
         self._offset += len(data)
         self._tail += data.count(b"\n")
         self._durable_seq = upto

@@ -102,3 +102,26 @@ def test_junit_output_is_well_formed_xml_whatever_the_names_and_outputs_hold(wea
     tree = ElementTree.fromstring(proc.stdout)
     (case,) = tree.iter("testcase")
     assert case.get("name").startswith("weird \\u0001\\u001b[31m")
+
+
+def test_a_disk_that_fills_up_during_a_run_stops_it_cleanly_and_the_run_resumes(weather):
+    """A write of the journal fails (here RLIMIT_FSIZE stands for a full disk): one clean error saying what
+    is kept and how to go on, no traceback; the torn tail is cut; resume completes the run."""
+    import resource
+    import signal
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1200, 1200))
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    args = [sys.executable, "-m", "dagplan", "run", "weather.yaml", "--tools", "tools.py", "-i", "city=Rome",
+            "--state", "fs"]  # fmt: skip
+    full = subprocess.run(args, cwd=weather, env=env, capture_output=True, text=True, timeout=60,
+                          preexec_fn=small_files)  # fmt: skip
+    assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr
+    assert "error io: cannot write the journal" in full.stderr and "everything committed before is kept" in full.stderr
+    (run_id,) = os.listdir(weather / "fs" / "runs")
+    assert f"dagplan resume {run_id}" in full.stderr
+    resumed = _cli(weather, "resume", run_id, "--state", "fs")
+    assert resumed.returncode == 0 and "biggest park" in resumed.stdout, resumed.stderr
