@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from ..dsl.errors import RunError, error
+from ..dsl.errors import DEFAULT_LIMITS, RunError, error
 from ..dsl.ir import Plan
 from ..dsl.validate_tools import did_you_mean
 from .values import thaw
@@ -61,9 +61,13 @@ def _not_json(values: Mapping[str, Any]):
     """NaN and the infinities are numbers to Python but not JSON, and a lone surrogate (a command-line
     argument that was not UTF-8) is no text: no journal, database or model could carry them faithfully,
     so an input holding one is refused (at any depth)."""
-    stack: list[tuple[str, Any]] = list(values.items())
+    stack: list[tuple[str, Any, int]] = [(k, v, 1) for k, v in values.items()]
     while stack:
-        where, value = stack.pop()
+        where, value, depth = stack.pop()
+        if depth > DEFAULT_LIMITS.max_depth:
+            yield error("bad-input", f"input {where.split('.')[0].split('[')[0]} nests deeper than "
+                        f"{DEFAULT_LIMITS.max_depth} levels", hint="inputs are small JSON values")  # fmt: skip
+            return
         if isinstance(value, float) and not math.isfinite(value):
             yield error("bad-input", f"input {where} is {value}, which JSON cannot hold",
                         hint="give a finite number, or null")  # fmt: skip
@@ -71,9 +75,9 @@ def _not_json(values: Mapping[str, Any]):
             yield error("bad-input", f"input {where} holds a lone surrogate (bytes that are not UTF-8)",
                         hint="give the text as UTF-8")  # fmt: skip
         elif isinstance(value, Mapping):
-            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+            stack.extend((f"{where}.{k}", v, depth + 1) for k, v in value.items())
         elif isinstance(value, (list, tuple)):
-            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+            stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(value))
 
 
 def _extra(plan: Plan, values: Mapping[str, Any]):

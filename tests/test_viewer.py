@@ -214,3 +214,25 @@ def test_a_database_password_is_never_shown_in_a_page(project):
                                                                                       "token": "t"})  # fmt: skip
     assert page.status_code == 200, page.text
     assert "hunter2" not in page.text and "hunter3" not in page.text and "ada:***@127.0.0.1" in page.text
+
+
+def test_what_a_request_sends_never_makes_a_500(project):
+    """Cursors that are no integers, inputs nested thousands deep or of the wrong shape: 4xx or a page."""
+    from starlette.testclient import TestClient
+
+    from dagplan.web.app import Viewer
+
+    (project / "p.yaml").write_text("inputs: {x: {type: array}}\nsteps: [{id: a, gate: {question: q}}]\n")
+    viewer = Viewer(project / ".dagplan", root=project, token="t")
+    client = TestClient(viewer.app, base_url="http://127.0.0.1", raise_server_exceptions=False)
+    client.cookies.set("dagplan_token", "t")
+    ran = client.post("/plan/run", data={"csrf": viewer.csrf, "file": "p.yaml", "inputs": '{"x": []}'},
+                      follow_redirects=False)  # fmt: skip
+    assert ran.status_code == 303, ran.text
+    run_id = ran.headers["location"].rsplit("/", 1)[1]
+    for cursor in ("abc", "1e309", "-1", "9" * 5000, '"x"', "[]", "\u00e9"):
+        with client.stream("GET", f"/runs/{run_id}/stream", params={"cursor": cursor}) as response:
+            assert response.status_code == 200
+    for inputs in ("[" * 5000 + "]" * 5000, '{"x": ' + "[" * 5000 + "]" * 5000 + "}", "[]", "3", "{bad"):
+        answer = client.post("/plan/run", data={"csrf": viewer.csrf, "file": "p.yaml", "inputs": inputs})
+        assert 400 <= answer.status_code < 500, (inputs[:20], answer.status_code, answer.text[:200])

@@ -187,10 +187,8 @@ class Viewer:
 
         run_id = request.path_params["run_id"]
         watch = await asyncio.to_thread(api.watch, run_id, self.state_dir)
-        try:
-            watch.cursor = json.loads(request.query_params.get("cursor") or "null")
-        except ValueError:
-            watch.cursor = None
+        cursor = request.query_params.get("cursor") or ""
+        watch.cursor = int(cursor) if cursor.isdigit() and len(cursor) <= 18 else None  # an offset, a seq
 
         async def messages():
             beat = time.monotonic()
@@ -274,6 +272,10 @@ class Viewer:
             inputs = json.loads(str(form.get("inputs") or "{}") or "{}")
         except ValueError as exc:
             return PlainTextResponse(f"inputs are not JSON: {exc}", status_code=400)
+        except RecursionError:
+            return PlainTextResponse("inputs nest too deep", status_code=400)
+        if not isinstance(inputs, dict):
+            return PlainTextResponse("inputs are a JSON object: {name: value}", status_code=400)
         started: dict[str, str] = {}
         ready = threading.Event()
 
