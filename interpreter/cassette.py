@@ -149,7 +149,7 @@ def _call_problems(call: Any, index: int) -> Iterable[tuple[tuple, str]]:
         yield (), f"calls[{index}] must be an object, not {type(call).__name__}"
         return
     kind = call.get("kind")
-    if kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in _FIELDS:
         yield ("kind",) if "kind" in call else (), f"calls[{index}].kind must be tool, model or gate, not {kind!r}"
         return
     for name, wanted in _FIELDS[kind].items():
