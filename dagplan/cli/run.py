@@ -219,6 +219,8 @@ class Session:
         kwargs.update(self._hooks())
         if function == "aresume":
             kwargs.pop("approve")  # a resumed run was approved when it started
+        if kwargs.get("on_interrupted") is not None:  # its question is asked with the live table paused
+            kwargs["on_interrupted"] = self._paused(kwargs["on_interrupted"])
         try:
             result = asyncio.run(getattr(api, function)(target, **kwargs))
         except DagplanError as exc:
@@ -261,14 +263,22 @@ class Session:
 
     def _ask_gate(self, request: dict) -> Any:
         """An approval gate in an interactive run: ask on the terminal."""
-        pause = getattr(self.progress, "pause", None)
-        if pause:
-            pause()
-        try:
-            return ask_gate_on_terminal(request)
-        finally:
+        return self._paused(ask_gate_on_terminal)(request)
+
+    def _paused(self, ask: Any) -> Any:
+        """``ask``, called with the live progress table stopped, so a question is never drawn into it."""
+
+        def asking(*args: Any) -> Any:
+            pause = getattr(self.progress, "pause", None)
             if pause:
-                self.progress.resume()
+                pause()
+            try:
+                return ask(*args)
+            finally:
+                if pause:
+                    self.progress.resume()
+
+        return asking
 
     def _announce(self, run_id: str) -> None:
         self.run_id = run_id
@@ -292,16 +302,8 @@ class Session:
             return True
         if not self.interactive:
             return False
-        pause = getattr(self.progress, "pause", None)
-        if pause:
-            pause()
-        try:
-            return click.confirm(
-                f"Step {step_id} failed {attempts} times ({error}). Retry more?", default=False, err=True
-            )
-        finally:
-            if pause:
-                self.progress.resume()
+        question = f"Step {step_id} failed {attempts} times ({error}). Retry more?"
+        return bool(self._paused(lambda: click.confirm(question, default=False, err=True))())
 
     def _write_cassette(self, run_id: str, state_dir: Any) -> None:
         from .. import api
