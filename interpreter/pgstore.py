@@ -140,6 +140,15 @@ class PgRegistry:
         self._conn: Any = None
         self._checked = False
 
+    def forget_connection(self) -> None:
+        """Drop the connection (it broke): the next use connects again."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may not even close
+                pass
+
     def connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             self._conn = _connect(self.url)

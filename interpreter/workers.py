@@ -41,6 +41,46 @@ class Limits:
         return cls(table.get("max_running"), dict(table.get("per_plan") or {}))
 
 
+def _lost_connection() -> tuple[type[BaseException], ...]:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - a pool needs psycopg
+        return (ConnectionError,)
+    return (psycopg.OperationalError, psycopg.InterfaceError, ConnectionError)
+
+
+_LOST = _lost_connection()
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the run database cannot be reached now (a dropped or refused connection)."""
+    if isinstance(exc, DagplanError):
+        return exc.headline.code == "state-unavailable"
+    return isinstance(exc, _LOST)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+@dataclass
+class Backoff:
+    """Waits between reconnections: the retry rule of steps (:func:`.attempts.backoff`: doubling from 0.5 s,
+    capped at 10 s, with jitter); reset once connected."""
+
+    failures: int = 0
+
+    def next(self) -> float:
+        from ..dsl.ir import Retry
+        from .attempts import backoff
+
+        self.failures += 1
+        return backoff(Retry(backoff=0.5, max_backoff=10.0), self.failures)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
 @dataclass
 class Pool:
     """One worker process: up to ``concurrency`` runs at once from the database at ``url``."""
@@ -64,15 +104,27 @@ class Pool:
 
         registry = PgRegistry(self.url)
         running: set[asyncio.Task] = set()
+        backoff = Backoff()
         try:
             while not self._stopping:
-                while len(running) < self.concurrency and not self._stopping:
-                    journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
-                    if journal is None:
-                        break
-                    self._say(journal.id, "claimed")
-                    running.add(asyncio.create_task(self._one(journal)))
-                if drain and not running and not await asyncio.to_thread(registry.claimable):
+                try:
+                    while len(running) < self.concurrency and not self._stopping:
+                        journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
+                        if journal is None:
+                            break
+                        self._say(journal.id, "claimed")
+                        running.add(asyncio.create_task(self._one(journal)))
+                    idle = drain and not running and not await asyncio.to_thread(registry.claimable)
+                    backoff.reset()
+                except Exception as exc:  # the database went away: nothing is lost (runs are handed back by
+                    if not _lost(exc):  # their connections' end); wait and connect again
+                        raise
+                    delay = backoff.next()
+                    self._say("-", f"the run database is unreachable ({_first_line(exc)}); again in {delay:.1f}s")
+                    registry.forget_connection()
+                    await asyncio.sleep(delay)
+                    continue
+                if idle:
                     break
                 if running:
                     done, running = await asyncio.wait(running, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
@@ -102,6 +154,14 @@ class Pool:
             decide = exc.headline.code == "needs-decision"  # stopped durably for an operator: not a failure
             status = "needs_decision" if decide else f"error: {exc.headline.code}: {exc.headline.message}"
             journal.release()
+        except Exception as exc:  # its connection (and with it the run's lock) is gone: another claim goes on
+            if not _lost(exc):
+                raise
+            status = f"handed back: the run database connection was lost ({_first_line(exc)})"
+            try:
+                journal.release()
+            except Exception:  # noqa: BLE001 - nothing more to let go of: the lock went with the connection
+                pass
         self.finished.append((journal.id, status))
         self._say(journal.id, status)
 

@@ -239,3 +239,44 @@ def test_a_nan_input_is_a_clean_error_not_a_traceback(tmp_path, postgres):
         proc = dagplan("run", "p.yaml", "--tools", "t.py", "-i", f"n={value}", cwd=tmp_path, url=postgres)
         assert "Traceback" not in proc.stderr, proc.stderr
         assert proc.returncode == 2 and "error bad-input" in proc.stderr, proc.stderr
+
+
+def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, postgres):
+    """The database refuses connections and every session is cut: the worker says so, waits with backoff,
+    connects again and goes on with the next run; it never exits and prints no traceback."""
+    import psycopg
+
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: one, output: †state.a}\nresult: †state.a\n")
+    (tmp_path / "t.py").write_text("import dagplan\n@dagplan.tool\ndef one() -> int:\n    return 1\n")
+    name = postgres.rsplit("/", 1)[1]
+    admin = postgres.rsplit("/", 1)[0] + "/postgres"
+
+    def completed(run_id: str) -> bool:
+        return str(open_registry(postgres).open(run_id).progress().status) == "completed"
+
+    def wait(check, what: str, seconds: float = 60) -> None:
+        deadline = time.monotonic() + seconds  # a bound on waiting, not a timing assertion
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.1)
+
+    pool = worker(tmp_path, postgres)
+    try:
+        first = dagplan("submit", "p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres).stdout.strip()
+        wait(lambda: completed(first), "the first run")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            time.sleep(2.5)  # the worker finds the database gone at least once
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        second = dagplan("submit", "p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres).stdout.strip()
+        try:
+            wait(lambda: completed(second), "the run submitted after the database came back")
+        except AssertionError:
+            pool.terminate()
+            raise AssertionError(pool.communicate(timeout=30)[1][-3000:]) from None
+        assert pool.poll() is None  # still working
+    finally:
+        pool.terminate()
+        _, err = pool.communicate(timeout=60)
+    assert "unreachable" in err and "Traceback" not in err, err
