@@ -364,8 +364,13 @@ class _Guard:
             if body is None:
                 refusal = (413, f"the request body is over {MAX_BODY:,} bytes")
             else:
-                form = await Request(scope, _replay_body(body)).form()
-                if not _same(str(form.get("csrf") or ""), self.viewer.csrf):
+                try:
+                    form = await Request(scope, _replay_body(body)).form()
+                except Exception:  # noqa: BLE001 - a body that is not the form its content-type says
+                    form = None
+                if form is None:
+                    refusal = (400, "the request body is not a readable form")
+                elif not _same(str(form.get("csrf") or ""), self.viewer.csrf):
                     refusal = (403, "the form is stale or forged (CSRF token)")
                 receive = _replay_body(body)
         if refusal is not None:
