@@ -140,7 +140,11 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-_FIELDS = {"tool": {"name": str, "args": dict}, "model": {"request": dict, "response": dict}, "gate": {}}
+_FIELDS: dict[str, dict[str, type]] = {
+    "tool": {"name": str, "args": dict},
+    "model": {"request": dict, "response": dict},
+    "gate": {},
+}
 
 
 def _call_problems(call: Any, index: int) -> Iterable[tuple[tuple, str]]:

@@ -411,7 +411,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 DATABASE_SCHEMES = ("postgresql", "postgres")
 
 
-def state_problem(state: Any) -> tuple[str, str] | None:
+def state_problem(state: Any) -> tuple[str, str | None] | None:
     """What is wrong with a state given as text (message, hint), or None: a directory path, or a
     ``postgresql://`` URL that can be connected to. Another scheme (``sqlite:///x.db``), a typo
     (``postgresql:/db``), a port out of range, an unclosed ``[``, a bad ``%`` escape, a NUL byte: each is
