@@ -93,7 +93,14 @@ def load_suite(path: str | os.PathLike, config: Any) -> Suite:
     if problems:
         raise RunError(problems)
     base = os.path.dirname(os.path.abspath(name))
-    tools = _tools(data.get("tools") or [], base)
+    try:
+        tools = _tools(data.get("tools") or [], base)
+    except DagplanError as exc:  # a tools file that is missing or does not import: at its entry in `tools:`
+        where = source_map.locate(Span(name, ("tools",)))
+        for index, source in enumerate(data.get("tools") or []):
+            if any(str(source) in d.message for d in exc.diagnostics):
+                where = source_map.locate(Span(name, ("tools", index)))
+        raise RunError([d if d.span.located else _at(d, where) for d in exc.diagnostics]) from None
     plan_path = os.path.normpath(os.path.join(os.path.dirname(name), data["plan"]))
     plan = _plan(plan_path, tools, config, source_map.locate(Span(name, ("plan",))))
     suite = Suite(name, data, source_map, plan, plan_path, tools)

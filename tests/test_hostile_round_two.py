@@ -125,3 +125,9 @@ def test_a_disk_that_fills_up_during_a_run_stops_it_cleanly_and_the_run_resumes(
     assert f"dagplan resume {run_id}" in full.stderr
     resumed = _cli(weather, "resume", run_id, "--state", "fs")
     assert resumed.returncode == 0 and "biggest park" in resumed.stdout, resumed.stderr
+
+
+def test_a_missing_tools_file_of_a_test_file_is_shown_at_its_entry(weather):
+    (weather / "m.test.yaml").write_text("plan: weather.yaml\ntools: [tools.py, nope.py]\ncases: [{name: x}]\n")
+    proc = _cli(weather, "check", "m.test.yaml")
+    assert "m.test.yaml:2:19: error tools-import" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
