@@ -339,14 +339,24 @@ def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, stat
                        config: Any = None) -> list[str]:  # fmt: skip
     """The side-effecting steps ``resume(run_id, from_step=...)`` would run again although they already ran
     (what ``resume --from`` and a preview of it show, and refuse without ``rerun_side_effects``)."""
-    from .interpreter.journal import open_registry
+    return rerun_preview(run_id, from_step, tools, state_dir, config=config)["side_effects"]
+
+
+def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
+                  config: Any = None) -> dict[str, list[str]]:  # fmt: skip
+    """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
+    results it clears and runs again; ``side_effects``, those among them that already touched the world."""
+    from .interpreter.journal import cleared_ids, open_registry
     from .interpreter.resume import side_effects_again as again
     from .interpreter.tools import registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
     plan = stored_plan(run_id, tools, state_dir, config=cfg, from_step=from_step)
-    return again(journal.progress(), plan, registry(tools) if tools is not None else {}, from_step)
+    progress = journal.progress()
+    cleared = [u for u in cleared_ids(progress, from_step, list(plan.analysis.order)) if u in progress.steps]
+    return {"again": cleared, "side_effects": again(progress, plan, registry(tools) if tools is not None else {},
+                                                    from_step)}  # fmt: skip
 
 
 def run_config(run_id: str, state_dir: Any = None):

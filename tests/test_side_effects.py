@@ -122,6 +122,10 @@ def test_resume_from_refuses_to_repeat_a_side_effect_without_the_flag(tmp_path):
     assert first.returncode == 0, first.stderr
     (run,) = dagplan.runs(tmp_path / "state")
     assert len(_lines(tmp_path)) == 1
+    shown = dagplan_cli(tmp_path, "resume", run.id, "--from", "draft", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "draft\n" in shown.stdout and "comment  side effect: it already ran" in shown.stdout, shown.stdout
+    assert len(_lines(tmp_path)) == 1  # a preview runs nothing
     refused = dagplan_cli(tmp_path, "resume", run.id, "--from", "draft")
     assert refused.returncode == 2, refused.stderr
     assert "error rerun-side-effects" in refused.stderr and "comment" in refused.stderr

@@ -206,6 +206,11 @@ def _step_detail(s: Any) -> str:
     help="With --on-interrupted adopt: the adopted step's output (JSON; what the side effect returned).",
 )
 @click.option(
+    "--dry-run",
+    is_flag=True,
+    help="With --from: show what would run again (side effects marked), running nothing.",
+)
+@click.option(
     "--rerun-side-effects",
     is_flag=True,
     help="With --from: run side-effecting steps that already ran again (refused without it).",
@@ -217,6 +222,7 @@ def resume(
     from_step,
     on_interrupted,
     adopted_output,
+    dry_run,
     rerun_side_effects,
     tool_sources,
     fmt,
@@ -241,6 +247,9 @@ def resume(
             config = dataclasses.replace(config, tools=())  # recorded sources include the configured ones
         tools = load_tools(tuple(tool_sources), config)
         adopted = _adopted(adopted_output, on_interrupted)
+        if dry_run:
+            _show_rerun(run_id, from_step, tools, state_dir or config.state_dir, config, fmt)
+            return
         plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
     except DagplanError as exc:
         reject(exc)
@@ -258,6 +267,26 @@ def resume(
         max_concurrency=max_concurrency,
         model=model,
     )
+
+
+def _show_rerun(run_id: str, from_step: str | None, tools: Any, state: Any, config: Any, fmt: str) -> None:
+    """``resume --from STEP --dry-run``: what would run again, the side effects among it marked."""
+    from .. import api
+
+    if from_step is None:
+        raise DagplanError(
+            error("usage", "--dry-run goes with --from STEP", hint="dagplan resume RUN --from STEP --dry-run")
+        )
+    found = api.rerun_preview(run_id, from_step, tools, state, config=config)
+    if fmt == "json":
+        click.echo(_dump(found))
+        return
+    click.echo(f"resuming {run_id} from {from_step} would run again ({len(found['again'])}):")
+    for unit in found["again"]:
+        mark = "  side effect: it already ran and would run again" if unit in found["side_effects"] else ""
+        click.echo(f"  {unit}{mark}")
+    if found["side_effects"]:
+        click.echo(f"refused without --rerun-side-effects ({', '.join(found['side_effects'])})")
 
 
 def _adopted(text: str | None, on_interrupted: str | None):
