@@ -1,4 +1,5 @@
-"""The kill harness of side effects at benchmark size: 100 seeds a store (file journal, PostgreSQL).
+"""The kill harness of side effects at benchmark size: 100 seeds a store (file journal, PostgreSQL, and
+PostgreSQL under workers: a ``dagplan worker`` killed, another one finishing the run).
 
     python benchmarks/bench_side_effects.py [--seeds 100]
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pg_server import start_postgres  # noqa: E402
-from side_effect_harness import POINTS, POLICIES, trial  # noqa: E402
+from side_effect_harness import POINTS, POLICIES, trial, trial_workers  # noqa: E402
 
 
 def fresh_database(server: str, name: str) -> str:
@@ -34,13 +35,13 @@ def fresh_database(server: str, name: str) -> str:
     return f"{server}/{name}"
 
 
-def run_store(name: str, seeds: int, state_of) -> list:
+def run_store(name: str, seeds: int, state_of, run_trial=trial) -> list:
     outcomes, broken, started = [], [], time.perf_counter()
     for seed in range(seeds):
         rng = random.Random(seed)
         point, policy = rng.choice(POINTS), rng.choice(POLICIES)
         with tempfile.TemporaryDirectory() as tmp:
-            outcome = trial(Path(tmp) / "w", state_of(seed, Path(tmp)), point, policy)
+            outcome = run_trial(Path(tmp) / "w", state_of(seed, Path(tmp)), point, policy)
         outcomes.append(outcome)
         if outcome.problems():
             broken.append((seed, outcome, outcome.problems()))
@@ -66,6 +67,8 @@ def main() -> None:
     server, stop, _ = start_postgres()
     try:
         broken += run_store("PostgreSQL", args.seeds, lambda seed, tmp: fresh_database(server, f"se_{seed}"))
+        broken += run_store("PostgreSQL, workers", args.seeds, lambda seed, tmp: fresh_database(server, f"sw_{seed}"),
+                            trial_workers)  # fmt: skip
     finally:
         stop()
     sys.exit(1 if broken else 0)

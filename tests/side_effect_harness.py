@@ -54,10 +54,10 @@ def post(text: str, idempotency_key: str) -> str:
 
 
 @dagplan.tool
-def notify(what: str) -> str:
+def notify(what: object) -> str:
     _die_once("after")
     with open(os.path.join(HERE, "notified.log"), "a") as f:
-        f.write(what + "\\n")
+        f.write(str(what) + "\\n")
     return "notified"
 """
 
@@ -130,3 +130,31 @@ def trial(workdir: Path, state: str, point: str, policy: str) -> Outcome:
     posted = (workdir / "posted.log").read_text().splitlines() if (workdir / "posted.log").exists() else []
     notified = (workdir / "notified.log").read_text().splitlines() if (workdir / "notified.log").exists() else []
     return Outcome(point, policy, resumed.returncode, posted, len(notified), str(shown.get("status")))
+
+
+def trial_workers(workdir: Path, url: str, point: str, policy: str) -> Outcome:
+    """The same trial under workers: a submitted run, a ``dagplan worker`` killed at ``point`` (the tool kills
+    the worker's own process), then another worker finishing the run with ``policy`` (``default``: none, so
+    the run is left in needs_decision for an operator)."""
+    import json
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "tools.py").write_text(TOOLS)
+    (workdir / "plan.yaml").write_text(PLAN)
+    env = {**os.environ, "DAGPLAN_STATE": url, "KILL_AT": point, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("DAGPLAN_STATE_DIR", None)
+    submitted = _dagplan(["submit", "plan.yaml", "--tools", "tools.py"], workdir, env)
+    assert submitted.returncode == 0, submitted.stderr
+    run_id = submitted.stdout.strip()
+    killed = _dagplan(["worker", "--drain"], workdir, env)
+    assert killed.returncode == -9, (
+        f"the worker was not killed at {point}: {killed.returncode}\n{killed.stderr[-2000:]}"
+    )
+    flags = [] if policy == "default" else ["--on-interrupted", policy]
+    second = _dagplan(["worker", "--drain", *flags], workdir, env)
+    assert second.returncode in (0, 1), second.stderr
+    shown = json.loads(_dagplan(["runs", "show", run_id, "--format", "json"], workdir, env).stdout or "{}")
+    status = str(shown.get("status"))
+    posted = (workdir / "posted.log").read_text().splitlines() if (workdir / "posted.log").exists() else []
+    notified = (workdir / "notified.log").read_text().splitlines() if (workdir / "notified.log").exists() else []
+    return Outcome(point, policy, {"completed": 0, "needs_decision": 3}.get(status, 1), posted, len(notified), status)

@@ -262,3 +262,15 @@ def test_kill_9_at_a_seeded_point_then_resume_with_a_seeded_policy_postgresql(tm
     point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
     outcome = trial(tmp_path / "w", postgres, point, policy)
     assert not outcome.problems(), (point, policy, outcome)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kill_9_of_a_worker_at_a_seeded_point_then_another_worker_with_a_seeded_policy(tmp_path, postgres, seed):
+    import random
+
+    from side_effect_harness import POINTS, POLICIES, trial_workers
+
+    rng = random.Random(2000 + seed)
+    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
+    outcome = trial_workers(tmp_path / "w", postgres, point, policy)
+    assert not outcome.problems(), (point, policy, outcome)
