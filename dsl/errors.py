@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal
 
 Severity = Literal["error", "warning"]
 DocPath = tuple[str | int, ...]
@@ -90,6 +90,14 @@ class Diagnostic:
 
     def sort_key(self) -> tuple:
         return (self.span.file, self.span.line, self.span.col, self.severity != "error", self.code)
+
+
+def did_you_mean(word: Any, choices: Iterable[str], otherwise: str | None = None, cutoff: float = 0.6) -> str | None:
+    """The one did-you-mean hint: ``did you mean 'x'?`` for the closest of ``choices``, else ``otherwise``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff) if isinstance(word, str) else []
+    return f"did you mean {close[0]!r}?" if close else otherwise
 
 
 def error(code: str, message: str, span: Span = NOSPAN, hint: str | None = None) -> Diagnostic:

@@ -12,14 +12,13 @@ never wrong.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-from .errors import Diagnostic, DocPath, Span, error
+from .errors import Diagnostic, DocPath, Span, did_you_mean, error
 from .ir import format_path
 
 Check = Callable[[Any], bool]
@@ -336,10 +335,7 @@ def _names(values: Iterable[Any]) -> str:
 
 
 def _did_you_mean(word: Any, options: Iterable[str]) -> str | None:
-    if not isinstance(word, str):
-        return None
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else None
+    return did_you_mean(word, options)
 
 
 def _unknown_keys(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:

@@ -16,10 +16,10 @@ from types import MappingProxyType
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import Diagnostic, Span, error, warning
+from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
 from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
-from .validate_tools import _MISSING, _input_schema, did_you_mean, tool_arguments, tool_names
+from .validate_tools import _MISSING, _input_schema, tool_arguments, tool_names
 from .schedule import (
     Analysis,
     _overlapping,

@@ -9,21 +9,15 @@ other rules share; ``validate`` lists them in its ``RULES`` table.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from .errors import Diagnostic, Span, error
+from .errors import Diagnostic, Span, did_you_mean, error
 from .ir import AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
 from .schedule import refs_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .validate import Facts
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _at(step: Step, *more: str | int) -> Span:

@@ -36,7 +36,6 @@ section wins. Every key is optional::
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..dsl.errors import RunError, Span, error
+from ..dsl.errors import RunError, Span, did_you_mean, error
 
 RESUME_DEFAULTS = {
     "default": "retry_pending",
@@ -214,15 +213,8 @@ def _build(path: Path, table: dict) -> Config:
     problems = []
     for key, value in table.items():
         if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1, cutoff=0.6)
-            problems.append(
-                error(
-                    "config",
-                    f"unknown key {key!r}",
-                    _key_span(path, key),
-                    f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(KEYS)}",
-                )
-            )
+            hint = did_you_mean(key, KEYS, f"known keys: {', '.join(KEYS)}")
+            problems.append(error("config", f"unknown key {key!r}", _key_span(path, key), hint))
             continue
         valid, words = KEYS[key]
         if not valid(value):
@@ -231,8 +223,7 @@ def _build(path: Path, table: dict) -> Config:
     resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
     for key, value in resume.items():
         if key not in _CHOICES:
-            close = difflib.get_close_matches(key, _CHOICES, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(_CHOICES)}"
+            hint = did_you_mean(key, _CHOICES, f"known keys: {', '.join(_CHOICES)}")
             problems.append(error("config", f"unknown key resume.{key}", _key_span(path, key), hint))
         elif value not in _CHOICES[key]:
             problems.append(

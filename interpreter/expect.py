@@ -23,10 +23,11 @@ every difference with its path (``result.items[2].name``), empty when it matches
 
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 from typing import Any, Callable
+
+from ..dsl.errors import did_you_mean
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -56,8 +57,7 @@ def argument_problem(name: str, arg: Any) -> tuple[str, str | None] | None:
             hint = "write it without backreferences and lookarounds (RE2 syntax), or match with $contains"
             return f"$regex {_show(arg)} cannot be matched in linear time: {reason}", hint
     elif name == "$type" and arg not in _TYPES:
-        close = difflib.get_close_matches(str(arg), _TYPES, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"types: {', '.join(_TYPES)}"
+        hint = did_you_mean(str(arg), _TYPES, f"types: {', '.join(_TYPES)}")
         return f"unknown $type {_show(arg)}", hint
     elif name == "$len" and (not isinstance(arg, int) or isinstance(arg, bool) or arg < 0):
         return f"$len takes a whole number, not {_show(arg)}", "e.g. {$len: 3}"

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from ..dsl.errors import DEFAULT_LIMITS, RunError, error
 from ..dsl.ir import Plan
-from ..dsl.validate_tools import did_you_mean
+from ..dsl.errors import did_you_mean
 from .values import thaw
 
 

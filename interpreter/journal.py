@@ -20,7 +20,6 @@ written by one owner at a time (``acquire``/``release``); recorded values read b
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-from ..dsl.errors import RunError
+from ..dsl.errors import RunError, did_you_mean
 from .redact import masked
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, StepStatus
@@ -424,8 +423,7 @@ def state_problem(state: Any) -> tuple[str, str | None] | None:
     if scheme is None:
         return None  # a directory path
     if scheme.group(1).lower() not in DATABASE_SCHEMES:
-        close = difflib.get_close_matches(scheme.group(1).lower(), DATABASE_SCHEMES, n=1, cutoff=0.5)
-        hint = f"did you mean {close[0]}://...?" if close else "runs are kept in a directory or in PostgreSQL"
+        hint = did_you_mean(scheme.group(1).lower(), DATABASE_SCHEMES, "runs are kept in a directory or in PostgreSQL")
         return f"unsupported state URL {masked(state)!r}: {scheme.group(1)} is not a run store", hint
     if not state.startswith(tuple(f"{s}://" for s in DATABASE_SCHEMES)):
         return f"{masked(state)!r} is not a URL", "write postgresql://user@host/db"

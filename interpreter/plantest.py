@@ -15,7 +15,6 @@ coverage (:mod:`.coverage`). Every problem of a test file is a diagnostic at its
 
 from __future__ import annotations
 
-import difflib
 import glob
 import os
 import time
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from ..dsl.errors import DagplanError, Diagnostic, RunError, Span, error
+from ..dsl.errors import DagplanError, Diagnostic, RunError, Span, did_you_mean, error
 from ..dsl.ir import Plan, StepKind
 from ..dsl.load import TEST_SUFFIXES as SUFFIXES
 from .calls import Counted, step_names
@@ -151,8 +150,7 @@ def _schema_problems(data: Any, name: str, source_map: Any) -> list[Diagnostic]:
         if detail.validator == "additionalProperties":
             known = sorted(detail.schema.get("properties", {}))
             extra = [k for k in detail.instance if k not in known] if isinstance(detail.instance, dict) else []
-            close = difflib.get_close_matches(str(extra[0]), known, n=1, cutoff=0.6) if extra else []
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            hint = did_you_mean(str(extra[0]) if extra else None, known, f"known keys: {', '.join(known)}")
             if extra:
                 where = where + (extra[0],)
         span = source_map.locate(Span(name, where))
@@ -214,12 +212,8 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
         shorts = among | {sid.rsplit(".", 1)[-1] for sid in among}
         for name in names:
             if not any(n in shorts for n in step_names(name)) and name not in among:
-                close = difflib.get_close_matches(name, sorted(shorts), n=1, cutoff=0.6)
-                hint = (
-                    f"did you mean {close[0]!r}?"
-                    if close
-                    else (f"{what}: {', '.join(sorted(among))}" if among else f"the plan has no {what}")
-                )
+                listed = f"{what}: {', '.join(sorted(among))}" if among else f"the plan has no {what}"
+                hint = did_you_mean(name, sorted(shorts), listed)
                 out.append(
                     error("test-file", f"{name!r} is not one of the plan's {what}", suite.key_span(*path, name), hint)
                 )
@@ -268,8 +262,7 @@ def _matcher_problems(suite: Suite, case: Mapping[str, Any], index: int) -> list
         if isinstance(value, dict):
             for key, inner in value.items():
                 if isinstance(key, str) and key.startswith("$") and key not in MATCHERS:
-                    close = difflib.get_close_matches(key, MATCHERS, n=1, cutoff=0.6)
-                    hint = f"did you mean {close[0]!r}?" if close else f"matchers: {', '.join(MATCHERS)}"
+                    hint = did_you_mean(key, MATCHERS, f"matchers: {', '.join(MATCHERS)}")
                     out.append(error("test-file", f"{key!r} is not a matcher", suite.key_span(*path, key), hint))
                 elif isinstance(key, str) and key in MATCHERS and len(value) == 1:
                     problem = argument_problem(key, inner)

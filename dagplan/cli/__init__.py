@@ -53,10 +53,10 @@ class LazyGroup(click.Group):
         for eager groups."""
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in COMMANDS:
-            import difflib
+            from ..dsl.errors import did_you_mean
 
-            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
-            ctx.fail(f"No such command {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""))
+            close = did_you_mean(name, COMMANDS)
+            ctx.fail(f"No such command {name!r}." + (f" {close[0].upper()}{close[1:]}" if close else ""))
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx, formatter):
