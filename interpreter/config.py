@@ -3,7 +3,7 @@
 Looked up from the working directory upwards; the first file that has a dagplan
 section wins. Every key is optional::
 
-    model = "openai/gpt-4o-mini"     # default model of LLM steps and the planner ($DAGPLAN_MODEL wins over none)
+    model = "openai/gpt-4o-mini"     # default model of LLM steps and the planner ($DAGPLAN_MODEL wins over it)
     tools = ["tools.py"]             # tool files or modules, like --tools
     max_concurrency = 16
     step_max_iterations = 5          # tool-calling loop bound inside an LLM step
@@ -84,7 +84,17 @@ class Config:
 
     @property
     def default_model(self) -> str | None:
-        return os.environ.get("DAGPLAN_MODEL") or self.model
+        return chosen_model(configured=self.model)
+
+
+# the one order in which the model of an LLM step is found (README: "LLM steps")
+MODEL_ORDER = "set `model:` on the step, --model, $DAGPLAN_MODEL, or `model` in dagplan.toml"
+
+
+def chosen_model(step: str | None = None, given: str | None = None, configured: str | None = None) -> str | None:
+    """The model an LLM step calls, the first found: the step's ``model:``, the one given (``--model``,
+    ``model=``), ``$DAGPLAN_MODEL``, the configuration's ``model``."""
+    return step or given or os.environ.get("DAGPLAN_MODEL") or configured
 
 
 def load_config(start: str | os.PathLike | None = None) -> Config:

@@ -200,16 +200,12 @@ def litellm_module():
 
 
 def default_model(explicit: str | None = None, configured: str | None = None) -> str:
-    """step.model > config > ``$DAGPLAN_MODEL``; a clear error when none is set."""
-    model = explicit or configured or os.environ.get("DAGPLAN_MODEL")
+    """The step's model, else the run's (:func:`.config.chosen_model`: the one order); a clear error when none."""
+    from .config import MODEL_ORDER, chosen_model
+
+    model = chosen_model(step=explicit, given=configured)
     if not model:
-        raise LLMStepError(
-            error(
-                "no-model",
-                "no model configured for an LLM step",
-                hint="set DAGPLAN_MODEL, `model` in dagplan.toml, or `model:` on the step",
-            )
-        )
+        raise LLMStepError(error("no-model", "no model configured for an LLM step", hint=MODEL_ORDER))
     return model
 
 

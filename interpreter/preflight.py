@@ -9,12 +9,12 @@ raises one :class:`RunError` listing all of it, so nothing with a side effect ha
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import replace
 from typing import Any, Iterator, Mapping
 
 from ..dsl.errors import Diagnostic, RunError, error
 from ..dsl.ir import Plan, Step
+from .config import MODEL_ORDER, chosen_model
 
 
 def llm_steps(plan: Plan) -> Iterator[Step]:
@@ -45,7 +45,7 @@ def _problems(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any
     steps = list(llm_steps(plan))
     if not steps:
         return
-    default = model or os.environ.get("DAGPLAN_MODEL")
+    default = chosen_model(given=model)
     models: dict[str, Step] = {}
     for step in steps:
         assert step.llm is not None
@@ -55,7 +55,7 @@ def _problems(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any
                 "no-model",
                 f"LLM step '{step.id}' has no model to call",
                 step.span,
-                "set `model:` on the step, `model` in dagplan.toml, $DAGPLAN_MODEL, or --model",
+                MODEL_ORDER,
             )
         else:
             models.setdefault(chosen, step)
