@@ -153,6 +153,7 @@ class _PrefixedMap:
 
     def __init__(self, parent: Any, prefix: tuple):
         self.parent, self.prefix = parent, tuple(prefix)
+        self.text: str = parent.text
 
     def locate(self, span):
         from dataclasses import replace

@@ -10,13 +10,13 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer, UnexpectedInput  # noqa: F401 - UnexpectedInput is used by expr
 
 from .errors import Span
 from .expr import view_length
-from .ir import BAD_LITERAL, BoolOp, Compare, Const, Contains, Length, Not, Placeholder, Ref, Template
+from .ir import BAD_LITERAL, BoolOp, Compare, Const, Contains, Length, Not, Placeholder, Ref, Root, Template, View
 
 
 @lru_cache(maxsize=None)
@@ -43,7 +43,7 @@ class _Build(Transformer):
 
     def ref(self, items):
         sigil, root, *path = items
-        return Ref(str(root), tuple(path), Span(offset=sigil.start_pos))
+        return Ref(cast(Root, str(root)), tuple(path), Span(offset=sigil.start_pos or 0))
 
     def key(self, items):
         return str(items[1])
@@ -61,7 +61,7 @@ class _Build(Transformer):
             suffix = str(items[1])[1:]
             view, _, count = suffix.partition("=")
             n = view_length(count)
-        return Placeholder(tok[1:], view, n, Span(offset=tok.start_pos))
+        return Placeholder(tok[1:], cast(View, view), n, Span(offset=tok.start_pos or 0))
 
     def alt(self, refs):
         return tuple(refs)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
-from .source import SourceMap, _Index  # noqa: F401 - SourceMap is part of this module's interface
+from .source import Positions, SourceMap, _Index  # noqa: F401 - SourceMap is part of this module's interface
 from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many, too_many_digits
 
 _JSON_START = re.compile(r"\s*[\[{]")
@@ -43,7 +43,7 @@ _MAX_CANDIDATE_TRIES = 200  # balanced-JSON attempts inside prose; bounds hostil
 class Document:
     data: Any
     dialect: str
-    source_map: "SourceMap"
+    source_map: "Positions"
     name: str
     warnings: tuple[Diagnostic, ...] = ()
 

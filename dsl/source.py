@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 from .errors import DEFAULT_LIMITS, DocPath, Limits, LoadError, Span
 
@@ -25,6 +25,17 @@ class _Index:
 
 def _identity(path: DocPath) -> DocPath:
     return path
+
+
+class Positions(Protocol):
+    """What a document knows of where its values are written: a :class:`SourceMap`, or the map of a plan
+    written inline inside another one."""
+
+    text: str
+
+    def locate(self, span: Span) -> Span: ...
+
+    def key_position(self, path: DocPath) -> tuple[int, int] | None: ...
 
 
 class SourceMap:

@@ -57,8 +57,7 @@ def argument_problem(name: str, arg: Any) -> tuple[str, str | None] | None:
             hint = "write it without backreferences and lookarounds (RE2 syntax), or match with $contains"
             return f"$regex {_show(arg)} cannot be matched in linear time: {reason}", hint
     elif name == "$type" and arg not in _TYPES:
-        hint = did_you_mean(str(arg), _TYPES, f"types: {', '.join(_TYPES)}")
-        return f"unknown $type {_show(arg)}", hint
+        return f"unknown $type {_show(arg)}", did_you_mean(str(arg), _TYPES, f"types: {', '.join(_TYPES)}")
     elif name == "$len" and (not isinstance(arg, int) or isinstance(arg, bool) or arg < 0):
         return f"$len takes a whole number, not {_show(arg)}", "e.g. {$len: 3}"
     elif name == "$any" and arg is not True:
