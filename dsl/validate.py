@@ -635,7 +635,9 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
         live.add(step_id)
         todo.extend(facts.deps[step_id])
     for step in plan.steps:
-        if step.id not in live and step.purity != "side_effect" and step.id not in facts.unused:
+        tool = (facts.tools or {}).get(step.tool or "")
+        purity = step.purity or (tool.purity if tool is not None else None)  # the step's word, else its tool's
+        if step.id not in live and purity != "side_effect" and step.id not in facts.unused:
             yield warning(
                 "dead-step",
                 f"step '{step.id}' cannot affect the result",

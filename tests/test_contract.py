@@ -122,3 +122,18 @@ def test_valid_escapes_and_surrogate_pairs_still_parse(tmp_path):
     plan = {"steps": [{"id": "a", "tool": "t", "when": when}], "initial_state": {"tab\there": "x", "b": "y"}}
     path.write_text(json.dumps(plan), encoding="utf-8")
     assert dagplan.check(str(path)).errors == ()
+
+
+def test_dead_step_reads_the_tools_purity_too(tmp_path):
+    """A step whose tool is a side effect runs for its effect: not dead, whether the step or the tool says so."""
+    (tmp_path / "t.py").write_text(
+        "import dagplan\n@dagplan.tool(purity='side_effect')\ndef notify() -> str:\n    return 'sent'\n"
+        "@dagplan.tool\ndef compute() -> int:\n    return 1\n"
+    )
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: ping, tool: notify}\n  - {id: calc, tool: compute, output: †state.x}\nresult: †state.x\n"
+    )
+    (result,) = dagplan.check_files([str(tmp_path / "p.yaml")], [str(tmp_path / "t.py")])
+    assert [d.code for d in result.warnings] == []
+    (bare,) = dagplan.check_files([str(tmp_path / "p.yaml")])
+    assert "dead-step" in [d.code for d in bare.warnings] or not bare.ok
