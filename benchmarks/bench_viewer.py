@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 import dagplan
-from dagplan.interpreter.journal import open_registry
+from dagplan.interpreter.registry import open_registry
 from dagplan.interpreter.vocabulary import Event, EventType
 
 

@@ -309,7 +309,7 @@ def shown_state(state_dir: Any = None) -> str:
 
 def in_database(state_dir: Any = None) -> bool:
     """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
-    from .interpreter.pgstore import is_url
+    from .interpreter.registry import is_url
 
     return is_url(_state(state_dir))
 
@@ -327,7 +327,7 @@ def stored_plan(
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
     (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first)."""
     from .interpreter.driver import stored_plan as plan_of
-    from .interpreter.journal import open_registry
+    from .interpreter.registry import open_registry
     from .interpreter.tools import registry
 
     cfg = config or load_config()
@@ -346,7 +346,8 @@ def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir
                   config: Any = None) -> dict[str, list[str]]:  # fmt: skip
     """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
     results it clears and runs again; ``side_effects``, those among them that already touched the world."""
-    from .interpreter.journal import cleared_ids, open_registry
+    from .interpreter.journal import cleared_ids
+    from .interpreter.registry import open_registry
     from .interpreter.resume import side_effects_again as again
     from .interpreter.tools import registry
 
@@ -362,7 +363,7 @@ def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir
 def run_config(run_id: str, state_dir: Any = None):
     """The configuration to resume a run with: the working directory's, else the one the run started
     with (so ``dagplan resume RUN`` works from anywhere)."""
-    from .interpreter.journal import open_registry
+    from .interpreter.registry import open_registry
 
     here = load_config()
     if here.path is not None:
@@ -373,7 +374,7 @@ def run_config(run_id: str, state_dir: Any = None):
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
     """(the tool sources a run was started with, those of them whose file changed since)."""
-    from .interpreter.journal import open_registry
+    from .interpreter.registry import open_registry
     from .interpreter.tools import changed_sources, recorded_sources
 
     record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
@@ -439,7 +440,7 @@ def export_cassette(
     """The cassette of a recorded run (every tool and model call, secrets redacted); written to
     ``path`` when given. Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case."""
     from .interpreter import cassette
-    from .interpreter.journal import open_registry
+    from .interpreter.registry import open_registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
@@ -467,7 +468,7 @@ def submit(
     """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
     checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
     from .interpreter.inputs import prepare_inputs
-    from .interpreter.journal import open_registry
+    from .interpreter.registry import open_registry
     from .interpreter.tools import source_record
 
     cfg = config or load_config()
@@ -501,7 +502,7 @@ def worker_pool(
     (``drain``: until none is left); returns (run id, status) of the runs it finished. ValueError when
     the state is not a database. See :mod:`dagplan.interpreter.workers`."""
     from . import load_tools as tools_of
-    from .interpreter.pgstore import is_url
+    from .interpreter.registry import is_url
     from .interpreter.workers import Pool
 
     cfg = config or load_config()
@@ -519,7 +520,8 @@ async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> lis
 def db_upgrade(url: Any = None) -> tuple[int, int]:
     """Create or migrate the PostgreSQL schema of ``url`` (default: the configured state); returns
     (version before, version after). ValueError when the state is not a PostgreSQL URL."""
-    from .interpreter.pgstore import is_url, upgrade
+    from .interpreter.pgstore import upgrade
+    from .interpreter.registry import is_url
 
     url = _state(url)
     if not is_url(url):
@@ -537,7 +539,7 @@ def load_config(start: str | os.PathLike | None = None):
 
 
 def new_run_id() -> str:
-    from .interpreter.store import new_run_id as new
+    from .interpreter.journal import new_run_id as new
 
     return new()
 
@@ -570,7 +572,7 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
 def _state(state_dir: Any, config: Any = None) -> Any:
     """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
     (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
-    from .interpreter.journal import chosen_state
+    from .interpreter.registry import chosen_state
 
     if state_dir is not None:
         return state_dir

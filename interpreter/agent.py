@@ -31,7 +31,8 @@ from typing import Any, Awaitable, Callable, Literal, Mapping
 
 from ..dsl.errors import DagplanError, Diagnostic, error
 from ..dsl.ir import Plan, ToolSpec
-from .journal import Journal, Registry, StepMemo, json_copy, open_registry
+from .journal import Journal, Registry, StepMemo, json_copy
+from .registry import open_registry
 from .llm import NOT_JSON, Budget, Memo, complete, memo_key, parse_json
 from .planner import repair_text, tool_catalog
 from .values import thaw

@@ -170,7 +170,7 @@ def _names(v: Any) -> bool:
 
 
 def _state(v: Any) -> bool:
-    from .journal import state_problem
+    from .registry import state_problem
 
     return _text(v) and state_problem(v) is None
 

@@ -15,12 +15,12 @@ from typing import Any, Callable, Mapping
 from ..dsl.errors import PlanInvalid, RunError
 from ..dsl.ir import Plan
 from .engine import Execution, RunResult
-from .journal import Journal, check_step, clear_from, open_registry
+from .journal import Journal, check_step, clear_from, new_run_id
+from .registry import open_registry
 from .preflight import preflight
 from .progress import plan_step_ids
 from .resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
 from .scope import Options, RunScope
-from .store import new_run_id
 from .tools import Tool
 from .vocabulary import Event, EventType, RunStatus
 

@@ -20,15 +20,16 @@ written by one owner at a time (``acquire``/``release``); recorded values read b
 from __future__ import annotations
 
 import asyncio
+import secrets
 import json
 import os
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-from ..dsl.errors import RunError, did_you_mean
-from .redact import masked
+from ..dsl.errors import RunError
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, StepStatus
 
@@ -147,6 +148,14 @@ def check_step(run_id: str, step_id: str, order: list[str]) -> None:
         raise RunError.make(
             "no-such-step", f"run {run_id} has no step {step_id!r}", hint="valid step ids: " + ", ".join(order)
         )
+
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")  # what a run id (or a prefix of one) may be
+
+
+def new_run_id() -> str:
+    """Short, sortable by start time, file-name safe: ``20261121-224501-3f9a``."""
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def refuse_finished(journal: Any) -> None:
@@ -328,8 +337,6 @@ class MemoryRegistry:
         self._owners: dict[str, int] = {}
 
     def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> MemoryJournal:
-        from .store import new_run_id
-
         run_id = new_run_id()
         while run_id in self._runs:
             run_id = new_run_id()
@@ -404,62 +411,3 @@ class MemoryRegistry:
 
     def let_go(self, journal: MemoryJournal) -> None:
         self._owners.pop(journal.id, None)
-
-
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
-DATABASE_SCHEMES = ("postgresql", "postgres")
-
-
-def state_problem(state: Any) -> tuple[str, str | None] | None:
-    """What is wrong with a state given as text (message, hint), or None: a directory path, or a
-    ``postgresql://`` URL that can be connected to. Another scheme (``sqlite:///x.db``), a typo
-    (``postgresql:/db``), a port out of range, an unclosed ``[``, a bad ``%`` escape, a NUL byte: each is
-    refused here, never turned into a directory of that name."""
-    if not isinstance(state, str):
-        return None
-    if not state or "\0" in state:
-        return "a state is a directory path or a postgresql:// URL, not " + repr(state), None
-    scheme = _SCHEME.match(state)
-    if scheme is None:
-        return None  # a directory path
-    if scheme.group(1).lower() not in DATABASE_SCHEMES:
-        hint = did_you_mean(scheme.group(1).lower(), DATABASE_SCHEMES, "runs are kept in a directory or in PostgreSQL")
-        return f"unsupported state URL {masked(state)!r}: {scheme.group(1)} is not a run store", hint
-    if not state.startswith(tuple(f"{s}://" for s in DATABASE_SCHEMES)):
-        return f"{masked(state)!r} is not a URL", "write postgresql://user@host/db"
-    from urllib.parse import urlsplit
-
-    try:
-        urlsplit(state).port  # noqa: B018 - parsing is the check: brackets, port range
-    except ValueError as exc:
-        return f"state URL {masked(state)!r}: {exc}", "e.g. postgresql://user@127.0.0.1:5432/db"
-    if re.search(r"%(?![0-9A-Fa-f]{2})", state):
-        return f"state URL {masked(state)!r} has a bad %-escape", "write % as %25"
-    return None
-
-
-def chosen_state(given: Any = None, configured: Any = None) -> Any:
-    """Where runs are, the one rule: the state given, else ``$DAGPLAN_STATE`` (a directory or a URL),
-    else the configuration's ``state``; None leaves the file store's default (``$DAGPLAN_STATE_DIR``, ./.dagplan)."""
-    if given is not None:
-        return given
-    return os.environ.get("DAGPLAN_STATE") or configured
-
-
-def open_registry(state: Any = None) -> Registry:
-    """The registry for ``state``: a registry as given, else the state directory it names (or the default)."""
-    if isinstance(state, Registry):
-        return state
-    state = chosen_state(state)
-    problem = state_problem(state)
-    if problem is not None:
-        raise RunError.make("config", problem[0], hint=problem[1])
-    from .pgstore import is_url
-
-    if is_url(state):  # runs in PostgreSQL
-        from .pgstore import PgRegistry
-
-        return PgRegistry(state)
-    from .store import RunStore
-
-    return RunStore(os.path.expanduser(state) if isinstance(state, str) else state)

@@ -40,7 +40,7 @@ from .journal import (
     unknown_run,
 )
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
-from .store import RUN_ID, new_run_id
+from .journal import RUN_ID, new_run_id
 from .vocabulary import Event, EventType, RunStatus
 
 SCHEMA_VERSION = 2
@@ -81,10 +81,6 @@ _QUEUE = {
     EventType.GATE_ANSWERED: "queued",
 }
 CLAIMABLE = ("queued", "running", "interrupted")  # with no owner holding the run's lock
-
-
-def is_url(state: Any) -> bool:
-    return isinstance(state, str) and state.startswith(("postgresql://", "postgres://"))
 
 
 def _connect(url: str, **kwargs: Any) -> Any:
@@ -479,4 +475,4 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self.commit_sync()
 
 
-__all__ = ["PgRegistry", "PgRun", "upgrade", "is_url", "SCHEMA_VERSION", "RunStatus"]
+__all__ = ["PgRegistry", "PgRun", "upgrade", "SCHEMA_VERSION", "RunStatus"]

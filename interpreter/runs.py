@@ -13,7 +13,7 @@ import itertools
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..dsl.errors import DEFAULT_LIMITS, RunError
-from .journal import open_registry
+from .registry import open_registry
 from .progress import RunInfo, plan_step_ids
 from .runners import answer_problem
 from .vocabulary import Event, EventType, RunStatus, StepStatus, event_types

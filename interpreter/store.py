@@ -29,20 +29,27 @@ import fcntl
 import hashlib
 import json
 import os
-import re
-import secrets
 import shutil
 import signal
 import threading
 import time
 import zlib
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import RunError
 from . import wal
-from .journal import Artifact, GroupCommit, not_a_run_id, output_bytes, refuse_finished, record_dict, unknown_run
+from .journal import (
+    RUN_ID,
+    Artifact,
+    GroupCommit,
+    new_run_id,
+    not_a_run_id,
+    output_bytes,
+    record_dict,
+    refuse_finished,
+    unknown_run,
+)
 from .progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .vocabulary import Event, EventType, RunStatus, StepStatus
 from .wal import owner_pid
@@ -51,17 +58,11 @@ INLINE_LIMIT = 32 * 1024  # bytes of JSON above which a value is spilled to its 
 COMPACT_MIN = 512  # events in the log tail before the first compaction
 FORMAT = "dagplan-run/2"  # /1 folded statuses under other names: its snapshots are re-folded from the log
 _FORMATS = ("dagplan-run/1", FORMAT)
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")  # what a run id (or a prefix of one) may be
 
 
 def default_state_dir() -> Path:
     """``$DAGPLAN_STATE_DIR``, else ``./.dagplan`` (``$DAGPLAN_STATE`` is read by :func:`.journal.open_registry`)."""
     return Path(os.environ.get("DAGPLAN_STATE_DIR") or ".dagplan")
-
-
-def new_run_id() -> str:
-    """Short, sortable by start time, file-name safe: ``20261121-224501-3f9a``."""
-    return f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def _discard_hint(run_id: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import dagplan
-from dagplan.interpreter.journal import open_registry
+from dagplan.interpreter.registry import open_registry
 from dagplan.interpreter.vocabulary import EventType, StepStatus
 
 HERE = Path(__file__).parent

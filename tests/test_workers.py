@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dagplan.interpreter.journal import open_registry
+from dagplan.interpreter.registry import open_registry
 from dagplan.interpreter.vocabulary import EventType, StepStatus
 
 HERE = Path(__file__).parent
