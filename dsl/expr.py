@@ -20,7 +20,7 @@ from typing import Any, cast
 
 
 from .errors import PlanInvalid, Span, error
-from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View
+from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View, view_length
 
 SPECIAL = re.compile(r"[\u2020$#\\]")
 # "The whole string is an expression": it starts with a sigil and either is one
@@ -170,13 +170,6 @@ def _placeholder_from(step: str, view: str | None, start: int) -> Placeholder:
         return Placeholder(step[1:], "full", None, Span(offset=start))
     name, _, count = view[1:].partition("=")
     return Placeholder(step[1:], cast(View, name), view_length(count), Span(offset=start))
-
-
-def view_length(count: str) -> int | None:
-    """``N`` of ``#E1.head=N``; -1 for more than 9 digits (the validator refuses it with its position)."""
-    if not count:
-        return None
-    return int(count) if len(count) <= 9 else -1
 
 
 def _scan_expr(text: str) -> tuple[list[tuple[Ref, ...]], set[str]] | None:

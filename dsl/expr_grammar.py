@@ -15,8 +15,21 @@ from typing import Any, cast
 from lark import Lark, Token, Transformer, UnexpectedInput  # noqa: F401 - UnexpectedInput is used by expr
 
 from .errors import Span
-from .expr import view_length
-from .ir import BAD_LITERAL, BoolOp, Compare, Const, Contains, Length, Not, Placeholder, Ref, Root, Template, View
+from .ir import (
+    BAD_LITERAL,
+    BoolOp,
+    Compare,
+    Const,
+    Contains,
+    Length,
+    Not,
+    Placeholder,
+    Ref,
+    Root,
+    Template,
+    View,
+    view_length,
+)
 
 
 @lru_cache(maxsize=None)

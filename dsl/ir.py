@@ -140,6 +140,13 @@ class Guard:
 View = Literal["full", "summary", "head", "last"]
 
 
+def view_length(count: str) -> int | None:
+    """``N`` of ``#E1.head=N``; -1 for more than 9 digits (the validator refuses it with its position)."""
+    if not count:
+        return None
+    return int(count) if len(count) <= 9 else -1
+
+
 @dataclass(frozen=True, slots=True)
 class Placeholder:
     """``#E1``, ``#E1.summary``, ``#E1.head=200``, ``#E1.last=200``: a step's output as text."""
