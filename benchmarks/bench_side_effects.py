@@ -14,7 +14,6 @@ trial that broke the promise (there should be none). Starts a PostgreSQL server 
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pg_server import start_postgres  # noqa: E402
-from side_effect_harness import POINTS, POLICIES, trial, trial_workers  # noqa: E402
+from side_effect_harness import seeded, trial, trial_workers  # noqa: E402
 
 
 def fresh_database(server: str, name: str) -> str:
@@ -38,8 +37,7 @@ def fresh_database(server: str, name: str) -> str:
 def run_store(name: str, seeds: int, state_of, run_trial=trial) -> list:
     outcomes, broken, started = [], [], time.perf_counter()
     for seed in range(seeds):
-        rng = random.Random(seed)
-        point, policy = rng.choice(POINTS), rng.choice(POLICIES)
+        point, policy = seeded(seed)
         with tempfile.TemporaryDirectory() as tmp:
             outcome = run_trial(Path(tmp) / "w", state_of(seed, Path(tmp)), point, policy)
         outcomes.append(outcome)

@@ -70,6 +70,13 @@ result: †state.done
 """
 
 
+def seeded(seed: int) -> tuple[str, str]:
+    """The kill point and the resume policy of one seed (each point in turn, the policy drawn)."""
+    import random
+
+    return POINTS[seed % len(POINTS)], random.Random(seed).choice(POLICIES)
+
+
 @dataclass(frozen=True)
 class Outcome:
     point: str

@@ -242,35 +242,23 @@ def test_cancel_stops_a_running_run_and_keeps_its_record_discard_refuses_it(tmp_
 
 @pytest.mark.parametrize("seed", range(12))
 def test_kill_9_at_a_seeded_point_then_resume_with_a_seeded_policy_file_journal(tmp_path, seed):
-    import random
+    from side_effect_harness import seeded, trial
 
-    from side_effect_harness import POINTS, POLICIES, trial
-
-    rng = random.Random(seed)
-    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
-    outcome = trial(tmp_path / "w", str(tmp_path / "state"), point, policy)
-    assert not outcome.problems(), (point, policy, outcome)
+    outcome = trial(tmp_path / "w", str(tmp_path / "state"), *seeded(seed))
+    assert not outcome.problems(), outcome
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_kill_9_at_a_seeded_point_then_resume_with_a_seeded_policy_postgresql(tmp_path, postgres, seed):
-    import random
+    from side_effect_harness import seeded, trial
 
-    from side_effect_harness import POINTS, POLICIES, trial
-
-    rng = random.Random(1000 + seed)
-    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
-    outcome = trial(tmp_path / "w", postgres, point, policy)
-    assert not outcome.problems(), (point, policy, outcome)
+    outcome = trial(tmp_path / "w", postgres, *seeded(1000 + seed))
+    assert not outcome.problems(), outcome
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_kill_9_of_a_worker_at_a_seeded_point_then_another_worker_with_a_seeded_policy(tmp_path, postgres, seed):
-    import random
+    from side_effect_harness import seeded, trial_workers
 
-    from side_effect_harness import POINTS, POLICIES, trial_workers
-
-    rng = random.Random(2000 + seed)
-    point, policy = POINTS[seed % len(POINTS)], rng.choice(POLICIES)
-    outcome = trial_workers(tmp_path / "w", postgres, point, policy)
-    assert not outcome.problems(), (point, policy, outcome)
+    outcome = trial_workers(tmp_path / "w", postgres, *seeded(2000 + seed))
+    assert not outcome.problems(), outcome
