@@ -275,7 +275,7 @@ def _show_rerun(run_id: str, from_step: str | None, tools: Any, state: Any, conf
 
     if from_step is None:
         raise DagplanError(
-            error("usage", "--dry-run goes with --from STEP", hint="dagplan resume RUN --from STEP --dry-run")
+            error("usage", "--dry-run goes with --from STEP", hint=f"dagplan resume {run_id} --from STEP --dry-run")
         )
     found = api.rerun_preview(run_id, from_step, tools, state, config=config)
     if fmt == "json":
