@@ -103,8 +103,9 @@ def _mapper(
                 if rest[:n] in step_rules:
                     return step_base + (path[1],) + step_rules[rest[:n]] + rest[n:]
             return step_base + path[1:]
-        if path and path[0] in top:
-            return top[path[0]] + path[1:]
+        head = path[0] if path else None
+        if isinstance(head, str) and head in top:
+            return top[head] + path[1:]
         return path
 
     return to_original
