@@ -34,9 +34,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from dagplan.interpreter import wal  # noqa: E402
 import dagplan  # noqa: E402
-from dagplan.interpreter.resume import Replay  # noqa: E402
-from dagplan.interpreter.store import RunStore  # noqa: E402
-from dagplan.interpreter.vocabulary import Event, EventType  # noqa: E402
+from dagplan.interpreter.engine.resume import Replay  # noqa: E402
+from dagplan.interpreter.stores.store import RunStore  # noqa: E402
+from dagplan.interpreter.core.vocabulary import Event, EventType  # noqa: E402
 
 
 def median_time(fn, repeat: int) -> float:

@@ -22,9 +22,9 @@ from typing import Annotated, Callable, TypedDict
 import json
 
 import dagplan
-from dagplan.interpreter.engine import Execution
-from dagplan.interpreter.scope import Options, RunScope
-from dagplan.interpreter.tools import registry, tool
+from dagplan.interpreter.engine.execution import Execution
+from dagplan.interpreter.engine.scope import Options, RunScope
+from dagplan.interpreter.tools.catalog import registry, tool
 
 
 @tool

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import dagplan
-from dagplan.interpreter.config import load_config
-from dagplan.interpreter.plantest import load_suite, run_case
+from dagplan.interpreter.core.config import load_config
+from dagplan.interpreter.testing.plantest import load_suite, run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

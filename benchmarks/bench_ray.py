@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--cpus", type=int, default=25)
     args = parser.parse_args()
-    from dagplan.interpreter.ray_exec import ray_module
+    from dagplan.interpreter.engine.ray_exec import ray_module
 
     started = time.perf_counter()
     ray_module({"num_cpus": args.cpus})

@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 
 import dagplan
-from dagplan.interpreter.registry import open_registry
-from dagplan.interpreter.vocabulary import Event, EventType
+from dagplan.interpreter.stores.registry import open_registry
+from dagplan.interpreter.core.vocabulary import Event, EventType
 
 
 def make_runs(state: Path, count: int) -> None:

@@ -54,12 +54,12 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     sources = [*cfg.tools, *tool_sources]
     specs = None
     if sources:  # importing user code (and the tool registry) only when there is some
-        from .interpreter.tools import load_tool_specs
+        from .interpreter.tools.catalog import load_tool_specs
 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
     from .dsl import with_diagnostics
-    from .interpreter.preflight import check_warnings
+    from .interpreter.llm.preflight import check_warnings
 
     from .dsl.load import is_test_file
 
@@ -76,25 +76,25 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
 
 def _cost_rules(plan: Plan, config: Any) -> list:
     """``too-expensive``, ``unbounded-cost``, ``context-window``: for plans with LLM steps only."""
-    from .interpreter.preflight import llm_steps
+    from .interpreter.llm.preflight import llm_steps
 
     if next(llm_steps(plan), None) is None:
         return []
-    from .interpreter.estimate import diagnostics, estimate
+    from .interpreter.llm.estimate import diagnostics, estimate
 
     found = estimate(plan, config.default_model, config.max_items, config.step_max_iterations)
     return diagnostics(found, config.max_cost, plan)
 
 
 def _check_tests(path: str | os.PathLike, config: Any):
-    from .interpreter.plantest import check_suite
+    from .interpreter.testing.plantest import check_suite
 
     return check_suite(path, config)
 
 
 def preview(plan: Plan | str | os.PathLike):
     """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``)."""
-    from .interpreter.preview import build_preview
+    from .interpreter.engine.preview import build_preview
 
     plan = _as_plan(plan)
     return build_preview(plan, plan.analysis, load_config())
@@ -103,7 +103,7 @@ def preview(plan: Plan | str | os.PathLike):
 def estimate(plan: Plan | str | os.PathLike, config: Any = None):
     """The worst case of a plan before it runs: steps, model calls, input tokens and dollars
     (:class:`Estimate`; ``.summary()``), priced with litellm's offline cost map."""
-    from .interpreter.estimate import estimate as worst
+    from .interpreter.llm.estimate import estimate as worst
 
     cfg = config or load_config()
     return worst(_as_plan(plan, config=cfg), cfg.default_model, cfg.max_items, cfg.step_max_iterations)
@@ -136,9 +136,9 @@ async def arun(
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
     ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
     ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins)."""
-    from .interpreter.driver import start
-    from .interpreter.scope import Options
-    from .interpreter.tools import registry
+    from .interpreter.ops.driver import start
+    from .interpreter.engine.scope import Options
+    from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
@@ -156,7 +156,7 @@ async def arun(
         executor=executor,
         **replay,
     )
-    from .interpreter.tools import source_record
+    from .interpreter.tools.catalog import source_record
 
     return await start(
         plan,
@@ -206,9 +206,9 @@ async def aresume(
     adopted_output: Any = None,
 ):
     """Resume a durable run. See :func:`resume`."""
-    from .interpreter.driver import resume as _resume
-    from .interpreter.scope import Options
-    from .interpreter.tools import registry
+    from .interpreter.ops.driver import resume as _resume
+    from .interpreter.engine.scope import Options
+    from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     options = Options.from_config(
@@ -251,21 +251,21 @@ def resume(run_id: str, **kwargs: Any):
 
 def runs(state_dir: Any = None):
     """Every recorded run, newest first: a list of :class:`RunInfo`."""
-    from .interpreter.runs import list_runs
+    from .interpreter.ops.runs import list_runs
 
     return list_runs(_state(state_dir))
 
 
 def run_report(run_id: str, state_dir: Any = None):
     """One run's :class:`RunReport`: status, each step's status, attempts, output and error."""
-    from .interpreter.runs import run_report as report
+    from .interpreter.ops.runs import run_report as report
 
     return report(run_id, _state(state_dir))
 
 
 def events(run_id: str, state_dir: Any = None, types: Iterable[str] | None = None):
     """A run's journaled :class:`Event` values, oldest first (``types``: only those)."""
-    from .interpreter.runs import run_events
+    from .interpreter.ops.runs import run_events
 
     return run_events(run_id, _state(state_dir), types)
 
@@ -273,21 +273,21 @@ def events(run_id: str, state_dir: Any = None, types: Iterable[str] | None = Non
 def watch(run_id: str, state_dir: Any = None):
     """Follow a run another process (or this one) writes: ``watch(run).poll()`` returns the events
     recorded since the last poll (the viewer's live updates)."""
-    from .interpreter.runs import Watch
+    from .interpreter.ops.runs import Watch
 
     return Watch(run_id, _state(state_dir))
 
 
 def output_chunks(run_id: str, step: str, state_dir: Any = None):
     """A step's recorded output as bytes, in chunks (a spilled output streams from its file)."""
-    from .interpreter.runs import output_chunks as chunks
+    from .interpreter.ops.runs import output_chunks as chunks
 
     return chunks(run_id, step, _state(state_dir))
 
 
 def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: bool = False) -> str:
     """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it."""
-    from .interpreter.runs import answer_gate
+    from .interpreter.ops.runs import answer_gate
 
     return answer_gate(run_id, step, value, _state(state_dir), text=text)
 
@@ -295,28 +295,28 @@ def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: b
 def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
     """Record ``plan_aborted`` and remove a run; returns its full id. A running run is refused unless
     ``force`` (then it is stopped first); :func:`cancel` stops a run and keeps its record."""
-    from .interpreter.runs import discard_run
+    from .interpreter.ops.runs import discard_run
 
     return discard_run(run_id, _state(state_dir), force)
 
 
 def shown_state(state_dir: Any = None) -> str:
     """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
-    from .interpreter.redact import masked
+    from .interpreter.core.redact import masked
 
     return masked(_state(state_dir) or ".dagplan")
 
 
 def in_database(state_dir: Any = None) -> bool:
     """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
-    from .interpreter.registry import is_url
+    from .interpreter.stores.registry import is_url
 
     return is_url(_state(state_dir))
 
 
 def cancel(run_id: str, state_dir: Any = None) -> str:
     """Stop a running or waiting run for good, keeping its record (status ``cancelled``); its full id."""
-    from .interpreter.runs import cancel_run
+    from .interpreter.ops.runs import cancel_run
 
     return cancel_run(run_id, _state(state_dir))
 
@@ -326,9 +326,9 @@ def stored_plan(
 ) -> Plan:
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
     (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first)."""
-    from .interpreter.driver import stored_plan as plan_of
-    from .interpreter.registry import open_registry
-    from .interpreter.tools import registry
+    from .interpreter.ops.driver import stored_plan as plan_of
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
@@ -346,10 +346,10 @@ def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir
                   config: Any = None) -> dict[str, list[str]]:  # fmt: skip
     """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
     results it clears and runs again; ``side_effects``, those among them that already touched the world."""
-    from .interpreter.journal import cleared_ids
-    from .interpreter.registry import open_registry
-    from .interpreter.resume import side_effects_again as again
-    from .interpreter.tools import registry
+    from .interpreter.stores.journal import cleared_ids
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.engine.resume import side_effects_again as again
+    from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
@@ -363,7 +363,7 @@ def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir
 def run_config(run_id: str, state_dir: Any = None):
     """The configuration to resume a run with: the working directory's, else the one the run started
     with (so ``dagplan resume RUN`` works from anywhere)."""
-    from .interpreter.registry import open_registry
+    from .interpreter.stores.registry import open_registry
 
     here = load_config()
     if here.path is not None:
@@ -374,8 +374,8 @@ def run_config(run_id: str, state_dir: Any = None):
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
     """(the tool sources a run was started with, those of them whose file changed since)."""
-    from .interpreter.registry import open_registry
-    from .interpreter.tools import changed_sources, recorded_sources
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.catalog import changed_sources, recorded_sources
 
     record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
     return recorded_sources(record), changed_sources(record)
@@ -390,7 +390,7 @@ async def atest(
     """Run every case of the plan test files among ``paths`` (``*.test.yaml``; directories searched,
     globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan unless
     ``coverage=False``, which spares each case the events coverage is read from)."""
-    from .interpreter.plantest import run_tests
+    from .interpreter.testing.plantest import run_tests
 
     return await run_tests([os.fspath(p) for p in paths], config or load_config(), select, coverage)
 
@@ -405,21 +405,21 @@ test.__test__ = False  # type: ignore[attr-defined]  # a library function, not a
 
 def find_tests(paths: Iterable[str | os.PathLike]) -> list[str]:
     """The plan test files among ``paths`` (files, directories searched, globs)."""
-    from .interpreter.plantest import find_tests as found
+    from .interpreter.testing.plantest import find_tests as found
 
     return found(paths)
 
 
 def load_tests(path: str | os.PathLike, config: Any = None):
     """One test file, checked and its plan loaded: a :class:`Suite` whose cases :func:`run_test_case` runs."""
-    from .interpreter.plantest import load_suite
+    from .interpreter.testing.plantest import load_suite
 
     return load_suite(path, config or load_config())
 
 
 def run_test_case(suite: Any, index: int, config: Any = None):
     """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
-    from .interpreter.plantest import run_case
+    from .interpreter.testing.plantest import run_case
 
     return asyncio.run(run_case(suite, index, config or load_config(), coverage=False))
 
@@ -427,7 +427,7 @@ def run_test_case(suite: Any, index: int, config: Any = None):
 def untested_paths(report: Any, plan_path: str, limit: int = 64):
     """The branch combinations of a plan no case of ``report`` covered (at most ``limit`` enumerated),
     each with a starting test case to fill in: a :class:`PathsReport`."""
-    from .interpreter.paths import untested
+    from .interpreter.testing.paths import untested
 
     suites = [s for s in report.suites if os.path.abspath(s.plan_path) == os.path.abspath(plan_path)]
     plan = suites[0].plan if suites else load(plan_path)
@@ -439,8 +439,8 @@ def export_cassette(
 ) -> dict:
     """The cassette of a recorded run (every tool and model call, secrets redacted); written to
     ``path`` when given. Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case."""
-    from .interpreter import cassette
-    from .interpreter.registry import open_registry
+    from .interpreter.testing import cassette
+    from .interpreter.stores.registry import open_registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
@@ -451,7 +451,7 @@ def export_cassette(
 
 
 def read_cassette(path: str | os.PathLike) -> dict:
-    from .interpreter.cassette import read
+    from .interpreter.testing.cassette import read
 
     return read(path)
 
@@ -467,9 +467,9 @@ def submit(
 ) -> str:
     """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
     checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
-    from .interpreter.inputs import prepare_inputs
-    from .interpreter.registry import open_registry
-    from .interpreter.tools import source_record
+    from .interpreter.engine.inputs import prepare_inputs
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.catalog import source_record
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
@@ -500,10 +500,10 @@ def worker_pool(
     """A worker of the run database ``state`` (a ``postgresql://`` URL): ``await pool.run(drain=...)``
     claims queued and orphaned runs and runs them, up to ``concurrency`` at once, until ``pool.stop()``
     (``drain``: until none is left); returns (run id, status) of the runs it finished. ValueError when
-    the state is not a database. See :mod:`dagplan.interpreter.workers`."""
+    the state is not a database. See :mod:`dagplan.interpreter.ops.workers`."""
     from . import load_tools as tools_of
-    from .interpreter.registry import is_url
-    from .interpreter.workers import Pool
+    from .interpreter.stores.registry import is_url
+    from .interpreter.ops.workers import Pool
 
     cfg = config or load_config()
     url = _state(state, cfg)
@@ -520,8 +520,8 @@ async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> lis
 def db_upgrade(url: Any = None) -> tuple[int, int]:
     """Create or migrate the PostgreSQL schema of ``url`` (default: the configured state); returns
     (version before, version after). ValueError when the state is not a PostgreSQL URL."""
-    from .interpreter.pgstore import upgrade
-    from .interpreter.registry import is_url
+    from .interpreter.stores.pgstore import upgrade
+    from .interpreter.stores.registry import is_url
 
     url = _state(url)
     if not is_url(url):
@@ -533,13 +533,13 @@ def db_upgrade(url: Any = None) -> tuple[int, int]:
 
 def load_config(start: str | os.PathLike | None = None):
     """The project configuration that applies in ``start`` (default: the working directory)."""
-    from .interpreter.config import load_config as read
+    from .interpreter.core.config import load_config as read
 
     return read(start)
 
 
 def new_run_id() -> str:
-    from .interpreter.journal import new_run_id as new
+    from .interpreter.stores.journal import new_run_id as new
 
     return new()
 
@@ -556,7 +556,7 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
     recorded when none is given; retries do not wait), or none."""
     if cassette is None:
         return {}
-    from .interpreter.cassette import CassetteCalls, read
+    from .interpreter.testing.cassette import CassetteCalls, read
 
     data = cassette if isinstance(cassette, Mapping) else read(cassette)
     name = "the cassette" if isinstance(cassette, Mapping) else f"cassette {os.fspath(cassette)}"
@@ -572,7 +572,7 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
 def _state(state_dir: Any, config: Any = None) -> Any:
     """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
     (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
-    from .interpreter.registry import chosen_state
+    from .interpreter.stores.registry import chosen_state
 
     if state_dir is not None:
         return state_dir
@@ -580,6 +580,6 @@ def _state(state_dir: Any, config: Any = None) -> Any:
 
 
 def _specs(tools: ToolsArg):
-    from .interpreter.tools import registry
+    from .interpreter.tools.catalog import registry
 
     return {name: t.spec for name, t in registry(tools).items()}

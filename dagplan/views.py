@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from .dsl.errors import printable
-from .interpreter.vocabulary import EventType, StepStatus
+from .interpreter.core.vocabulary import EventType, StepStatus
 
 DESCRIPTION_WIDTH = 60
 

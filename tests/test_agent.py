@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import dagplan
-from dagplan.interpreter.agent import AgentError, agent_loop
-from dagplan.interpreter.llm import MemoryMemo
-from dagplan.interpreter.tools import load_tools
+from dagplan.interpreter.llm.agent import AgentError, agent_loop
+from dagplan.interpreter.llm.conversation import MemoryMemo
+from dagplan.interpreter.tools.catalog import load_tools
 from llm_stub import json_reply, text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,7 +181,7 @@ async def refundOrder(order: dict) -> dict:
 KILLED_CHILD = """
 import asyncio, sys
 import dagplan
-from dagplan.interpreter.agent import durable_agent_loop
+from dagplan.interpreter.llm.agent import durable_agent_loop
 
 tools_file, state_dir, api_base, model, marker = sys.argv[1:6]
 tools = dagplan.load_tools([tools_file])
@@ -220,7 +220,7 @@ def ran_tools(journal: Path) -> list[str]:
 
 def durable(stub, tools_file: Path, state_dir: Path, *, fail_on: str | None = None, **kw):
     """durable_agent_loop on the journal tools; ``fail_on``: run_plan raises (once) before running that tool."""
-    from dagplan.interpreter.agent import durable_agent_loop
+    from dagplan.interpreter.llm.agent import durable_agent_loop
 
     tools = dagplan.load_tools([tools_file])
     failing = [fail_on]
@@ -254,7 +254,7 @@ def uninterrupted(stub, tmp_path: Path):
 
 
 def only_run(state_dir: Path) -> str:
-    from dagplan.interpreter.store import RunStore
+    from dagplan.interpreter.stores.store import RunStore
 
     (info,) = RunStore(state_dir).list()
     return info.id
@@ -303,7 +303,7 @@ def test_agent_run_killed_in_turn_two_resumes_without_repaying_or_rerunning(stub
 
 
 def test_interrupted_agent_run_replays_memoized_calls_and_completed_turns(stub, tmp_path):
-    from dagplan.interpreter.store import RunStore
+    from dagplan.interpreter.stores.store import RunStore
 
     expected, _ = uninterrupted(stub, tmp_path)
     tools_file, journal = journal_tools(tmp_path / "run")

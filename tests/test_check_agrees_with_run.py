@@ -143,7 +143,7 @@ def test_resume_needs_no_flags_and_warns_when_a_tools_file_changed(project):
 
 def interrupted_side_effect(project: Path) -> str:
     """A run killed while its side-effecting step ran: the intent is in the journal, no result."""
-    from dagplan.interpreter.store import RunStore
+    from dagplan.interpreter.stores.store import RunStore
 
     doc = {"steps": [{"id": "hello", "tool": "greet", "args": {"name": "ada"}, "output": "\u2020state.g"}],
            "result": "\u2020state.g"}  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 import dagplan
 from dagplan.dsl import check
 from dagplan.dsl.compose import Budget, worst_case
-from dagplan.interpreter.store import RunStore
+from dagplan.interpreter.stores.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -701,7 +701,7 @@ EXAMPLES = ROOT / "examples"
 
 @pytest.fixture
 def example_tools():
-    from dagplan.interpreter.tools import load_tools
+    from dagplan.interpreter.tools.catalog import load_tools
 
     return load_tools([EXAMPLES / "tools.py"])
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from dagplan.interpreter.store import RunStore
-from dagplan.interpreter.vocabulary import EventType, StepStatus
+from dagplan.interpreter.stores.store import RunStore
+from dagplan.interpreter.core.vocabulary import EventType, StepStatus
 
 
 HERE = Path(__file__).parent

@@ -221,7 +221,7 @@ def cassettes(draw) -> str:
 @FUZZ
 @given(cassettes())
 def test_a_mutated_cassette_is_read_or_refused_never_a_traceback(text):
-    from dagplan.interpreter.cassette import CassetteCalls, read
+    from dagplan.interpreter.testing.cassette import CassetteCalls, read
 
     path = _WORK / "fuzz.cassette.json"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
@@ -283,7 +283,7 @@ def holding_a_secret(draw, depth: int = 0):
 @FUZZ
 @given(holding_a_secret())
 def test_a_planted_secret_never_survives_redaction(value):
-    from dagplan.interpreter.redact import redact
+    from dagplan.interpreter.core.redact import redact
 
     shown = json.dumps(redact(value), ensure_ascii=False)
     assert SECRET not in shown and "31415926535" not in shown

@@ -525,7 +525,7 @@ def test_a_plan_timeout_stops_the_run_durably_and_resume_goes_on(tmp_path):
 
 
 def test_plan_limits_on_cost_take_the_smaller_of_plan_and_caller():
-    from dagplan.interpreter.scope import Options
+    from dagplan.interpreter.engine.scope import Options
 
     plan = dagplan.load(text="max_cost: 0.5\nmax_tokens: 1000\nsteps:\n  - {id: a, tool: t}\n")
     assert (plan.timeout, plan.max_cost, plan.max_tokens) == (None, 0.5, 1000)

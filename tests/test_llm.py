@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dagplan.dsl.ir import LLMCall, Template, ToolSpec
-from dagplan.interpreter.llm import (
+from dagplan.interpreter.llm.conversation import (
     Budget,
     BudgetExceeded,
     LLMStepError,
@@ -265,8 +265,8 @@ def test_parse_json_tolerates_prose(answer, value):
 
 def test_importing_dagplan_does_not_import_litellm():
     code = (
-        "import sys, dagplan, dagplan.dsl, dagplan.interpreter.llm, dagplan.interpreter.planner, "
-        "dagplan.interpreter.score; print('litellm' in sys.modules)"
+        "import sys, dagplan, dagplan.dsl, dagplan.interpreter.llm.conversation, dagplan.interpreter.llm.planner, "
+        "dagplan.interpreter.llm.score; print('litellm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
@@ -277,7 +277,7 @@ def test_importing_dagplan_does_not_import_litellm():
 CHILD = textwrap.dedent("""
     import asyncio, json, os, sys
     from dagplan.dsl.ir import LLMCall, Template, ToolSpec
-    from dagplan.interpreter.llm import run_llm_step
+    from dagplan.interpreter.llm.conversation import run_llm_step
 
     memo_path, journal_path, api_base = sys.argv[1:4]
 
@@ -353,7 +353,7 @@ result: $state.loud
 
 
 def _example_tools():
-    from dagplan.interpreter.tools import load_tools
+    from dagplan.interpreter.tools.catalog import load_tools
 
     return load_tools([REPO / "examples" / "tools.py"])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dagplan
-from dagplan.interpreter.expect import argument_problem, mismatches
+from dagplan.interpreter.testing.expect import argument_problem, mismatches
 
 PLAN = "steps:\n  - {id: a, tool: echo, args: {x: †input.x}, output: †state.a}\nresult: †state.a\ninputs: {x: {type: string}}\n"
 TOOLS = "import dagplan\n@dagplan.tool\ndef echo(x: str) -> str:\n    return x\n"

@@ -192,7 +192,7 @@ def test_statuses_in_results_and_reports_are_the_journal_s_words(tmp_path):
 
 def test_event_types_and_statuses_are_spelled_only_in_the_vocabulary():
     """No event type or status literal outside the module that defines them (one mapping)."""
-    from dagplan.interpreter.vocabulary import EventType, RunStatus, StepStatus
+    from dagplan.interpreter.core.vocabulary import EventType, RunStatus, StepStatus
 
     words = {str(t) for t in EventType if t is not EventType.MEMO} | {"completed_with_result"}  # "memo" is
     # also the name of the folded state's memo table
@@ -234,7 +234,7 @@ def test_an_in_memory_registry_keeps_a_run_resumable(tmp_path):
 
 def test_a_unit_failed_as_interrupted_is_asked_about_again_on_the_next_resume():
     """An interrupted side effect nobody could decide about fails; a later resume must not run it silently."""
-    from dagplan.interpreter.resume import INTERRUPTED_ERROR, action_for
+    from dagplan.interpreter.engine.resume import INTERRUPTED_ERROR, action_for
 
     policy = {"side_effect": "ask", "undeclared": "retry"}
     error = {"type": INTERRUPTED_ERROR, "message": "x"}
@@ -244,8 +244,8 @@ def test_a_unit_failed_as_interrupted_is_asked_about_again_on_the_next_resume():
 
 
 def test_a_registry_is_what_the_file_store_and_the_memory_one_both_are(tmp_path):
-    from dagplan.interpreter.journal import Journal, Registry
-    from dagplan.interpreter.store import RunStore
+    from dagplan.interpreter.stores.journal import Journal, Registry
+    from dagplan.interpreter.stores.store import RunStore
 
     for registry in (RunStore(tmp_path), MemoryRegistry()):
         assert isinstance(registry, Registry)
@@ -432,7 +432,7 @@ def test_check_does_not_import_the_interpreter_s_heavy_parts():
     code = (
         "import sys, dagplan.dsl; from dagplan.dsl import check; "
         "check(text='steps: [{id: a, tool: t}]'); print(sorted(m for m in sys.modules if "
-        "m.startswith(('litellm', 'dagplan.interpreter.engine'))))"
+        "m.startswith(('litellm', 'dagplan.interpreter.engine.execution'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

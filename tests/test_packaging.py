@@ -21,12 +21,12 @@ def test_wheel_holds_one_package_with_every_stage(wheel):
         "dagplan/cli/__init__.py",
         "dagplan/dsl/expr.lark",
         "dagplan/dsl/validate.py",
-        "dagplan/interpreter/engine.py",
-        "dagplan/interpreter/store.py",
+        "dagplan/interpreter/engine/execution.py",
+        "dagplan/interpreter/stores/store.py",
         "dagplan/schemas/plan.schema.json",
     ):
         assert required in names, required
-    local = {p.relative_to(ROOT).as_posix() for d in ("dsl", "interpreter") for p in (ROOT / d).glob("*.py")}
+    local = {p.relative_to(ROOT).as_posix() for d in ("dsl", "interpreter") for p in (ROOT / d).rglob("*.py")}
     packaged = {n.replace("dagplan/", "", 1) for n in names if n.startswith(("dagplan/dsl/", "dagplan/interpreter/"))}
     assert local <= packaged, local - packaged
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import dagplan
-from dagplan.interpreter.config import load_config
+from dagplan.interpreter.core.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -605,6 +605,6 @@ def test_a_prompt_over_the_context_window_is_a_warning_naming_its_placeholder(tm
     ],
 )
 def test_matchers(expected, actual, ok):
-    from dagplan.interpreter.expect import matches
+    from dagplan.interpreter.testing.expect import matches
 
     assert matches(expected, actual) is ok

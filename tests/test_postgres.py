@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import dagplan
-from dagplan.interpreter.registry import open_registry
-from dagplan.interpreter.vocabulary import EventType, StepStatus
+from dagplan.interpreter.stores.registry import open_registry
+from dagplan.interpreter.core.vocabulary import EventType, StepStatus
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"
@@ -33,7 +33,7 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) ->
 def test_every_command_works_against_the_database(tmp_path, postgres):
     for name in ("weather.yaml", "approve_refund.yaml", "tools.py"):
         shutil.copy(EXAMPLES / name, tmp_path)
-    from dagplan.interpreter.pgstore import SCHEMA_VERSION
+    from dagplan.interpreter.stores.pgstore import SCHEMA_VERSION
 
     assert f"schema version {SCHEMA_VERSION} (was 0)" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr
     assert "up to date" in cli("db", "upgrade", "--state", postgres, cwd=tmp_path).stderr

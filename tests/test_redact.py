@@ -1,4 +1,4 @@
-"""Secrets, one rule set (interpreter/redact.py): a secret planted anywhere in a recorded run reaches no
+"""Secrets, one rule set (interpreter/core/redact.py): a secret planted anywhere in a recorded run reaches no
 artefact: the cassette, the journal's record of a tool call, a replay's miss message."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dagplan.interpreter.redact import REDACTED, matches, masked, redact
+from dagplan.interpreter.core.redact import REDACTED, matches, masked, redact
 
 SECRET = "hunter2-Xy7-very-secret"
 

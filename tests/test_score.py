@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from dagplan.interpreter.score import complexity_score, score, should_plan_first
+from dagplan.interpreter.llm.score import complexity_score, score, should_plan_first
 
 OAUTH = (
     "Implement OAuth login in cli/auth/google.go, add tests in auth_test.go, then update README.md and finally deploy"

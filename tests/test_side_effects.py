@@ -151,7 +151,7 @@ def test_the_idempotency_key_is_stable_per_run_and_unit_and_not_in_the_plan_sche
         dagplan.run(str(tmp_path / "p.yaml"), tools=tools, state_dir=tmp_path / "state")
     keys = [line.split()[1] for line in _lines(tmp_path)]
     assert len(set(keys)) == 4  # two runs x two steps: all different
-    from dagplan.interpreter.tools import idempotency_key
+    from dagplan.interpreter.tools.catalog import idempotency_key
 
     assert idempotency_key("r1", "a") == idempotency_key("r1", "a") != idempotency_key("r1", "b")
 

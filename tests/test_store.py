@@ -12,14 +12,14 @@ import textwrap
 import pytest
 
 from dagplan.dsl.errors import RunError
-from dagplan.interpreter import store as store_mod
-from dagplan.interpreter import wal
+from dagplan.interpreter.stores import store as store_mod
+from dagplan.interpreter.stores import wal
 import dagplan
 from dagplan.dsl import check
-from dagplan.interpreter.journal import StepMemo, clear_from
-from dagplan.interpreter.resume import resume_plan
-from dagplan.interpreter.store import INLINE_LIMIT, RunStore
-from dagplan.interpreter.vocabulary import Event, EventType
+from dagplan.interpreter.stores.journal import StepMemo, clear_from
+from dagplan.interpreter.engine.resume import resume_plan
+from dagplan.interpreter.stores.store import INLINE_LIMIT, RunStore
+from dagplan.interpreter.core.vocabulary import Event, EventType
 
 DOC = {
     "steps": [
@@ -378,7 +378,7 @@ def test_lock_of_a_killed_process_is_free(store, tmp_path):
     run = store.create(plan_doc=DOC, plan_name="p", inputs={})
     code = f"""
         import os
-        from dagplan.interpreter.store import RunStore
+        from dagplan.interpreter.stores.store import RunStore
         run = RunStore({str(store.state_dir)!r}).open({run.id!r})
         run.acquire()
         run.append({{"type": "plan_started"}})
@@ -395,8 +395,8 @@ def test_lock_of_a_killed_process_is_free(store, tmp_path):
 
 WRITER = """
 import sys
-from dagplan.interpreter.store import RunStore
-from dagplan.interpreter.vocabulary import Event, EventType
+from dagplan.interpreter.stores.store import RunStore
+from dagplan.interpreter.core.vocabulary import Event, EventType
 store = RunStore(sys.argv[1])
 run = store.open(sys.argv[2])
 run.acquire()
@@ -428,7 +428,7 @@ def test_discard_cancels_the_owner_and_removes_state(store):
     run = store.create(plan_doc=DOC, plan_name="p", inputs={})
     code = f"""
         import signal, sys, time
-        from dagplan.interpreter.store import RunStore
+        from dagplan.interpreter.stores.store import RunStore
         run = RunStore({str(store.state_dir)!r}).open({run.id!r})
         run.acquire()
         def stop(*_):

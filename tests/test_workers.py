@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dagplan.interpreter.registry import open_registry
-from dagplan.interpreter.vocabulary import EventType, StepStatus
+from dagplan.interpreter.stores.registry import open_registry
+from dagplan.interpreter.core.vocabulary import EventType, StepStatus
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"

@@ -115,7 +115,7 @@ class Viewer:
     # --- pages ---
 
     async def runs_page(self, request: Any) -> Any:
-        from ..interpreter.vocabulary import RunStatus
+        from ..interpreter.core.vocabulary import RunStatus
 
         status = request.query_params.get("status") or None
         found = await asyncio.to_thread(api.runs, self.state_dir)
@@ -133,7 +133,7 @@ class Viewer:
         return self._page("run.html", **context)
 
     def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
-        from ..interpreter.progress import top_step
+        from ..interpreter.core.progress import top_step
         from ..render import render_svg
         from ..views import event_text
 
@@ -472,7 +472,7 @@ def _seconds(s: float) -> str:
 
 
 def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> dict[str, Any]:
-    from ..interpreter.vocabulary import EventType  # the typed values, as the CLI renderers use them
+    from ..interpreter.core.vocabulary import EventType  # the typed values, as the CLI renderers use them
 
     step = plan.by_id.get(sid) if plan is not None else None
     args, errors, usage = None, [], None
@@ -517,11 +517,11 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
 
 
 def _tables() -> tuple[dict, dict]:
-    from ..interpreter.vocabulary import EventType as E, RunStatus as R, StepStatus as S
+    from ..interpreter.core.vocabulary import EventType as E, RunStatus as R, StepStatus as S
 
     steps = {E.STEP_STARTED: S.RUNNING, E.STEP_RETRYING: S.RUNNING, E.STEP_COMPLETED: S.COMPLETED,
              E.STEP_SKIPPED: S.SKIPPED, E.STEP_WAITING: S.WAITING}  # fmt: skip
-    from ..interpreter.vocabulary import STOPPED
+    from ..interpreter.core.vocabulary import STOPPED
 
     runs = {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, **STOPPED}
     return steps, runs
@@ -529,7 +529,7 @@ def _tables() -> tuple[dict, dict]:
 
 def _update(event: Any) -> dict[str, Any]:
     """What the run page needs of one event: the node's new status, the run's, a log line."""
-    from ..interpreter.vocabulary import EventType, StepStatus
+    from ..interpreter.core.vocabulary import EventType, StepStatus
     from ..views import event_text
 
     step_status, run_status = _tables()

@@ -1,0 +1,272 @@
+"""Project configuration: ``dagplan.toml``, or ``[tool.dagplan]`` in ``pyproject.toml``.
+
+Looked up from the working directory upwards; the first file that has a dagplan
+section wins. Every key is optional::
+
+    model = "openai/gpt-4o-mini"     # default model of LLM steps and the planner ($DAGPLAN_MODEL wins over it)
+    tools = ["tools.py"]             # tool files or modules, like --tools
+    max_concurrency = 16
+    step_max_iterations = 5          # tool-calling loop bound inside an LLM step
+    max_cost = 0.50                  # USD per run; max_tokens likewise
+    max_steps = 1000                 # `check` fails plans that could execute more
+    max_items = 100                  # default cap of for_each steps without max_items
+    state_dir = ".dagplan"            # or state = "postgresql://user@host/db": runs in PostgreSQL
+
+    [resume]
+    default = "retry_pending"        # retry_pending | discard
+    side_effect = "ask"              # interrupted side-effecting steps: ask | adopt | retry
+    pure = "retry"                   # interrupted pure / idempotent steps: retry | adopt
+    idempotent = "retry"
+    undeclared = "retry"             # steps that declare no purity: at-least-once
+
+    redact = ["acct_[0-9]+"]         # more secrets kept out of cassettes (regular expressions)
+
+    executor = "ray"                 # tool calls as Ray tasks (per tool: @dagplan.tool(executor="ray"))
+    [ray]                            # ray.init() arguments; none: a local Ray
+    address = "ray://head:10001"
+
+    [pool]                           # dagplan worker: runs at once across all workers
+    max_running = 50
+    [pool.per_plan]                  # ... and of one plan (its name as submitted)
+    "nightly.yaml" = 2
+
+    [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
+    api_base = "http://127.0.0.1:8000/v1"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from stat import S_ISREG
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...dsl.errors import RunError, Span, did_you_mean, error
+
+RESUME_DEFAULTS = {
+    "default": "retry_pending",
+    "side_effect": "ask",
+    "pure": "retry",
+    "idempotent": "retry",
+    "undeclared": "retry",
+}
+_CHOICES = {
+    "default": ("retry_pending", "discard"),
+    "side_effect": ("ask", "adopt", "retry"),
+    "pure": ("retry", "adopt"),
+    "idempotent": ("retry", "adopt"),
+    "undeclared": ("retry", "adopt", "ask"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None = None
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    max_concurrency: int = 16
+    step_max_iterations: int = 5
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    max_steps: int | None = None
+    max_items: int | None = None  # default cap of for_each steps that give no max_items
+    state_dir: str | None = None
+    resume: Mapping[str, str] = field(default_factory=lambda: dict(RESUME_DEFAULTS))
+    llm: Mapping[str, Any] = field(default_factory=dict)
+    plan_first: Mapping[str, Any] = field(default_factory=dict)
+    redact: tuple[str, ...] = ()  # regular expressions of secrets kept out of cassettes
+    executor: str | None = None  # "ray": tool calls run as Ray tasks
+    ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
+    pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
+
+    @property
+    def default_model(self) -> str | None:
+        return chosen_model(configured=self.model)
+
+
+# the one order in which the model of an LLM step is found (README: "LLM steps")
+MODEL_ORDER = "set `model:` on the step, --model, $DAGPLAN_MODEL, or `model` in dagplan.toml"
+
+
+def chosen_model(step: str | None = None, given: str | None = None, configured: str | None = None) -> str | None:
+    """The model an LLM step calls, the first found: the step's ``model:``, the one given (``--model``,
+    ``model=``), ``$DAGPLAN_MODEL``, the configuration's ``model``."""
+    return step or given or os.environ.get("DAGPLAN_MODEL") or configured
+
+
+def load_config(start: str | os.PathLike | None = None) -> Config:
+    """The configuration that applies in ``start`` (default: the working directory)."""
+    folder = os.path.abspath(start or os.getcwd())
+    while True:
+        for name, section in (("dagplan.toml", None), ("pyproject.toml", ("tool", "dagplan"))):
+            path = folder + os.sep + name if folder != os.sep else os.sep + name
+            table = _read(path, section)
+            if table is not None:
+                return _build(Path(path), table)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return Config()
+        folder = parent
+
+
+_PARSED: dict[str, tuple[tuple[int, int], dict]] = {}  # path -> (mtime_ns, size), its TOML
+
+
+def _read(path: str, section: tuple[str, ...] | None) -> dict | None:
+    """The file's dagplan table, or None (no such file, or no dagplan section).
+
+    A file is parsed again only when it changed: every run reads the configuration, and
+    parsing a large pyproject.toml costs about 0.5 ms (measured: 450 us -> 40 us a run)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    if not S_ISREG(stat.st_mode):
+        return None
+    try:
+        found = _PARSED.get(path)
+        if found is not None and found[0] == (stat.st_mtime_ns, stat.st_size):
+            data = found[1]
+        else:
+            with open(path, encoding="utf-8") as f:
+                data = tomllib.loads(f.read())
+            _PARSED[path] = ((stat.st_mtime_ns, stat.st_size), data)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RunError.make("config", f"cannot read {path}: {exc}", hint="fix the TOML syntax") from None
+    except RecursionError:  # tomllib recurses per nesting level: a hostile file nests thousands deep
+        raise RunError.make("config", f"{path} nests too deep to be a configuration", Span(str(path), line=1, col=1),
+                            hint="a configuration needs two levels of tables") from None  # fmt: skip
+    for key in section or ():
+        inner = data.get(key)
+        if not isinstance(inner, dict):
+            return None
+        data = inner
+    return data
+
+
+# What each key holds: (a test of the value, the words for it). One table: the README's list, the
+# errors and did-you-mean all come from it.
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v >= 1
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _amount(v: Any) -> bool:
+    return type(v) in (int, float) and v >= 0
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _names(v: Any) -> bool:
+    return isinstance(v, list) and all(_text(x) for x in v)
+
+
+def _state(v: Any) -> bool:
+    from ..stores.registry import state_problem
+
+    return _text(v) and state_problem(v) is None
+
+
+def _table(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _pool(value: Any) -> bool:
+    if not isinstance(value, dict) or set(value) - {"max_running", "per_plan"}:
+        return False
+    limits = [value.get("max_running", 1), *dict(value.get("per_plan") or {}).values()]
+    return isinstance(value.get("per_plan", {}), dict) and all(_positive_int(v) for v in limits)
+
+
+def _patterns(value: Any) -> bool:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return False
+    try:
+        for pattern in value:
+            re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model": (_text, 'a model name (litellm), e.g. "openai/gpt-4o-mini"'),
+    "tools": (_names, 'a list of tool files or modules, e.g. ["tools.py"]'),
+    "max_concurrency": (_positive_int, "an integer of at least 1"),
+    "step_max_iterations": (_positive_int, "an integer of at least 1"),
+    "max_cost": (_amount, "a number of US dollars, at least 0"),
+    "max_tokens": (_count, "an integer of at least 0"),
+    "max_steps": (_positive_int, "an integer of at least 1"),
+    "max_items": (_positive_int, "an integer of at least 1"),
+    "state_dir": (_state, "a directory path"),
+    "state": (_state, 'a directory path, or a PostgreSQL URL: "postgresql://user@host/db"'),
+    "resume": (_table, "a table: [resume] with default, side_effect, pure, idempotent, undeclared"),
+    "llm": (_table, "a table of litellm arguments: [llm]"),
+    "plan_first": (_table, "a table: [plan_first] with mode and threshold"),
+    "redact": (_patterns, 'a list of regular expressions, e.g. ["acct_[0-9]+"]'),
+    "executor": (lambda v: v in ("local", "ray"), '"local" or "ray"'),
+    "ray": (_table, 'a table of ray.init() arguments: [ray] address = "ray://head:10001"'),
+    "pool": (_pool, "a table: [pool] max_running = 50, and [pool.per_plan] with a plan's name = its limit"),
+}
+
+
+def _build(path: Path, table: dict) -> Config:
+    """The configuration from a file's table, every key checked (position, expected value, did-you-mean)."""
+    problems = []
+    for key, value in table.items():
+        if key not in KEYS:
+            hint = did_you_mean(key, KEYS, f"known keys: {', '.join(KEYS)}")
+            problems.append(error("config", f"unknown key {key!r}", _key_span(path, key), hint))
+            continue
+        valid, words = KEYS[key]
+        if not valid(value):
+            problems.append(error("config", f"{key} must be {words}, not {value!r}", _key_span(path, key)))
+    given = table.get("resume")
+    resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
+    for key, value in resume.items():
+        if key not in _CHOICES:
+            hint = did_you_mean(key, _CHOICES, f"known keys: {', '.join(_CHOICES)}")
+            problems.append(error("config", f"unknown key resume.{key}", _key_span(path, key), hint))
+        elif value not in _CHOICES[key]:
+            problems.append(
+                error(
+                    "config",
+                    f"resume.{key} = {value!r}",
+                    _key_span(path, key),
+                    f"one of {', '.join(_CHOICES[key])}" if key in _CHOICES else None,
+                )
+            )
+    if problems:
+        raise RunError(problems)
+    values = {k: v for k, v in table.items() if k != "resume"}
+    if "state" in values:  # `state` names runs' place whatever it is (a directory, a database)
+        values["state_dir"] = values.pop("state")
+    if "redact" in values:
+        values["redact"] = tuple(values["redact"])
+    if "tools" in values:
+        base = path.parent
+        values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])
+    return Config(path=path, resume=resume, **values)
+
+
+def _key_span(path: Path, key: str) -> Span:
+    """Where ``key = ...`` is written in the file (tomllib keeps no positions; keys are on their lines)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return Span(str(path))
+    name = rf"(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
+    pattern = re.compile(rf"^\s*(?:{name}\s*=|\[\s*{name}\s*[\].])")  # `key = ...`, or a table `[key]`
+    for number, line in enumerate(lines, 1):
+        found = pattern.match(line)
+        if found:
+            return Span(str(path), line=number, col=len(line) - len(line.lstrip()) + 1)
+    return Span(str(path))

@@ -1,0 +1,239 @@
+"""Resolving a step's arguments against the run: references, placeholders, templates.
+
+Reading a path that nobody wrote (a branch not taken) is not an error but a
+:class:`Dead` signal: the engine skips the step (or, inside ``a || b``, takes the
+next alternative).
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Callable
+
+from ...dsl.ir import MISSING, AllOf, AnyOf, Placeholder, Ref, Template  # MISSING: one sentinel, shared
+
+ELLIPSIS = "\u2026"
+
+
+class Dead(Exception):
+    """A reference that can no longer be written: the reader is skipped."""
+
+    def __init__(self, ref: Ref):
+        super().__init__(str(ref))
+        self.ref = ref
+
+
+class BadReference(Exception):
+    """A reference into a value that does not have that key or index."""
+
+
+def get_path(root: Any, path: tuple) -> Any:
+    """The value at ``path`` inside ``root``, or MISSING."""
+    node = root
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(node, (list, tuple)) or not -len(node) <= key < len(node):
+                return MISSING
+            node = node[key]
+        else:
+            if not isinstance(node, Mapping) or key not in node:
+                return MISSING
+            node = node[key]
+    return node
+
+
+def set_path(root: dict, path: tuple, value: Any) -> None:
+    """Write ``value`` at ``path``, creating objects (and padding lists) on the way."""
+    node: Any = root
+    for key, nxt in zip(path, path[1:]):
+        child = _child(node, key)
+        if not isinstance(child, (dict, list)):
+            child = [] if isinstance(nxt, int) else {}
+            _put(node, key, child)
+        node = child
+    _put(node, path[-1], value)
+
+
+def _child(node: Any, key: Any) -> Any:
+    if isinstance(node, list):
+        return node[key] if isinstance(key, int) and key < len(node) else None
+    return node.get(key)
+
+
+def _put(node: Any, key: Any, value: Any) -> None:
+    if isinstance(node, list):
+        node.extend([None] * (key + 1 - len(node)))
+        node[key] = value
+    else:
+        node[key] = value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable copy of a read-only IR value (mappings -> dicts, tuples -> lists)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [thaw(v) for v in value]
+    return value
+
+
+class NotJSON(Exception):
+    """A step produced a value that JSON cannot hold (and dependents could not read back after a resume)."""
+
+
+MAX_VALUE_DEPTH = 512
+
+
+def json_value(value: Any) -> Any:
+    """A step's output as the JSON value every reader sees, in a fresh run and after a resume alike.
+
+    Conversions (documented in the README): tuples -> lists; sets and frozensets -> lists
+    sorted by their JSON text; ``datetime``/``date``/``time`` -> ISO 8601 text; enum
+    members -> their value; mapping keys must be text. Anything else (bytes, objects,
+    a list that contains itself, nesting deeper than 512) raises :class:`NotJSON`.
+    """
+    if type(value) in _PLAIN:
+        return value
+    return _json(value, 0, set())
+
+
+def _json(value: Any, depth: int, active: set[int]) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if depth > MAX_VALUE_DEPTH:
+        raise NotJSON(f"the value is nested deeper than {MAX_VALUE_DEPTH} levels")
+    if isinstance(value, enum.Enum):
+        return _json(value.value, depth + 1, active)
+    for base in (str, int, float):  # subclasses become the plain type (bool is plain already)
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if id(value) in active:
+            raise NotJSON(f"the value contains itself (a {kind.__name__} inside itself)")
+        active.add(id(value))
+        try:
+            return _container(value, depth, active)
+        finally:
+            active.discard(id(value))
+    raise NotJSON(f"a {kind.__name__} is not a JSON value")
+
+
+def _container(value: Any, depth: int, active: set[int]) -> Any:
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSON(f"an object key must be text, not {type(key).__name__} ({key!r})")
+            out[str(key)] = _json(item, depth + 1, active)
+        return out
+    items = [_json(item, depth + 1, active) for item in value]
+    if isinstance(value, (set, frozenset)):
+        items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+    return items
+
+
+def as_text(value: Any) -> str:
+    """A step output as placeholder text: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def view_text(text: str, view: str, n: int | None) -> str:
+    """``#E1`` trimmed, ``.summary`` first non-empty line, ``.head=N`` / ``.last=N`` with an ellipsis when cut."""
+    text = text.strip()
+    if view == "summary":
+        return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if view == "head" and n is not None and len(text) > n:
+        return text[:n] + ELLIPSIS
+    if view == "last" and n is not None and len(text) > n:
+        return ELLIPSIS + text[len(text) - n :]
+    return text
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+class Resolver:
+    """Resolves IR values against ``inputs``, ``state`` and step outputs as text.
+
+    ``placeholder_text(step_id)`` returns a step's output text, or raises Dead
+    when that step was skipped.
+    """
+
+    def __init__(self, inputs: Mapping[str, Any], state: dict, placeholder_text: Callable[[str], str]):
+        self.inputs = inputs
+        self.state = state
+        self.placeholder_text = placeholder_text
+        # state paths that hold a failed step's "(FAILED: ...)" text: a reader of a path
+        # below one of them receives that text instead of being skipped
+        self.failed: dict[tuple, str] = {}
+
+    def value(self, node: Any) -> Any:
+        """The run-time value of an IR value (dispatch on the exact type first: this is the hot path)."""
+        kind = type(node)
+        if kind in _PLAIN:
+            return node
+        if kind is MappingProxyType or kind is dict:
+            return {k: v if type(v) in _PLAIN else self.value(v) for k, v in node.items()}
+        if kind is Ref:
+            return self.ref(node)
+        if kind is Template:
+            return "".join(self.text(p) for p in node.parts)
+        if kind is AnyOf:
+            return self.any_of(node)
+        if kind is AllOf:
+            return [self.ref(r) for r in node.refs][-1]
+        if isinstance(node, Mapping):
+            return {k: self.value(v) for k, v in node.items()}
+        if isinstance(node, (tuple, list)):
+            return [self.value(v) for v in node]
+        return node
+
+    def ref(self, ref: Ref) -> Any:
+        root = self.inputs if ref.root == "input" else self.state
+        if ref.root != "state" and root is self.state:  # †item / †index outside a for_each step
+            raise BadReference(f"{ref} is only meaningful in a step with for_each")
+        found = get_path(root, ref.path)
+        if found is MISSING:
+            if ref.root == "input":
+                raise BadReference(f"{ref} is not among the run's inputs")
+            for end in range(len(ref.path) - 1, 0, -1):
+                if ref.path[:end] in self.failed:
+                    return self.failed[ref.path[:end]]
+            raise Dead(ref)
+        # a copy: a tool that mutates its argument must not change what other steps read
+        return thaw(found) if isinstance(found, (dict, list)) else found
+
+    def any_of(self, node: AnyOf) -> Any:
+        for option in node.options[:-1]:
+            try:
+                return self.ref(option)
+            except Dead:
+                continue
+        return self.ref(node.options[-1])
+
+    def text(self, part: Any) -> str:
+        if isinstance(part, str):
+            return part
+        if isinstance(part, Placeholder):
+            return view_text(self.placeholder_text(part.step), part.view, part.n)
+        return as_text(self.ref(part))
+
+
+def read_or_missing(resolver: Resolver, ref: Ref) -> Any:
+    """A reference's value for a condition: MISSING where nothing was written (it reads as null)."""
+    try:
+        return resolver.ref(ref)
+    except (Dead, BadReference):
+        return MISSING

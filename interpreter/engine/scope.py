@@ -1,0 +1,279 @@
+"""What one run shares: options, tools, the journal, the replay, the budget, and the one event function.
+
+A run is a root :class:`~.engine.Execution` and the child executions of its sub-plans;
+they all share one :class:`RunScope`, so a sub-plan's model calls are charged to the
+run's budget, its gates make the run wait, its events go to the same journal and
+subscribers with their full ids, and its sync tools use the same worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Mapping
+
+from ...dsl.ir import Plan, Step
+from .attempts import StepFailure, Waiting
+from .resume import Replay, purity_of
+from ..core.redact import redact
+from ..tools.catalog import Tool, WorkerThreads
+from ..core.values import MISSING, json_value
+from ..core.vocabulary import Event, EventType, StepStatus, Subscriber
+
+LimitHook = Callable[[str, BaseException, int], "bool | Awaitable[bool]"]
+AskGate = Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass
+class Options:
+    """How to run: concurrency, hooks, LLM defaults. Everything has a sensible default."""
+
+    max_concurrency: int = 16
+    on_limit_exceeded: LimitHook | None = None
+    subscribers: list[Subscriber] = field(default_factory=list)
+    model: str | None = None
+    completion_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    step_max_iterations: int = 5
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    ask_gate: AskGate | None = None  # answers approval gates interactively (else the run waits)
+    default_max_items: int | None = None  # for_each cap when a step gives no max_items
+    calls: Any = None  # a calls.Calls standing between the run and its tools and models (mocks, a cassette)
+    backoff_scale: float = 1.0  # times each retry's backoff (0 in plan tests: retries do not wait)
+    executor: str | None = None  # "ray": tool calls run as Ray tasks (a tool's own executor wins)
+    ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
+    given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
+
+    def recorded(self) -> dict[str, Any]:
+        """What a durable run keeps of the options it was given, so that a resume runs the same way."""
+        return {name: getattr(self, name) for name in RECORDED if name in self.given}
+
+    def resumed(self, recorded: Mapping[str, Any] | None) -> "Options":
+        """These options with what the run was started with, except where given again now."""
+        kept = {k: v for k, v in (recorded or {}).items() if k in RECORDED and k not in self.given}
+        return replace(self, **kept) if kept else self
+
+    def limited_by(self, plan: Plan) -> "Options":
+        """These options under the plan's own ``max_cost`` / ``max_tokens`` (the smaller limit applies)
+        and its ``executor`` (where its tool calls run, when it says)."""
+        cost, tokens = _smaller(self.max_cost, plan.max_cost), _smaller(self.max_tokens, plan.max_tokens)
+        executor = plan.executor or self.executor  # the plan says where its tools run; else the run's default
+        if (cost, tokens, executor) == (self.max_cost, self.max_tokens, self.executor):
+            return self
+        return replace(self, max_cost=cost, max_tokens=tokens, executor=executor)
+
+    @classmethod
+    def from_config(cls, config: Any, **given: Any) -> "Options":
+        """The config's values, overridden by what the caller gave (None means "not given")."""
+        given = {k: v for k, v in given.items() if v is not None}
+        named = frozenset(given)
+        return cls(
+            given=named,
+            max_concurrency=given.pop("max_concurrency", config.max_concurrency),
+            model=given.pop("model", config.default_model),
+            completion_kwargs={**config.llm, **given.pop("completion_kwargs", {})},
+            step_max_iterations=config.step_max_iterations,
+            max_cost=given.pop("max_cost", config.max_cost),
+            max_tokens=given.pop("max_tokens", config.max_tokens),
+            subscribers=list(given.pop("subscribers", ())),
+            default_max_items=given.pop("default_max_items", config.max_items),
+            executor=given.pop("executor", config.executor),
+            ray=dict(config.ray),
+            **given,
+        )
+
+
+# execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
+RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor")
+
+
+def _smaller(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
+
+
+class Unit:
+    """One unit of work and its bookkeeping: a plan step, a fan-out item, a loop iteration."""
+
+    __slots__ = (
+        "scope",
+        "id",
+        "step",
+        "status",
+        "output",
+        "attempts",
+        "duration",
+        "error",
+        "reason",
+        "replayed",
+        "alternative",
+        "usage",
+    )
+
+    def __init__(self, scope: "RunScope", unit_id: str, step: Step):
+        self.scope, self.id, self.step = scope, unit_id, step
+        self.status = StepStatus.PENDING
+        self.output: Any = MISSING
+        self.attempts = 0
+        self.duration = 0.0
+        self.error: Mapping[str, Any] | None = None
+        self.reason: str | None = None
+        self.replayed = False
+        self.alternative = 0
+        self.usage: Mapping[str, Any] | None = None
+
+    # the attempt policy's view (attempts.Attempted)
+
+    def emit(self, type_: EventType, **data: Any) -> None:
+        self.scope.emit(type_, self.id, **data)
+
+    def retry_on(self) -> tuple[type[BaseException], ...]:
+        tool = self.scope.tools.get(self.step.tool or "")
+        return tool.retry_on if tool is not None else ()
+
+    def pause(self, seconds: float) -> Awaitable[None]:
+        return asyncio.sleep(seconds * self.scope.options.backoff_scale)
+
+    async def extend(self, error: BaseException, attempts: int) -> bool:
+        hook = self.scope.options.on_limit_exceeded
+        if hook is None:
+            return False
+        answer = hook(self.id, error, attempts)
+        if asyncio.iscoroutine(answer):
+            answer = await answer
+        return bool(answer)
+
+
+class RunScope:
+    """The run-wide part of an execution (see the module doc)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        tools: Mapping[str, Tool],
+        options: Options | None = None,
+        journal: Any = None,
+        replay: Replay | None = None,
+    ):
+        self.run_id, self.tools = run_id, tools
+        self.options = options or Options()
+        self.journal = journal
+        self.replay = replay or Replay()
+        self.subscribers = self.options.subscribers
+        self.sinks = bool(self.subscribers) or journal is not None
+        self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
+        for recorded in self.replay.units.values():
+            for key in ("prompt_tokens", "completion_tokens", "cost"):
+                self.usage[key] += (recorded.usage or {}).get(key, 0)
+        self.waiting: list[dict] = []  # the gate requests the run stopped at
+        self.child_failures = 0  # failed children (items, sub-plans' steps): the run reports had_errors
+        self.executions: list[Any] = []  # the root and the running sub-plans (for a run-wide abort)
+        self._budget: Any = None
+        self._threads: WorkerThreads | None = None
+
+    # --- the one way an event leaves the engine ---
+
+    def emit(self, type_: EventType, step: str | None = None, duration: float | None = None, **data: Any) -> None:
+        """Journal the event (when the run is durable and the type is journaled) and hand it to subscribers."""
+        if not self.sinks:
+            return
+        if type_ is EventType.TOOL_CALLED:  # a record of the call, not a value the run needs: no secrets in it
+            data["args"] = redact(data.get("args"))
+        event = Event(type_, self.run_id, step, time.time(), duration, data)
+        if self.journal is not None and type_.journaled:
+            self.journal.record(event)
+        for subscriber in self.subscribers:
+            try:
+                subscriber(event)
+            except Exception:  # noqa: BLE001 - a broken progress view must not break the run
+                pass
+
+    async def commit(self) -> None:
+        if self.journal is not None:
+            await self.journal.commit()
+
+    # --- what runners use ---
+
+    def call_tool(self, name: str, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
+        tool = self.tools.get(name)
+        calls = self.options.calls
+        if calls is not None:
+            real = None if tool is None else lambda: self._call(tool, self._keyed(tool, args, unit_id))
+            return calls.tool(unit_id, name, args, real)
+        if tool is None:
+            raise StepFailure(f"tool {name!r} is not available to this run")
+        return self._call(tool, self._keyed(tool, args, unit_id))
+
+    def _keyed(self, tool: Tool, args: Mapping[str, Any], unit_id: str) -> Mapping[str, Any]:
+        """The arguments, with the unit's idempotency key when the tool declares ``idempotency_key``."""
+        if not tool.takes_idempotency_key:
+            return args
+        from ..tools.catalog import IDEMPOTENCY_KEY, idempotency_key
+
+        return {**args, IDEMPOTENCY_KEY: idempotency_key(self.run_id, unit_id)}
+
+    def _call(self, tool: Tool, args: Mapping[str, Any]) -> Awaitable[Any]:
+        if (tool.executor or self.options.executor) == "ray":
+            from .ray_exec import call_on_ray
+
+            return call_on_ray(tool, args, self.options.ray)
+        if tool.is_async:
+            return tool.fn(**args)
+        if self._threads is None:
+            self._threads = WorkerThreads(self.options.max_concurrency)
+        return self._threads.run(tool.fn, args)
+
+    def purity(self, step: Step) -> str | None:
+        return purity_of(step, self.tools)
+
+    def memo(self, unit_id: str) -> Any:
+        if self.journal is None:
+            return None
+        from ..stores.journal import StepMemo
+
+        return StepMemo(self.journal, unit_id)
+
+    def budget(self) -> Any:
+        """The run's budget, created with its first model step, seeded with what replayed steps spent."""
+        if self._budget is None:
+            from ..llm.conversation import Budget
+
+            usage, options = self.usage, self.options
+            self._budget = Budget(
+                options.max_cost,
+                options.max_tokens,
+                prompt_tokens=usage["prompt_tokens"],
+                completion_tokens=usage["completion_tokens"],
+                cost=usage["cost"],
+            )
+        return self._budget
+
+    def spend(self, usage: Mapping[str, Any]) -> None:
+        self.usage["prompt_tokens"] += usage.get("prompt_tokens", 0)
+        self.usage["completion_tokens"] += usage.get("completion_tokens", 0)
+        self.usage["cost"] += usage.get("cost", 0.0)
+        self.usage["llm_calls"] += usage.get("calls", 0)
+
+    async def answer(self, unit_id: str, request: Mapping[str, Any]) -> Any:
+        """A gate's answer: the recorded one, else one asked now (and recorded), else the run waits."""
+        found, value = self.replay.answer(unit_id)
+        if found:
+            return value
+        ask = self.options.ask_gate
+        if ask is None:
+            raise Waiting(request)
+        value = ask(request)
+        if asyncio.iscoroutine(value):
+            value = await value
+        value = json_value(value)
+        self.emit(EventType.GATE_ANSWERED, unit_id, value=value)  # a resumed run must not ask again
+        return value
+
+    def abort(self, reason: str) -> None:
+        """Stop the whole run (a budget was reached): every execution stops starting work."""
+        for execution in list(self.executions):
+            execution.abort(reason)
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown()

@@ -1,0 +1,256 @@
+"""The planner: a model turns a task into a plan; our validator checks it; the model repairs it.
+
+``aplan`` asks for a plan in our format (structured output with the plan JSON
+Schema where the model supports it, else JSON mode; the answer goes through our
+tolerant loader either way, so prose, code fences and the other dialects are
+fine), checks it with ``dagplan.dsl.check`` against the tool catalog, and on
+errors sends the diagnostics back (``PATH:LINE:COL: error CODE: message`` lines,
+headline first) for up to ``repair`` more attempts. The valid plan comes back
+with its canonical YAML.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ...dsl.errors import Diagnostic, PlanInvalid, error
+from ...dsl.ir import Plan, ToolSpec
+from .conversation import Budget, complete, supports_schema
+
+DEFAULT_REPAIR = 2
+
+SYSTEM_PROMPT = """\
+You are a planner. Turn the user's task into a plan: a small graph of steps that an \
+interpreter will run. Answer with ONE JSON object in the format below, nothing else.
+
+{
+  "summary": "one line: what the plan achieves",
+  "inputs": {"customerId": {"type": "string", "description": "..."}},
+  "steps": [
+    {"id": "history", "description": "Look up the billing history",
+     "tool": "checkBillingHistory", "args": {"customerId": "$input.customerId"},
+     "output": "$state.history"},
+    {"id": "refund", "description": "Issue the refund",
+     "tool": "issueRefund", "args": {"customerId": "$input.customerId", "history": "$state.history"},
+     "output": "$state.receipt || $state.error"},
+    {"id": "answer", "description": "Compose the answer for the user",
+     "llm": "Write a short confirmation. Receipt: #refund.head=400",
+     "output": "$state.answer"}
+  ],
+  "result": "$state.answer"
+}
+
+Rules:
+- 2 to 7 steps. Each step does one narrow thing. Ids are short snake_case names, unique.
+- A step is either a tool call ("tool" + "args" using exactly the tool's parameter names) or a \
+model call ("llm": the prompt; optional "tools": [names] the model may call inside the step).
+- Use only tools from the catalog. Do not invent tools or parameters.
+- Pass data by reference, never by copying values. A step writes its result with \
+"output": "$state.<name>"; a later step reads it as "$state.<name>" (a whole string that is a \
+reference passes the value with its JSON type) or inside text as "#<step id>" (the output as text; \
+"#<id>.head=N" its first N characters, "#<id>.summary" its first line).
+- Values the caller provides are "$input.<name>", each declared under "inputs" with a JSON Schema.
+- A step that may fail can branch: "output": "$state.ok || $state.error" (a failure goes to the \
+last path); later steps read the path they handle.
+- Dependencies follow from references; "deps": [ids] only orders steps that share no data. No cycles.
+- The last step composes the final answer, and "result" names its output.
+"""
+
+REPAIR_PROMPT = """\
+That plan is not valid. The validator found these problems (the first one matters most):
+
+{problems}
+
+Answer with the complete corrected plan as one JSON object."""
+
+
+@dataclass(frozen=True)
+class PlanAttempt:
+    text: str  # the model's answer, verbatim
+    diagnostics: tuple[Diagnostic, ...]  # what our validator found (located in `text`)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: Plan
+    document_yaml: str  # canonical YAML, ready to write to a file
+    attempts: tuple[PlanAttempt, ...]
+    warnings: tuple[Diagnostic, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    model: str = ""
+
+    @property
+    def repairs(self) -> int:
+        return len(self.attempts) - 1
+
+
+class PlanningFailed(PlanInvalid):
+    """No valid plan after every repair; ``attempts`` holds each answer and its diagnostics."""
+
+    def __init__(self, diagnostics, attempts: tuple[PlanAttempt, ...] = ()):
+        self.attempts = tuple(attempts)
+        super().__init__(diagnostics)
+
+    def __reduce__(self):
+        return (type(self), (self.diagnostics, self.attempts))
+
+
+async def aplan(
+    task: str,
+    *,
+    tools: Mapping[str, ToolSpec] | None,
+    model: str,
+    repair: int = DEFAULT_REPAIR,
+    completion_kwargs: Mapping[str, Any] = {},
+    inputs: Mapping[str, Any] | None = None,
+    budget: Budget | None = None,
+    on_attempt: Callable[[PlanAttempt], None] | None = None,
+) -> PlanResult:
+    """A valid plan for ``task`` using only ``tools``; raises :class:`PlanningFailed`.
+
+    ``inputs``: JSON Schema properties of values the caller will provide (shown
+    to the model). ``repair``: how many times the model may fix its plan.
+    ``on_attempt`` sees each checked answer (progress lines in the CLI).
+    """
+    params = {"response_format": _response_format(model)}
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": task_prompt(task, tools, inputs)},
+    ]
+    usage = _Usage()
+    attempts: list[PlanAttempt] = []
+    for number in range(1, repair + 2):
+        if budget:
+            budget.check("planner")
+        record = await complete(model, messages, params, completion_kwargs, "planner")
+        usage.add(record, budget)
+        answer = record["message"].get("content") or ""
+        checked = _check(answer, tools, number)
+        attempts.append(PlanAttempt(answer, checked.diagnostics))
+        if on_attempt:
+            on_attempt(attempts[-1])
+        if checked.ok and checked.plan is not None:
+            return usage.result(checked, tuple(attempts), model)
+        messages += [
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": REPAIR_PROMPT.format(problems=repair_text(checked.diagnostics))},
+        ]
+    raise _failed(attempts)
+
+
+def plan(task: str, **kwargs: Any) -> PlanResult:
+    """Sync twin of :func:`aplan`."""
+    return asyncio.run(aplan(task, **kwargs))
+
+
+# --- prompts --------------------------------------------------------------------------------
+
+
+def task_prompt(task: str, tools: Mapping[str, ToolSpec] | None, inputs: Mapping[str, Any] | None = None) -> str:
+    parts = [f"Task: {task.strip()}", "", "Tool catalog:", tool_catalog(tools)]
+    if inputs:
+        parts += [
+            "",
+            'Inputs the caller will provide (declare them under "inputs"):',
+            json.dumps(dict(inputs), ensure_ascii=False, default=str),
+        ]
+    return "\n".join(parts)
+
+
+def tool_catalog(tools: Mapping[str, ToolSpec] | None) -> str:
+    """One entry per tool: name, description, parameters schema (compact JSON)."""
+    if not tools:
+        return "(no tools: use llm steps only)"
+    lines = []
+    for name in sorted(tools):
+        spec = tools[name]
+        description = " ".join((spec.description or "").split()) or "(no description)"
+        parameters = json.dumps(spec.parameters, ensure_ascii=False, default=dict, separators=(",", ":"))
+        lines.append(f"- {name}: {description}\n  parameters: {parameters}")
+    return "\n".join(lines)
+
+
+def repair_text(diagnostics: tuple[Diagnostic, ...]) -> str:
+    """Errors first, the headline (first by position) leading; warnings are left out."""
+    errors = sorted((d for d in diagnostics if d.severity == "error"), key=Diagnostic.sort_key)
+    return "\n".join(d.format() for d in errors)
+
+
+def _response_format(model: str) -> dict:
+    if supports_schema(model):
+        from ...dsl.schema import plan_schema
+
+        return {"type": "json_schema", "json_schema": {"name": "dagplan", "schema": plan_schema(), "strict": False}}
+    return {"type": "json_object"}
+
+
+# --- checking -------------------------------------------------------------------------------
+
+
+def _check(answer: str, tools: Mapping[str, ToolSpec] | None, number: int):
+    from ...dsl import check
+
+    return check(text=answer, name=f"plan-attempt-{number}", tools=tools)
+
+
+def canonical_yaml(result: Any) -> str:
+    """The checked document as canonical YAML (``dagplan fmt``'s output)."""
+    from ...dsl.fmt import format_document
+
+    return format_document(result.document, refs=True)
+
+
+def _failed(attempts: list[PlanAttempt]) -> PlanningFailed:
+    last = attempts[-1].diagnostics
+    n_errors = sum(d.severity == "error" for d in last)
+    head = error(
+        "planning-failed",
+        f"no valid plan after {len(attempts)} attempt(s); the last one has {n_errors} error(s)",
+        hint="raise --repair, try a stronger model, or narrow the task or the tool catalog",
+    )
+    return PlanningFailed((head, *last), tuple(attempts))
+
+
+@dataclass
+class _Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    model: str = ""
+
+    def add(self, record: dict, budget: Budget | None) -> None:
+        usage = record.get("usage", {})
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        self.cost += record.get("cost", 0.0)
+        self.calls += 1
+        self.model = record.get("model") or self.model
+        if budget:
+            budget.charge(
+                "planner", usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), record.get("cost", 0.0)
+            )
+
+    def result(self, checked: Any, attempts: tuple[PlanAttempt, ...], model: str) -> PlanResult:
+        warnings = tuple(d for d in checked.diagnostics if d.severity == "warning")
+        return PlanResult(
+            checked.plan,
+            canonical_yaml(checked),
+            attempts,
+            warnings,
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost,
+            self.calls,
+            self.model or model,
+        )

@@ -1,0 +1,89 @@
+"""Preflight: what can be known before the first step runs, checked before it runs.
+
+A plan that passes ``check`` must not fail at its fifth step for a reason visible at the
+start: an LLM step with no model to call, ``litellm`` not installed, the provider's API key
+missing. :func:`preflight` looks at every LLM step (inside sub-plans and loops too) and
+raises one :class:`RunError` listing all of it, so nothing with a side effect has run yet.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from typing import Any, Iterator, Mapping
+
+from ...dsl.errors import Diagnostic, RunError, error
+from ...dsl.ir import Plan, Step
+from ..core.config import MODEL_ORDER, chosen_model
+
+
+def llm_steps(plan: Plan) -> Iterator[Step]:
+    """Every LLM step of a plan and of the plans it runs."""
+    for step in plan.steps:
+        if step.llm is not None:
+            yield step
+        child = step.plan or (step.loop.child if step.loop is not None else None)
+        if child is not None and child.plan is not None:
+            yield from llm_steps(child.plan)
+
+
+def check_warnings(plan: Plan, model: str | None) -> list[Diagnostic]:
+    """What ``check`` can know of the preflight without importing litellm: LLM steps with no model,
+    litellm not installed. Warnings: the run may yet be given ``--model``."""
+    found = [d for d in _problems(plan, model, {"api_base": "skip the credentials"}) if d.code != "no-credentials"]
+    return [replace(d, severity="warning") for d in found]
+
+
+def preflight(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any]) -> None:
+    """Raise RunError ``preflight`` when an LLM step could not run, whatever happens before it."""
+    problems = list(_problems(plan, model, completion_kwargs))
+    if problems:
+        raise RunError(problems)
+
+
+def _problems(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any]) -> Iterator[Diagnostic]:
+    steps = list(llm_steps(plan))
+    if not steps:
+        return
+    default = chosen_model(given=model)
+    models: dict[str, Step] = {}
+    for step in steps:
+        assert step.llm is not None
+        chosen = step.llm.model or default
+        if not chosen:
+            yield error(
+                "no-model",
+                f"LLM step '{step.id}' has no model to call",
+                step.span,
+                MODEL_ORDER,
+            )
+        else:
+            models.setdefault(chosen, step)
+    if importlib.util.find_spec("litellm") is None:
+        yield error(
+            "no-llm-support",
+            f"the plan has LLM steps ({', '.join(s.id for s in steps)}) but litellm is not installed",
+            hint="install dagplan[llm]: pip install 'dagplan[llm]'",
+        )
+        return
+    if completion_kwargs.get("api_key") or completion_kwargs.get("api_base"):
+        return  # the caller points at its own endpoint and key: litellm's environment check does not apply
+    yield from _credentials(models)
+
+
+def _credentials(models: Mapping[str, Step]) -> Iterator[Diagnostic]:
+    import litellm
+
+    for model, step in models.items():
+        try:
+            found = litellm.validate_environment(model=model)
+        except Exception:  # noqa: BLE001 - a model litellm cannot judge: the call will say
+            continue
+        missing = list(found.get("missing_keys") or ()) if isinstance(found, Mapping) else []
+        if missing and not found.get("keys_in_environment", False):
+            yield error(
+                "no-credentials",
+                f"model '{model}' (step '{step.id}') needs {', '.join(missing)} in the environment",
+                step.span,
+                f"export {missing[0]}=... before running (nothing has run yet)",
+            )

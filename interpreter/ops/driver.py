@@ -1,0 +1,204 @@
+"""Starting and resuming runs: inputs, approval, the journal, the replay, then the engine.
+
+The public API (``dagplan.arun`` / ``dagplan.aresume``) is a thin layer over these two
+functions; both end in :func:`execute`, so a fresh run and a resumed one are run the
+same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any, Callable, Mapping
+
+from ...dsl.errors import PlanInvalid, RunError
+from ...dsl.ir import Plan
+from ..engine.execution import Execution, RunResult
+from ..stores.journal import Journal, check_step, clear_from, new_run_id
+from ..stores.registry import open_registry
+from ..llm.preflight import preflight
+from ..core.progress import plan_step_ids
+from ..engine.resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
+from ..engine.scope import Options, RunScope
+from ..tools.catalog import Tool
+from ..core.vocabulary import Event, EventType, RunStatus
+
+Approve = Callable[[Any], Any]
+
+
+async def start(
+    plan: Plan,
+    *,
+    tools: Mapping[str, Tool],
+    inputs: Mapping[str, Any] | None,
+    options: Options,
+    approve: Approve | None = None,
+    durable: bool = False,
+    state: Any = None,
+    run_id: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+) -> RunResult:
+    """A new run of a loaded plan: inputs checked, a lazy plan approved, then executed (durably if asked)."""
+    from ..engine.inputs import prepare_inputs
+
+    values = prepare_inputs(plan, inputs, strict=True)
+    _preflight(plan, options)  # before approval: nothing to approve in vain
+    await approve_plan(plan, approve)
+    journal = None
+    if durable:
+        if plan.document is None:
+            raise RunError.make(
+                "not-durable", "a durable run needs a plan loaded from a document", hint="use dagplan.load()"
+            )
+        journal = open_registry(state).create(
+            plan_doc=plan.document,
+            plan_name=plan.source,
+            inputs=dict(values),
+            meta={"dialect": plan.dialect, "options": options.recorded(), **(meta or {})},
+        )
+        journal.acquire()
+        run_id = journal.id
+    run_id = run_id or new_run_id()
+    if on_run_created:
+        on_run_created(run_id)
+    scope = RunScope(run_id, tools, _traced(options, plan).limited_by(plan), journal)
+    return await execute(plan, values, scope)
+
+
+async def resume(
+    run_id: str,
+    *,
+    tools: Mapping[str, Tool],
+    options: Options,
+    config: Any,
+    state: Any = None,
+    from_step: str | None = None,
+    on_interrupted: AskInterrupted | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+    journal: Journal | None = None,
+    rerun_side_effects: bool = False,
+    adopted_output: Any = None,
+) -> RunResult:
+    """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs.
+    ``journal``: the run's journal when the caller holds it already (a worker that claimed it).
+    ``from_step`` refuses to run a side effect that already ran again unless ``rerun_side_effects``."""
+    journal = journal if journal is not None else open_registry(state).open(run_id)
+    options = options.resumed(journal.meta.get("options"))
+    plan = stored_plan(journal, tools, config, from_step)
+    _preflight(plan, options)
+    order = list(plan.analysis.order)
+    status = journal.progress().status
+    if status in (RunStatus.ABORTED, RunStatus.CANCELLED):
+        what = "discarded" if status is RunStatus.ABORTED else "cancelled"
+        raise RunError.make("run-finished", f"run {journal.id} was {what}", hint="start a new run")
+    if (config.resume or {}).get("default") == "discard":
+        raise RunError.make(
+            "resume-discarded",
+            f"the resume policy is `discard`: run {journal.id} was not resumed",
+            hint=f"dagplan discard {journal.id}, then start a new run",
+        )
+    if from_step is not None and not rerun_side_effects:
+        again = side_effects_again(journal.progress(), plan, tools, from_step)
+        if again:
+            raise rerun_refused(journal.id, from_step, again)
+    journal.acquire()
+    try:
+        if on_run_created:
+            on_run_created(journal.id)
+        if from_step is not None:
+            clear_from(journal, from_step, order)
+        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted, adopted_output)
+        if replay.undecided:  # stop durably before anything runs: no later step acts on an unknown outcome
+            journal.record(Event(EventType.PLAN_NEEDS_DECISION, journal.id, None, data={"units": replay.undecided}))
+            await journal.commit()
+            raise needs_decision(journal.id, replay.undecided)
+        scope = RunScope(journal.id, tools, _traced(options, plan).limited_by(plan), journal, replay)
+        resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
+        scope.emit(EventType.PLAN_RESUMED, **resumed)
+        return await execute(plan, journal.inputs, scope, own_journal=False)
+    finally:
+        journal.release()
+
+
+def _traced(options: Options, plan: Plan) -> Options:
+    """The options with a tracing subscriber when OpenTelemetry is configured (else unchanged, nothing imported)."""
+    from dataclasses import replace
+
+    from ..observe.otel import tracer_for
+
+    tracer = tracer_for(plan.source, {s.id: s.tool or str(s.kind) for s in plan.steps})
+    return options if tracer is None else replace(options, subscribers=[*options.subscribers, tracer])
+
+
+def _preflight(plan: Plan, options: Options) -> None:
+    """The preflight of models and keys, unless no real model can be called (mocks, a cassette)."""
+    if options.calls is None or not options.calls.offline:
+        preflight(plan, options.model, options.completion_kwargs)
+
+
+async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:
+    """Run the engine; the journal (when this call owns it) and the worker threads are let go at the end."""
+    try:
+        return await Execution(plan, inputs, scope).run()
+    finally:
+        scope.close()
+        if own_journal and scope.journal is not None:
+            scope.journal.release()
+
+
+def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any, from_step: str | None = None) -> Plan:
+    """A run's own plan, from its artifact (never re-derived), checked against today's tools (None: not
+    checked against any, for a viewer).
+
+    A ``from_step`` (``resume --from``) is checked first: a wrong step id is the caller's
+    mistake whatever else is wrong."""
+    if from_step is not None:
+        check_step(journal.id, from_step, plan_step_ids(journal.plan_doc))
+    if journal.meta.get("kind") == "agent":
+        raise RunError.make(
+            "agent-run",
+            f"run {journal.id} is an agent loop, not a plan run",
+            hint=f"resume it with dagplan.durable_agent_loop(run_id={journal.id!r}, tools=..., run_plan=...)",
+        )
+    from ...dsl import check
+    from ...dsl.compose import Budget
+
+    specs, budget = ({name: t.spec for name, t in tools.items()} if tools is not None else None), Budget.of(config)
+    found = check(text=json.dumps(journal.plan_doc), name=journal.plan_name or journal.id, tools=specs, budget=budget)
+    if not found.ok or found.plan is None:
+        raise PlanInvalid(_at_original_lines(journal, found.diagnostics, specs, budget))
+    return found.plan
+
+
+def _at_original_lines(journal: Journal, diagnostics: Any, specs: Any, budget: Any) -> Any:
+    """The diagnostics at the plan file's own lines when that file still holds the run's plan (the
+    stored artifact is one JSON line: its columns mean nothing to the author)."""
+    from ...dsl import check
+
+    name = journal.plan_name
+    if not name or not os.path.isfile(name):
+        return diagnostics
+    original = check(name, tools=specs, budget=budget)
+    same = original.plan is not None and original.plan.document == journal.plan_doc
+    return original.diagnostics if same and not original.ok else diagnostics
+
+
+async def approve_plan(plan: Plan, approve: Approve | None) -> None:
+    """A lazy plan runs only once ``approve(preview)`` said yes."""
+    if plan.mode != "lazy":
+        return
+    if approve is None:
+        raise RunError.make(
+            "approval-required",
+            "this plan is lazy: it runs only after approval",
+            hint="pass approve=callback (API) or --yes (CLI), or preview it first",
+        )
+    from ..engine.preview import build_preview
+
+    answer = approve(build_preview(plan, plan.analysis))
+    if asyncio.iscoroutine(answer):
+        answer = await answer
+    if not answer:
+        raise RunError.make("not-approved", "the plan was not approved; nothing ran")

@@ -1,0 +1,255 @@
+"""Operations on recorded runs: list, report, events, answer a gate, discard.
+
+What ``dagplan runs``, ``runs show``, ``events``, ``answer`` and ``discard`` do (and the
+viewer), as functions over a registry (:mod:`.journal`): they return values, the callers
+render them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+import itertools
+from typing import Any, Iterable, Iterator, Mapping
+
+from ...dsl.errors import DEFAULT_LIMITS, RunError
+from ..stores.registry import open_registry
+from ..core.progress import RunInfo, plan_step_ids
+from ..engine.runners import answer_problem
+from ..core.vocabulary import Event, EventType, RunStatus, StepStatus, event_types
+
+
+def list_runs(state: Any = None) -> list[RunInfo]:
+    """Every run of the registry, newest first."""
+    return open_registry(state).list()
+
+
+@dataclass(frozen=True)
+class StepRow:
+    id: str
+    status: StepStatus
+    attempts: int
+    duration: float | None
+    replayed: bool
+    error: Mapping[str, Any] | None
+    spilled: bool
+    output: Any
+    request: Mapping[str, Any] | None = None  # what a waiting gate asks
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "status": str(self.status),
+            "attempts": self.attempts,
+            "duration": self.duration,
+            "replayed": self.replayed,
+            "error": self.error,
+            "spilled": self.spilled,
+            "output": self.output,
+        }
+        if self.request is not None:
+            out["request"] = dict(self.request)
+        return out
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What ``dagplan runs show`` prints: the run, its final event, and each step in plan order."""
+
+    run_id: str
+    plan: str
+    status: RunStatus
+    created: float
+    inputs: Mapping[str, Any]
+    done: int
+    total: int
+    final: Mapping[str, Any] | None
+    steps: Mapping[str, StepRow]
+    waiting: tuple[Mapping[str, Any], ...] = ()
+    children: Mapping[str, StepRow] = field(default_factory=dict)  # items, iterations, sub-plans' steps
+
+    def to_json(self) -> dict[str, Any]:
+        from datetime import datetime
+
+        return {
+            "run_id": self.run_id,
+            "plan": self.plan,
+            "status": str(self.status),
+            "started": datetime.fromtimestamp(self.created).isoformat(timespec="seconds"),
+            "inputs": dict(self.inputs),
+            "done": self.done,
+            "total": self.total,
+            "final": dict(self.final) if self.final is not None else None,
+            "steps": {sid: row.to_json() for sid, row in self.steps.items()},
+            "waiting": [dict(w) for w in self.waiting],
+            "children": {sid: row.to_json() for sid, row in self.children.items()},
+        }
+
+
+def run_report(run_id: str, state: Any = None) -> RunReport:
+    return report_of(open_registry(state).open(run_id))
+
+
+def report_of(journal: Any) -> RunReport:
+    progress = journal.progress()
+    ids = plan_step_ids(journal.plan_doc)
+    rows = {sid: _row(s) for sid, s in progress.steps.items()}
+    return RunReport(
+        journal.id,
+        journal.plan_name,
+        progress.status,
+        journal.created,
+        journal.inputs,
+        progress.done,
+        len(ids),
+        progress.final,
+        {sid: rows[sid] for sid in ids},
+        progress.waiting,
+        {sid: row for sid, row in rows.items() if sid not in set(ids)},
+    )
+
+
+def _row(s: Any) -> StepRow:
+    return StepRow(
+        s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output, s.fields.get("request")
+    )
+
+
+def run_events(run_id: str, state: Any = None, types: Iterable[str] | None = None) -> list[Event]:
+    """A run's journaled events, oldest first; ``types`` keeps only those (unknown names are an error)."""
+    try:
+        wanted = event_types(types) if types else None
+    except ValueError as exc:
+        raise RunError.make("unknown-event-type", str(exc)) from None
+    return list(open_registry(state).open(run_id).events(wanted))
+
+
+class Watch:
+    """A run followed as another process writes it: each :meth:`poll` returns the events recorded since
+    the previous one (the first returns every event so far)."""
+
+    def __init__(self, run_id: str, state: Any = None):
+        self.journal = open_registry(state).open(run_id)
+        self.run_id = self.journal.id
+        self.cursor: Any = None
+
+    def poll(self) -> list[Event]:
+        found, self.cursor = self.journal.follow(self.cursor)
+        return found
+
+    def report(self) -> RunReport:
+        """The run's report as of this watch's opening (see :func:`run_report`)."""
+        return report_of(self.journal)
+
+    def plan(self, config: Any) -> Any:
+        """The run's own plan from its artifact, not checked against any tools (to show it)."""
+        from .driver import stored_plan
+
+        return stored_plan(self.journal, None, config)
+
+
+def output_chunks(run_id: str, step_id: str, state: Any = None) -> Iterator[bytes]:
+    """A step's recorded output as bytes, in chunks: checked now (an unknown run or step raises here)."""
+    journal = open_registry(state).open(run_id)
+    chunks = journal.output_chunks(step_id)
+    first = next(chunks, b"")
+    return itertools.chain([first], chunks)
+
+
+def waiting_requests(run_id: str, state: Any = None) -> tuple[Mapping[str, Any], ...]:
+    """What a waiting run waits for: its gates' requests."""
+    return open_registry(state).open(run_id).progress().waiting
+
+
+def answer_gate(run_id: str, step: str, value: Any, state: Any = None, *, text: bool = False) -> str:
+    """Durably record the answer of a gate a run waits at (``resume`` then continues); returns the run id.
+
+    With ``text``, ``value`` is a command-line word: kept as text when the gate has choices,
+    else read as JSON when it is JSON.
+    """
+    journal = open_registry(state).open(run_id)
+    progress = journal.progress()
+    request = _request(journal.id, step, progress.waiting if progress.status is RunStatus.WAITING else ())
+    if text:
+        value = _parse(value, request)
+    problem = answer_problem(request, value)
+    if problem:
+        raise RunError.make("bad-answer", f"step {step}: {problem}", hint=_choices_hint(request))
+    journal.acquire()
+    try:
+        journal.record(Event(EventType.GATE_ANSWERED, journal.id, step, data={"value": value}))
+    finally:
+        journal.release()
+    return journal.id
+
+
+def _request(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any]:
+    if not waiting:
+        raise RunError.make(
+            "not-waiting", f"run {run_id} is not waiting for an answer", hint="dagplan runs shows each run's status"
+        )
+    for request in waiting:
+        if request.get("step") == step:
+            return request
+    names = ", ".join(str(r.get("step", "?")) for r in waiting)
+    raise RunError.make("no-such-step", f"run {run_id} is not waiting at {step!r}", hint=f"it waits at: {names}")
+
+
+def _parse(value: str, request: Mapping[str, Any]) -> Any:
+    if request.get("choices"):
+        return value
+    try:
+        parsed = json.loads(value, parse_constant=_no_constant)
+    except ValueError:
+        return value  # not JSON: the text itself (the schema says whether it will do)
+    except RecursionError:
+        parsed = None
+    if parsed is None and value.strip() != "null" or _deeper(parsed, DEFAULT_LIMITS.max_depth):
+        raise RunError.make("bad-answer", f"the answer nests deeper than {DEFAULT_LIMITS.max_depth} levels",
+                            hint="an answer is a small JSON value")  # fmt: skip
+    return parsed
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` levels (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _choices_hint(request: Mapping[str, Any]) -> str | None:
+    if request.get("choices"):
+        return "answer one of: " + ", ".join(request["choices"])
+    if request.get("schema"):
+        return "the answer must match: " + json.dumps(request["schema"])
+    return None
+
+
+def discard_run(run_id: str, state: Any = None, force: bool = False) -> str:
+    """Record ``plan_aborted`` and remove the run; returns its full id. A run that is running now is
+    refused unless ``force`` (then its owner is stopped first): ``cancel_run`` stops it and keeps its record."""
+    registry = open_registry(state)
+    if not force:
+        full = registry.open(run_id).id
+        pid = registry.owner(full)
+        if pid is not None:
+            raise RunError.make(
+                "run-running",
+                f"run {full} is running (process {pid}): discarding it would stop it and remove its record",
+                hint=f"stop it and keep its record: dagplan cancel {full}; or: dagplan discard {full} --force",
+            )
+    return registry.discard(run_id)
+
+
+def cancel_run(run_id: str, state: Any = None) -> str:
+    """Stop a running or waiting run for good: its owner lets go (the steps running are interrupted), the run
+    is recorded ``cancelled`` and kept (``runs show``, ``events``); it cannot be resumed. Its full id."""
+    return open_registry(state).cancel(run_id)

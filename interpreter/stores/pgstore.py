@@ -1,0 +1,478 @@
+"""Runs in PostgreSQL: the journal and registry protocols (:mod:`.journal`) on a database, via psycopg 3.
+
+``state = "postgresql://..."`` (the configuration, ``--state-dir``, ``$DAGPLAN_STATE``) puts runs
+here instead of files, with the file journal's guarantees:
+
+- each event is a row of ``dagplan_events`` (the same JSON line the file journal writes), numbered
+  ``seq`` per run; :meth:`PgRun.commit` inserts every event recorded since the last commit in one
+  transaction (completions that land together share it), and returns once it committed: a completion
+  is durable before any dependent starts, a side effect's intent before it runs, a completed call
+  (its ``memo`` row) before the next is paid for;
+- one writer per run: :meth:`PgRun.acquire` takes a session-level advisory lock on its own connection,
+  which PostgreSQL releases when that connection dies (a ``kill -9``), so another process can resume;
+- the artifact (the plan, inputs, meta) is a row of ``dagplan_runs``, written before the run starts.
+
+Outputs and memo values are kept inline in their event (PostgreSQL compresses large values out of
+line, TOAST), so ``output_chunks`` reads a value in one piece. The schema is created and migrated by
+:func:`upgrade` (``dagplan db upgrade``), versioned in ``dagplan_schema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any, Iterable, Iterator, Mapping
+
+from ...dsl.errors import RunError
+from ...dsl.files import json_safe
+from ..core.redact import masked
+from .journal import (
+    Artifact,
+    FoldedReads,
+    GroupCommit,
+    not_a_run_id,
+    record_dict,
+    refuse_finished,
+    unknown_run,
+)
+from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
+from .journal import RUN_ID, new_run_id
+from ..core.vocabulary import Event, EventType, RunStatus
+
+SCHEMA_VERSION = 2
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE IF NOT EXISTS dagplan_runs (
+            id text PRIMARY KEY,
+            plan_name text NOT NULL,
+            created double precision NOT NULL,
+            artifact jsonb NOT NULL,
+            owner text
+        )""",
+        """CREATE TABLE IF NOT EXISTS dagplan_events (
+            run_id text NOT NULL REFERENCES dagplan_runs(id) ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            line text NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE IF NOT EXISTS dagplan_discarded (run_id text NOT NULL, ts double precision NOT NULL)""",
+    ],
+    2: [  # the pool: runs submitted to workers, and where each stands
+        "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS pooled boolean NOT NULL DEFAULT false",
+        "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'running'",
+        "CREATE INDEX IF NOT EXISTS dagplan_runs_claimable ON dagplan_runs (created) WHERE pooled",
+    ],
+}
+LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
+# where a run stands for the pool, from the last lifecycle event committed (an answered gate wakes it)
+_QUEUE = {
+    EventType.PLAN_COMPLETED: "done",
+    EventType.PLAN_ABORTED: "done",
+    EventType.PLAN_CANCELLED: "done",
+    EventType.PLAN_WAITING: "waiting",
+    EventType.PLAN_NEEDS_DECISION: "needs_decision",
+    EventType.PLAN_INTERRUPTED: "interrupted",
+    EventType.PLAN_TIMED_OUT: "timed_out",
+    EventType.PLAN_STARTED: "running",
+    EventType.GATE_ANSWERED: "queued",
+}
+CLAIMABLE = ("queued", "running", "interrupted")  # with no owner holding the run's lock
+
+
+def _connect(url: str, **kwargs: Any) -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise RunError.make(
+            "no-postgresql-support",
+            "the state is a PostgreSQL URL but psycopg is not installed",
+            hint="pip install 'dagplan[postgres]'",
+        ) from None
+    try:
+        return psycopg.connect(url, autocommit=True, **kwargs)
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError.make("state-unavailable", f"cannot reach the run database: {first}",
+                            hint="check the URL of `state` and that PostgreSQL runs") from None  # fmt: skip
+
+
+def upgrade(url: str) -> tuple[int, int]:
+    """Create or migrate the schema; returns (version before, version after)."""
+    with _connect(url) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS dagplan_schema (version integer NOT NULL)")
+        conn.execute("SELECT pg_advisory_lock(hashtext('dagplan_schema'))")  # one migrator at a time
+        try:
+            row = conn.execute("SELECT version FROM dagplan_schema").fetchone()
+            before = row[0] if row else 0
+            with conn.transaction():
+                for version in range(before + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version]:
+                        conn.execute(statement)
+                if row is None:
+                    conn.execute("INSERT INTO dagplan_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+                else:
+                    conn.execute("UPDATE dagplan_schema SET version = %s", (SCHEMA_VERSION,))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('dagplan_schema'))")
+    return before, SCHEMA_VERSION
+
+
+_HELD = (
+    "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+    f"AND l.classid = {LOCK_CLASS} AND l.objid::bigint = (hashtext(r.id)::bigint & 4294967295))"
+)  # whether a session holds run r's lock (its owner is alive)
+
+
+class PgRegistry:
+    """All runs of one database (the registry protocol)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.location = masked(url)  # what messages show
+        self._conn: Any = None
+        self._checked = False
+
+    def forget_connection(self) -> None:
+        """Drop the connection (it broke): the next use connects again."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may not even close
+                pass
+
+    def connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            self._conn = _connect(self.url)
+        if not self._checked:
+            self._check_schema()
+            self._checked = True
+        return self._conn
+
+    def _check_schema(self) -> None:
+        """A fresh database gets the schema; an older one must be upgraded on purpose, a newer one refused."""
+        has = self._conn.execute("SELECT to_regclass('dagplan_schema') IS NOT NULL").fetchone()[0]
+        version = (self._conn.execute("SELECT max(version) FROM dagplan_schema").fetchone()[0] if has else 0) or 0
+        if version == 0:
+            upgrade(self.url)
+        elif version < SCHEMA_VERSION:
+            raise RunError.make("old-schema", f"the run database has schema version {version}, this dagplan needs "
+                                f"{SCHEMA_VERSION}", hint="run: dagplan db upgrade")  # fmt: skip
+        elif version > SCHEMA_VERSION:
+            raise RunError.make("new-schema", f"the run database has schema version {version}, newer than this "
+                                f"dagplan's {SCHEMA_VERSION}", hint="upgrade dagplan")  # fmt: skip
+
+    def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> "PgRun":
+        conn = self.connection()
+        artifact = {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs, "meta": meta or {},
+                    "created": time.time()}  # fmt: skip
+        while True:
+            run_id = new_run_id()
+            inserted = conn.execute(
+                "INSERT INTO dagplan_runs (id, plan_name, created, artifact) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str)),
+            ).rowcount
+            if inserted:
+                return PgRun(self, run_id, artifact)
+
+    def resolve(self, run_id: str) -> str:
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise not_a_run_id(run_id)
+        rows = (
+            self.connection()
+            .execute(
+                "SELECT id FROM dagplan_runs WHERE id = %s OR starts_with(id, %s) ORDER BY id LIMIT 6", (run_id, run_id)
+            )
+            .fetchall()
+        )
+        ids = [r[0] for r in rows]
+        if run_id in ids:
+            return run_id
+        if len(ids) == 1:
+            return ids[0]
+        if not ids:
+            raise unknown_run(run_id, self.location)
+        raise RunError.make("ambiguous-run", f"{run_id!r} matches several runs: {', '.join(ids[:5])}",
+                            hint="give more of the run id")  # fmt: skip
+
+    def open(self, run_id: str) -> "PgRun":
+        found = self.resolve(run_id)
+        row = self.connection().execute("SELECT artifact FROM dagplan_runs WHERE id = %s", (found,)).fetchone()
+        if row is None:
+            raise unknown_run(run_id, self.location)
+        return PgRun(self, found, row[0])
+
+    def list(self) -> list[RunInfo]:
+        conn = self.connection()
+        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY id DESC").fetchall()
+        lines: dict[str, list[str]] = {}
+        for run_id, line in conn.execute("SELECT run_id, line FROM dagplan_events ORDER BY run_id, seq"):
+            lines.setdefault(run_id, []).append(line)
+        live = self._live()
+        out = []
+        for run_id, artifact, queue in runs:
+            run = PgRun(self, run_id, artifact, lines=lines.get(run_id, []))
+            progress = run._progress(run_id in live)
+            final = progress.final or {}
+            status = RunStatus.QUEUED if queue == "queued" and run_id not in live else progress.status
+            out.append(RunInfo(run_id, run.plan_name, status, progress.done, len(plan_step_ids(run.plan_doc)),
+                               run.created, live.get(run_id), None, progress.waiting, dict(final.get("usage") or {}),
+                               final.get("ts")))  # fmt: skip
+        return out
+
+    def _live(self) -> dict[str, int | None]:
+        """Runs whose advisory lock a session holds now, with the pid their owner recorded."""
+        rows = self.connection().execute(
+            f"SELECT r.id, r.owner FROM dagplan_runs r WHERE r.owner IS NOT NULL AND {_HELD}"
+        )
+        return {run_id: _pid(owner) for run_id, owner in rows}
+
+    def submit(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> str:
+        """Queue a run for the workers; returns its id."""
+        run = self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta)
+        self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = 'queued' WHERE id = %s", (run.id,))
+        return run.id
+
+    def claim(self, limits: Any = None) -> "PgRun | None":
+        """A queued or orphaned run of the pool, acquired (its lock held by this process), or None.
+        ``FOR UPDATE SKIP LOCKED``: workers asking at once are handed different rows. ``limits``
+        (``max_running``, ``per_plan``: the most runs running at once in the whole pool, and of a plan)
+        are kept by claiming one at a time (a transaction-scoped lock) and counting the running ones."""
+        conn = self.connection()
+        max_running = getattr(limits, "max_running", None)
+        per_plan: Mapping[str, int] = getattr(limits, "per_plan", None) or {}
+        with conn.transaction():
+            if max_running is not None or per_plan:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))  # claims one after another
+                running = dict(conn.execute(
+                    f"SELECT r.plan_name, count(*) FROM dagplan_runs r WHERE {_HELD} GROUP BY r.plan_name"
+                ).fetchall())  # fmt: skip
+                if max_running is not None and sum(running.values()) >= max_running:
+                    return None
+                full = [plan for plan, cap in per_plan.items() if running.get(plan, 0) >= cap]
+            else:
+                full = []
+            rows = conn.execute(
+                f"SELECT r.id FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD} "
+                "AND NOT r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                (list(CLAIMABLE), full),
+            ).fetchall()
+            claimed = None
+            for (run_id,) in rows:
+                run = self.open(run_id)
+                try:
+                    run.acquire(note_owner=False)  # the row is locked by this transaction: noted after it
+                except RunError:
+                    continue  # taken meanwhile by a process not going through the queue
+                claimed = run
+                break
+        if claimed is not None:
+            claimed.note_owner()
+        return claimed
+
+    def claimable(self) -> int:
+        conn = self.connection()
+        query = f"SELECT count(*) FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD}"
+        return int(conn.execute(query, (list(CLAIMABLE),)).fetchone()[0])
+
+    def owner(self, run_id: str) -> int | None:
+        return self._live().get(run_id)
+
+    def discard(self, run_id: str) -> str:
+        found = self.resolve(run_id)
+        run = self._stopped(found)
+        try:
+            run.record(Event(EventType.PLAN_ABORTED, run.id, data={"reason": "discarded"}))
+            run.commit_sync()
+            conn = self.connection()
+            with conn.transaction():
+                conn.execute("INSERT INTO dagplan_discarded (run_id, ts) VALUES (%s, %s)", (found, time.time()))
+                conn.execute("DELETE FROM dagplan_runs WHERE id = %s", (found,))
+        finally:
+            run.release()
+        return found
+
+    def cancel(self, run_id: str) -> str:
+        found = self.resolve(run_id)
+        refuse_finished(self.open(found))
+        run = self._stopped(found)
+        try:
+            run.record(Event(EventType.PLAN_CANCELLED, run.id, data={"reason": "cancelled"}))
+            run.commit_sync()
+        finally:
+            run.release()
+        return found
+
+    def _stopped(self, found: str) -> Any:
+        """The run, acquired: its owner on this host is asked to let go (SIGTERM), one elsewhere waited for."""
+        run = self.open(found)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                run.acquire()
+                break
+            except RunError:
+                pid = self.owner(found)
+                if pid and _same_host(found, self) and pid != os.getpid():
+                    try:
+                        os.kill(pid, 15)  # the engine treats SIGTERM as Ctrl-C: it lets the run go
+                    except ProcessLookupError:
+                        pass
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        return run
+
+
+def _pid(owner: str | None) -> int | None:
+    try:
+        return int(str(owner).rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _same_host(run_id: str, registry: PgRegistry) -> bool:
+    row = registry.connection().execute("SELECT owner FROM dagplan_runs WHERE id = %s", (run_id,)).fetchone()
+    return bool(row and row[0] and str(row[0]).rsplit(":", 1)[0] == socket.gethostname())
+
+
+class PgRun(Artifact, FoldedReads, GroupCommit):
+    """One run in the database: its artifact, its progress folded from its events, and (acquired) its writer."""
+
+    def __init__(self, registry: PgRegistry, run_id: str, artifact: dict, lines: list[str] | None = None):
+        self.registry, self.id = registry, run_id
+        self._take_artifact(artifact)
+        self.notice: str | None = None
+        self._state = empty_state()
+        self._seq = 0
+        self._buf: list[tuple[int, str]] = []
+        self._queue: str | None = None  # where the run stands for the pool, once the buffer commits
+        self._io = threading.Lock()
+        self._writer: Any = None  # the connection holding the run's lock
+        self._inflight: asyncio.Future | None = None
+        self._durable_seq = 0
+        for line in lines if lines is not None else self._lines_after(0):
+            self._fold_line(line)
+        self._durable_seq = self._seq
+
+    def _lines_after(self, seq: int) -> list[str]:
+        rows = (
+            self.registry.connection()
+            .execute("SELECT line FROM dagplan_events WHERE run_id = %s AND seq > %s ORDER BY seq", (self.id, seq))
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def _fold_line(self, line: str) -> dict:
+        event = json.loads(line)
+        fold(self._state, event)
+        self._seq = max(self._seq, int(event.get("seq", 0)))
+        return event
+
+    # -- reading (the journal protocol) --
+
+    def progress(self) -> Progress:
+        return self._progress(self._writer is not None or self.registry.owner(self.id) is not None)
+
+    def _progress(self, live: bool) -> Progress:
+        return progress_of(self.id, self._state, plan_step_ids(self.plan_doc), live, self.step_output)
+
+    def events(self, types: Iterable[EventType] | None = None) -> Iterator[Event]:
+        wanted = set(types) if types is not None else None
+        for line in self._lines_after(0):
+            record = json.loads(line)
+            if wanted is None or record.get("type") in wanted:
+                yield Event.from_json(record, self.id)
+
+    def follow(self, cursor: Any = None) -> tuple[list[Event], Any]:
+        after = int(cursor or 0)
+        found = [json.loads(line) for line in self._lines_after(after)]
+        return [Event.from_json(r, self.id) for r in found], (found[-1]["seq"] if found else after)
+
+    # -- the lock --
+
+    def acquire(self, note_owner: bool = True) -> None:
+        if self._writer is not None:
+            return
+        conn = _connect(self.registry.url)
+        got = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, self.id)).fetchone()[0]
+        if not got:
+            conn.close()
+            pid = self.registry.owner(self.id)
+            raise RunError.make("run-locked", f"run {self.id} is in use by process {pid or '?'}",
+                                hint=f"wait for it, or cancel it with: dagplan discard {self.id}")  # fmt: skip
+        self._writer = conn
+        if note_owner:
+            self.note_owner()
+        for line in self._lines_after(self._seq):  # what the previous owner wrote since we read
+            self._fold_line(line)
+        self._durable_seq = self._seq
+
+    def note_owner(self) -> None:
+        """Record this process as the run's owner (what ``runs`` and a lock message show)."""
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._writer.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner, self.id))
+
+    def release(self) -> None:
+        if self._writer is None:
+            return
+        try:
+            self.commit_sync()
+        finally:
+            conn, self._writer = self._writer, None
+            try:
+                conn.execute("UPDATE dagplan_runs SET owner = NULL WHERE id = %s", (self.id,))
+                conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_CLASS, self.id))
+            finally:
+                conn.close()
+
+    def close(self) -> None:
+        self.release()
+
+    # -- writing --
+
+    def record(self, event: Event) -> dict:
+        if self._writer is None:
+            raise RunError.make("run-not-acquired", f"run {self.id}: record before acquire()")
+        line = record_dict(event)
+        with self._io:
+            self._seq += 1
+            line["seq"] = self._seq
+            line.setdefault("ts", round(time.time(), 6))
+            text = json_safe(json.dumps(line, ensure_ascii=False, default=str, separators=(",", ":")))
+            self._buf.append((self._seq, text))
+            self._queue = _QUEUE.get(event.type, self._queue)
+        fold(self._state, line)
+        return line
+
+    def commit_sync(self) -> None:
+        with self._io:
+            rows, self._buf, queue, self._queue = self._buf, [], self._queue, None
+        if not rows:
+            return
+        conn = self._writer
+        if queue is None:  # one COPY: in autocommit one statement is one transaction, one WAL flush
+            self._copy(conn, rows)
+        else:  # a lifecycle event: where the run stands for the pool changes with it, atomically
+            with conn.transaction():
+                self._copy(conn, rows)
+                # an answered gate puts any run in the pool, however it started: a worker goes on with it
+                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s = 'queued' WHERE id = %s",
+                             (queue, queue, self.id))  # fmt: skip
+        self._durable_seq = max(self._durable_seq, rows[-1][0])
+
+    def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:
+        with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
+            for seq, line in rows:
+                copy.write_row((self.id, seq, line))
+
+    def _write_durable(self) -> None:  # GroupCommit: one COPY (one transaction) of the recorded events
+        self.commit_sync()
+
+
+__all__ = ["PgRegistry", "PgRun", "upgrade", "SCHEMA_VERSION", "RunStatus"]

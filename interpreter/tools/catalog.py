@@ -1,0 +1,348 @@
+"""Tools: Python callables a plan may call, registered with ``@dagplan.tool``.
+
+A tool's argument JSON Schema is derived from its type hints (or given), so the
+validator can check calls statically (``dagplan check --tools``) before anything runs.
+Sync tools run in worker threads so they never block other steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import queue
+import sys
+import threading
+import types
+import typing
+from functools import cached_property
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+from ...dsl.errors import RunError
+from ...dsl.ir import Purity, ToolSpec
+
+
+class TransientError(Exception):
+    """Raise from a tool to say "this may work if tried again": the step is retried."""
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Return from a tool to write ``value`` to another alternative of a branching output path.
+
+    ``alternative`` is an index (0 is the first) or the path as written in the plan
+    (``"†state.error"``, ``"$state.error"`` or ``"state.error"``).
+    """
+
+    alternative: int | str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"type": "object"}))
+    purity: Purity | None = None
+    retry_on: tuple[type[BaseException], ...] = ()
+    is_async: bool = False
+    executor: str | None = None  # "ray": its calls run as Ray tasks (else the run's executor; local by default)
+    resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # Ray's: num_gpus, ...
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters, self.purity)
+
+    @cached_property
+    def takes_idempotency_key(self) -> bool:
+        """Whether the function declares ``idempotency_key``: the run passes it (:func:`idempotency_key`)."""
+        try:
+            return IDEMPOTENCY_KEY in inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return False
+
+
+IDEMPOTENCY_KEY = "idempotency_key"  # a tool parameter the run fills in, never the plan
+
+
+def idempotency_key(run_id: str, unit_id: str) -> str:
+    """The key of one unit's side effect: the same for every attempt, retry and resume of that unit in that
+    run, different for any other unit or run. Pass it to an API that deduplicates (``Idempotency-Key``)."""
+    import hashlib
+
+    return "dagplan-" + hashlib.sha256(f"{run_id}\0{unit_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def tool(
+    fn: Callable | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    purity: Purity | None = None,
+    retry_on: Iterable[type[BaseException]] = (),
+    executor: Literal["local", "ray"] | None = None,
+    resources: Mapping[str, Any] | None = None,
+):
+    """Register a function as a tool: ``@tool`` or ``@tool(name=..., purity="pure")``;
+    ``executor="ray"`` (with ``resources={"num_gpus": 1}``) runs its calls as Ray tasks.
+
+    The function is returned unchanged (still callable by your own code); its
+    :class:`Tool` is at ``fn.__dagplan_tool__``.
+    """
+
+    def register(func: Callable) -> Callable:
+        func.__dagplan_tool__ = Tool(  # type: ignore[attr-defined]
+            name=name or func.__name__,
+            fn=func,
+            description=description if description is not None else inspect.cleandoc(func.__doc__ or ""),
+            parameters=MappingProxyType(dict(parameters)) if parameters else schema_from_signature(func),
+            purity=purity,
+            retry_on=tuple(retry_on),
+            is_async=inspect.iscoroutinefunction(func),
+            executor=executor,
+            resources=MappingProxyType(dict(resources or {})),
+        )
+        return func
+
+    return register(fn) if fn is not None else register
+
+
+def as_tool(obj: Any) -> Tool:
+    """A Tool from a decorated function, a Tool, or a plain callable."""
+    if isinstance(obj, Tool):
+        return obj
+    found = getattr(obj, "__dagplan_tool__", None)
+    if found is not None:
+        return found
+    if callable(obj):
+        return tool(obj).__dagplan_tool__
+    raise TypeError(f"not a tool: {obj!r}")
+
+
+def registry(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, Tool]:
+    """Normalize what a caller passes as ``tools=`` into ``{name: Tool}``."""
+    if tools is None:
+        return {}
+    if isinstance(tools, Mapping):
+        out = {}
+        for key, obj in tools.items():
+            t = as_tool(obj)
+            out[key] = t if t.name == key else Tool(**{**t.__dict__, "name": key})
+        return out
+    return {t.name: t for t in map(as_tool, tools)}
+
+
+# --- running sync tools -------------------------------------------------------------------------
+
+
+class WorkerThreads:
+    """Threads that run sync tools, at most ``size`` at once.
+
+    Daemon threads, unlike ``ThreadPoolExecutor``'s: a sync tool that ignores its timeout
+    (Python cannot stop a thread) is abandoned when the run has reported, instead of
+    keeping the process alive until it returns. Results go straight to the event loop's
+    future (no ``concurrent.futures`` layer in between).
+    """
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def run(self, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((loop, future, fn, kwargs))
+        with self._lock:
+            if self._idle == 0 and self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._work, name="dagplan-tool", daemon=True).start()
+            else:
+                self._idle -= 1 if self._idle else 0
+        return future
+
+    def shutdown(self) -> None:
+        """Let idle threads end; a thread still running a tool ends when the tool returns (or with the process)."""
+        with self._lock:
+            for _ in range(self._threads):
+                self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, kwargs = job
+            try:
+                outcome: tuple = (fn(**kwargs), None)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: the step's failure, judged by the engine
+                outcome = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_deliver, future, *outcome)
+            except RuntimeError:  # the loop has closed: the run ended without this result
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+def _deliver(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled (a timeout): nobody waits for this result
+        return
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
+
+
+# --- loading tools from files and modules ---------------------------------------------------
+
+
+def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
+    """Import each Python file or module name and collect the tools it defines."""
+    found: dict[str, Tool] = {}
+    for source in sources:
+        module = _import(source)
+        for value in vars(module).values():
+            t = getattr(value, "__dagplan_tool__", None)
+            if isinstance(t, Tool):
+                found[t.name] = t
+    return found
+
+
+def source_record(sources: Iterable[str | os.PathLike]) -> list[dict[str, str]]:
+    """How a run's tools were given, to load the same ones on resume: files by absolute path with
+    their content hash, modules by name."""
+    out = []
+    for source in sources:
+        text = os.fspath(source)
+        path = Path(text)
+        if text.endswith(".py") or path.is_file():
+            resolved = path.resolve()
+            out.append({"file": str(resolved), "sha256": _digest(resolved)})
+        else:
+            out.append({"module": text})
+    return out
+
+
+def changed_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
+    """The recorded tool files whose content is not what the run started with (or that are gone)."""
+    return [r["file"] for r in record if "file" in r and _digest(Path(r["file"])) != r.get("sha256")]
+
+
+def recorded_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
+    return [r.get("file") or r.get("module", "") for r in record]
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def load_tool_specs(sources: Iterable[str | os.PathLike]) -> dict[str, ToolSpec]:
+    return {name: t.spec for name, t in load_tools(sources).items()}
+
+
+def _import(source: str | os.PathLike) -> types.ModuleType:
+    text = os.fspath(source)
+    path = Path(text)
+    try:
+        if text.endswith(".py") or path.exists():
+            return _import_file(path)
+        return importlib.import_module(text)
+    except RunError:
+        raise
+    except SystemExit as exc:  # exit() on import: nothing was loaded, which must not pass for success
+        raise RunError.make(
+            "tools-import",
+            f"cannot import tools from {text}: it called sys.exit({exc.code!r}) while being imported",
+            hint="a tools module defines tools; move the script part under `if __name__ == '__main__':`",
+        ) from None
+    except Exception as exc:  # the user's module failed to import: say which and why
+        raise RunError.make(
+            "tools-import",
+            f"cannot import tools from {text}: {type(exc).__name__}: {exc}",
+            hint="--tools takes a Python file (tools.py) or an importable module name",
+        ) from exc
+
+
+def _import_file(path: Path) -> types.ModuleType:
+    if not path.is_file():
+        raise RunError.make("tools-import", f"no such tools file: {path}", hint="check the --tools path")
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    module_name = f"dagplan_tools_{resolved.stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(resolved.parent))  # so a tools file can import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    finally:
+        sys.path.remove(str(resolved.parent))
+    return module
+
+
+# --- JSON Schema from type hints ------------------------------------------------------------
+
+_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+def schema_from_signature(func: Callable) -> Mapping[str, Any]:
+    sig = inspect.signature(func)
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # unresolvable forward references: fall back to "any"
+        hints = {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra = False
+    for pname, param in sig.parameters.items():
+        if pname == IDEMPOTENCY_KEY:
+            continue  # filled in by the run, not by the plan
+        if param.kind is param.VAR_KEYWORD:
+            extra = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
+            continue
+        properties[pname] = type_schema(hints.get(pname, Any))
+        if param.default is param.empty:
+            required.append(pname)
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": extra}
+    if required:
+        schema["required"] = required
+    return MappingProxyType(schema)
+
+
+def type_schema(hint: Any) -> dict[str, Any]:
+    if hint is Any or hint is inspect.Parameter.empty:
+        return {}
+    if hint in _SCALARS:
+        return {"type": _SCALARS[hint]} if hint is not float else {"type": "number"}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [type_schema(a) for a in args]}
+    if hint in (list, tuple, set) or origin in (list, tuple, set, frozenset):
+        return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
+    if hint is dict or origin is dict:
+        return {"type": "object"}
+    return {}
