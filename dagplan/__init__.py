@@ -66,8 +66,8 @@ _EXPORTS = {
     "CaseResult": "dagplan.interpreter.testing.plantest",
     # tools
     "tool": "dagplan.interpreter.tools.catalog",
-    "load_tools": "dagplan.interpreter.tools.catalog",
-    "load_tool_specs": "dagplan.interpreter.tools.catalog",
+    "load_tools": "dagplan.interpreter.tools.sources",
+    "load_tool_specs": "dagplan.interpreter.tools.sources",
     "parse_assignments": "dagplan.interpreter.engine.inputs",
     "Tool": "dagplan.interpreter.tools.catalog",
     "Branch": "dagplan.interpreter.tools.catalog",

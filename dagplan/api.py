@@ -54,7 +54,7 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     sources = [*cfg.tools, *tool_sources]
     specs = None
     if sources:  # importing user code (and the tool registry) only when there is some
-        from .interpreter.tools.catalog import load_tool_specs
+        from .interpreter.tools.sources import load_tool_specs
 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
@@ -92,12 +92,15 @@ def _check_tests(path: str | os.PathLike, config: Any):
     return check_suite(path, config)
 
 
-def preview(plan: Plan | str | os.PathLike):
-    """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``)."""
+def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None):
+    """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``); with ``tools``,
+    the steps whose tool is destructive are marked."""
+    from .dsl.schedule import analysis_of
     from .interpreter.engine.preview import build_preview
+    from .interpreter.tools.catalog import registry
 
-    plan = _as_plan(plan)
-    return build_preview(plan, plan.analysis, load_config())
+    plan = _as_plan(plan, tools)
+    return build_preview(plan, analysis_of(plan), load_config(), registry(tools))
 
 
 def estimate(plan: Plan | str | os.PathLike, config: Any = None):
@@ -156,7 +159,7 @@ async def arun(
         executor=executor,
         **replay,
     )
-    from .interpreter.tools.catalog import source_record
+    from .interpreter.tools.sources import source_record
 
     return await start(
         plan,
@@ -309,7 +312,7 @@ def shown_state(state_dir: Any = None) -> str:
 
 def in_database(state_dir: Any = None) -> bool:
     """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
-    from .interpreter.stores.registry import is_url
+    from .interpreter.core.state import is_url
 
     return is_url(_state(state_dir))
 
@@ -346,16 +349,17 @@ def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir
                   config: Any = None) -> dict[str, list[str]]:  # fmt: skip
     """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
     results it clears and runs again; ``side_effects``, those among them that already touched the world."""
+    from .dsl.schedule import analysis_of
+    from .interpreter.engine.resume import side_effects_again as again
     from .interpreter.stores.journal import cleared_ids
     from .interpreter.stores.registry import open_registry
-    from .interpreter.engine.resume import side_effects_again as again
     from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
     plan = stored_plan(run_id, tools, state_dir, config=cfg, from_step=from_step)
     progress = journal.progress()
-    cleared = [u for u in cleared_ids(progress, from_step, list(plan.analysis.order)) if u in progress.steps]
+    cleared = [u for u in cleared_ids(progress, from_step, list(analysis_of(plan).order)) if u in progress.steps]
     return {"again": cleared, "side_effects": again(progress, plan, registry(tools) if tools is not None else {},
                                                     from_step)}  # fmt: skip
 
@@ -375,7 +379,7 @@ def run_config(run_id: str, state_dir: Any = None):
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
     """(the tool sources a run was started with, those of them whose file changed since)."""
     from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.catalog import changed_sources, recorded_sources
+    from .interpreter.tools.sources import changed_sources, recorded_sources
 
     record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
     return recorded_sources(record), changed_sources(record)
@@ -469,7 +473,7 @@ def submit(
     checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
     from .interpreter.engine.inputs import prepare_inputs
     from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.catalog import source_record
+    from .interpreter.tools.sources import source_record
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
@@ -502,7 +506,7 @@ def worker_pool(
     (``drain``: until none is left); returns (run id, status) of the runs it finished. ValueError when
     the state is not a database. See :mod:`dagplan.interpreter.ops.workers`."""
     from . import load_tools as tools_of
-    from .interpreter.stores.registry import is_url
+    from .interpreter.core.state import is_url
     from .interpreter.ops.workers import Pool
 
     cfg = config or load_config()
@@ -521,7 +525,7 @@ def db_upgrade(url: Any = None) -> tuple[int, int]:
     """Create or migrate the PostgreSQL schema of ``url`` (default: the configured state); returns
     (version before, version after). ValueError when the state is not a PostgreSQL URL."""
     from .interpreter.stores.pgstore import upgrade
-    from .interpreter.stores.registry import is_url
+    from .interpreter.core.state import is_url
 
     url = _state(url)
     if not is_url(url):
@@ -536,6 +540,38 @@ def load_config(start: str | os.PathLike | None = None):
     from .interpreter.core.config import load_config as read
 
     return read(start)
+
+
+def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
+    """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
+    (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and
+    the number of tools of each server. RunError ``mcp-none`` when no server is declared."""
+    import asyncio
+    import json
+
+    from .dsl.errors import RunError
+    from .interpreter.tools.mcp import alock, declared, lock_path
+
+    cfg = config or load_config()
+    if not cfg.mcp:
+        raise RunError.make("mcp-none", "no MCP server is declared: nothing to lock",
+                            hint='declare one in dagplan.toml: [mcp.NAME] command = "..." or url = "..."')  # fmt: skip
+    base = cfg.path.parent if cfg.path else None
+    servers = {name: declared(name, table, base) for name, table in cfg.mcp.items()}
+    lock = asyncio.run(alock(servers))
+    path = lock_path(cfg)
+    write_file(path, (json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+    return str(path), {name: len(server["tools"]) for name, server in lock["servers"].items()}
+
+
+def tool_catalog(tool_sources: Iterable[str] = (), config: Any = None) -> list:
+    """The tools a plan may call here (the configuration's, MCP servers' from the lock, and the given
+    sources), as :class:`ToolSpec` values sorted by name."""
+    from .interpreter.tools.sources import load_tool_specs
+
+    cfg = config or load_config()
+    specs = load_tool_specs([*cfg.tools, *tool_sources])
+    return [specs[name] for name in sorted(specs)]
 
 
 def new_run_id() -> str:
@@ -572,7 +608,7 @@ def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any
 def _state(state_dir: Any, config: Any = None) -> Any:
     """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
     (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
-    from .interpreter.stores.registry import chosen_state
+    from .interpreter.core.state import chosen_state
 
     if state_dir is not None:
         return state_dir

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from .dsl.errors import printable
-from .interpreter.core.vocabulary import EventType, StepStatus
+from .interpreter.core.vocabulary import EventType, StepStatus, step_status_after
 
 DESCRIPTION_WIDTH = 60
 
@@ -53,7 +53,8 @@ def preview_text(preview: Any) -> str:
 
 def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
     call = step.call if step.call in ("llm", "plan", "loop", "gate") else f"tool={step.call}"
-    out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")]
+    out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")
+           + (" (destructive)" if step.destructive else "")]  # fmt: skip
     if getattr(step, "repeat", None):
         out.append(f"     {step.repeat}")
     if step.when is not None:
@@ -230,16 +231,8 @@ class LiveProgress(PlainProgress):
 
 
 def _status_after(event: Any, current: StepStatus) -> StepStatus:
-    """A step's status once ``event`` happened to it (the live view's one mapping)."""
-    if event.type is EventType.STEP_FAILED:
-        return StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
-    return {
-        EventType.STEP_STARTED: StepStatus.RUNNING,
-        EventType.STEP_RETRYING: StepStatus.RUNNING,
-        EventType.STEP_COMPLETED: StepStatus.COMPLETED,
-        EventType.STEP_SKIPPED: StepStatus.SKIPPED,
-        EventType.STEP_WAITING: StepStatus.WAITING,
-    }.get(event.type, current)
+    """A step's status once ``event`` happened to it (the vocabulary's one table)."""
+    return step_status_after(event.type, event.data) or current
 
 
 def progress_for(plan: Any, stream: TextIO = sys.stderr) -> PlainProgress:

@@ -82,6 +82,7 @@ def check_document(
     """
     from .parse import parse_document
     from .schema import schema_errors
+    from .schedule import remember
     from .validate import validate_and_analyze
 
     found: list[Diagnostic] = list(document.warnings)
@@ -95,7 +96,7 @@ def check_document(
             problems, analysis = validate_and_analyze(plan, tools)
             found += problems
             if analysis is not None:
-                vars(plan)["analysis"] = analysis  # the plan carries its analysis (Plan.analysis is cached)
+                remember(plan, analysis)  # the plan carries its analysis (schedule.analysis_of)
         if plan is not None and (budget is not None or _composes(plan) or _mentions_item(document)):
             plan, more = _compose(plan, document, tools, budget, includes)
             found += more

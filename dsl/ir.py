@@ -10,14 +10,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Union
+from typing import Any, Literal, Mapping, Union
 
 from .errors import NOSPAN, Span
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .schedule import Analysis
 
 Root = Literal["input", "state", "item", "index"]  # item/index: inside a for_each step
 Key = Union[str, int]
@@ -363,13 +359,6 @@ class Plan:
     def step(self, step_id: str) -> Step:
         return self.by_id[step_id]
 
-    @cached_property
-    def analysis(self) -> "Analysis":
-        """The plan's graph (dependencies, order, parallel groups): computed once per plan, then carried."""
-        from .schedule import analyze
-
-        return analyze(self)
-
 
 # --- canonical spelling ----------------------------------------------------------------
 
@@ -410,3 +399,5 @@ class ToolSpec:
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"type": "object"}))
     purity: Purity | None = None
+    output_schema: Mapping[str, Any] | None = None  # what the tool returns, when it says (an MCP outputSchema)
+    destructive: bool = False  # it may destroy something (MCP's destructiveHint): preview shows it

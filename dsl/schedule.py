@@ -198,6 +198,19 @@ def dependencies(
     return deps
 
 
+def analysis_of(plan: Plan) -> Analysis:
+    """The plan's graph, computed once per plan and then carried by it (the IR knows nothing of the scheduler)."""
+    found = vars(plan).get("_analysis")
+    if found is None:
+        found = vars(plan)["_analysis"] = analyze(plan)
+    return found
+
+
+def remember(plan: Plan, analysis: Analysis) -> None:
+    """Give a plan the analysis already computed for it (``check`` computes it while validating)."""
+    vars(plan)["_analysis"] = analysis
+
+
 def analyze(plan: Plan) -> Analysis:
     """Graph facts of an (acyclic) plan; see the module docstring."""
     exact, below = index_writers(plan)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
 from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
-from .validate_tools import _MISSING, _input_schema, tool_arguments, tool_names
+from .validate_tools import _MISSING, _input_schema, destructive_overrides, tool_arguments, tool_names
 from .schedule import (
     Analysis,
     _overlapping,
@@ -661,6 +661,7 @@ RULES: tuple[Rule, ...] = (
     conflicting_writers,
     tool_names,
     tool_arguments,
+    destructive_overrides,
     parallel_groups,
     unused_outputs,
     dead_steps,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .errors import Diagnostic, Span, did_you_mean, error
+from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .ir import AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
 from .schedule import refs_of
 
@@ -49,6 +49,21 @@ def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
         spec = facts.tools.get(step.tool) if step.tool else None
         if spec is not None:
             yield from _check_call(facts.plan, step, spec)
+
+
+def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
+    """A step that declares a destructive tool pure (or idempotent): resume would run it again freely."""
+    if facts.tools is None:
+        return
+    for step in facts.plan.steps:
+        spec = facts.tools.get(step.tool) if step.tool else None
+        if spec is not None and spec.destructive and step.purity in ("pure", "idempotent"):
+            yield warning(
+                "destructive-as-pure",
+                f"step {step.id} declares `purity: {step.purity}`, but tool '{spec.name}' says it is destructive",
+                _at(step, "purity"),
+                "a resumed run would call it again without asking; remove the override unless the tool is wrong",
+            )
 
 
 def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:

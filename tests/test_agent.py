@@ -11,7 +11,7 @@ import pytest
 import dagplan
 from dagplan.interpreter.llm.agent import AgentError, agent_loop
 from dagplan.interpreter.llm.conversation import MemoryMemo
-from dagplan.interpreter.tools.catalog import load_tools
+from dagplan.interpreter.tools.sources import load_tools
 from llm_stub import json_reply, text
 
 REPO = Path(__file__).resolve().parents[1]

@@ -701,7 +701,7 @@ EXAMPLES = ROOT / "examples"
 
 @pytest.fixture
 def example_tools():
-    from dagplan.interpreter.tools.catalog import load_tools
+    from dagplan.interpreter.tools.sources import load_tools
 
     return load_tools([EXAMPLES / "tools.py"])
 

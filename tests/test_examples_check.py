@@ -31,7 +31,7 @@ def test_example_is_valid(path):
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
 def test_example_is_valid_against_its_tools(path):
     tools_py = ROOT / "tools.py"
-    from dagplan.interpreter.tools.catalog import load_tool_specs
+    from dagplan.interpreter.tools.sources import load_tool_specs
 
     result = check(path, tools=load_tool_specs([tools_py]))
     assert result.ok, [d.format() for d in result.diagnostics]

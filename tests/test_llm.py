@@ -353,7 +353,7 @@ result: $state.loud
 
 
 def _example_tools():
-    from dagplan.interpreter.tools.catalog import load_tools
+    from dagplan.interpreter.tools.sources import load_tools
 
     return load_tools([REPO / "examples" / "tools.py"])
 

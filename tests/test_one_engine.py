@@ -379,6 +379,69 @@ def test_layers_hold():
     assert not problems, "\n".join(sorted(problems))
 
 
+ROOMS = (
+    "core",
+    "tools",
+    "observe",
+    "stores",
+    "llm",
+    "engine",
+    "ops",
+    "testing",
+)  # the interpreter's rooms, lowest first
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["dagplan", "interpreter"] else None
+
+
+def test_the_rooms_are_the_tree_and_each_says_what_it_holds():
+    folder = PACKAGES["interpreter"]
+    found = {p.name for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert found == set(ROOMS)
+    assert sorted(p.name for p in folder.glob("*.py")) == ["__init__.py"]  # no module outside a room
+    for room in ROOMS:
+        assert ast.get_docstring(ast.parse((folder / room / "__init__.py").read_text(encoding="utf-8")))
+
+
+def test_a_room_imports_only_the_rooms_below_it():
+    """Lazy imports included: a function-level import is still a dependency of the room."""
+    problems = []
+    for module, imported in _graph().items():
+        room = _room(module)
+        if room is None:
+            continue
+        for target in imported:
+            other = _room(target)
+            if other is not None and ROOMS.index(other) > ROOMS.index(room):
+                problems.append(f"{module} ({room}) imports {target} ({other})")
+    assert not problems, "\n".join(sorted(problems))
+
+
+def test_no_import_circles_between_modules_even_lazily():
+    """No module reaches itself through imports, function-level imports included (type-only ones are not run)."""
+    import graphlib
+
+    class _RunTime(ast.NodeTransformer):  # imports under `if TYPE_CHECKING:` never run
+        def visit_If(self, node: ast.If) -> ast.AST | None:
+            return None if _is_type_checking(node) else self.generic_visit(node)
+
+    modules = _all_modules()
+    graph = {}
+    for folder in PACKAGES.values():
+        for path in folder.rglob("*.py"):
+            if path.name == "__init__.py":  # a package re-exporting its modules is not a circle
+                continue
+            tree = _RunTime().visit(ast.parse(path.read_text(encoding="utf-8")))
+            name = _module_name(path)
+            graph[name] = {t for t in _imports_of_tree(tree, path) if t in modules and t != name}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
 def test_no_import_circles_between_modules_at_import_time():
     """Module-level imports form no cycle (imports inside functions are lazy and may point back)."""
     graph = {}

@@ -11,7 +11,7 @@ import pytest
 from dagplan.dsl import check
 from dagplan.interpreter.llm.conversation import Budget, BudgetExceeded
 from dagplan.interpreter.llm.planner import PlanningFailed, plan, repair_text, tool_catalog
-from dagplan.interpreter.tools.catalog import load_tool_specs
+from dagplan.interpreter.tools.sources import load_tool_specs
 from llm_stub import json_reply, text
 
 REPO = Path(__file__).resolve().parents[1]

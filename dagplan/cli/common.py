@@ -71,6 +71,9 @@ USAGE_CODES = frozenset(
         "rerun-side-effects",
         "run-running",
         "usage",
+        "tools-lock",
+        "mcp-none",
+        "mcp-server",
     }
 )
 

@@ -173,6 +173,7 @@ def _as_json(result: Any, path: Path | None) -> dict:
 
 
 def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
+    from .. import api
     from .run import Session, load_tools, read_inputs
 
     if not _approved(yes, no_input):
@@ -184,7 +185,7 @@ def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, confi
         _show_failure(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=None, yes=yes, no_input=no_input)
     session.execute(
-        "arun",
+        api.arun,
         str(path),
         tools=tools,
         inputs=inputs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, Callable, Coroutine
 
 import click
 
@@ -82,8 +82,9 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
     from ..views import preview_text
 
     try:
-        tools = load_tools(tool_sources, load_config()) if tool_sources else None
-        shown = build(load_plan(file, tools) if tools is not None else file)
+        config = load_config()
+        tools = load_tools(tool_sources, config) if tool_sources or config.tools else None
+        shown = build(load_plan(file, tools) if tools is not None else file, tools)
     except DagplanError as exc:
         fail(exc)
     click.echo(json.dumps(shown.to_json(), indent=2, ensure_ascii=False) if fmt == "json" else preview_text(shown))
@@ -145,6 +146,8 @@ def run(
         ctx = click.get_current_context()
         ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
         return
+    from .. import api
+
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
     kwargs = dict(
@@ -159,7 +162,7 @@ def run(
         cassette=replay,
         executor=executor,
     )
-    session.execute("arun", plan, **kwargs)
+    session.execute(api.arun, plan, **kwargs)
 
 
 def prepare(file: str, tool_sources: tuple[str, ...], pairs: tuple[str, ...], input_file: str | None) -> tuple:
@@ -213,16 +216,15 @@ class Session:
         self.interactive = sys.stdin.isatty() and not no_input and not yes
         self.progress: Any = None
 
-    def execute(self, function: str, target: Any, **kwargs: Any) -> None:
-        from .. import RunStatus, api
+    def execute(self, function: Callable[..., Coroutine[Any, Any, Any]], target: Any, **kwargs: Any) -> None:
+        """Call ``function`` (``api.arun`` or ``api.aresume``) with this session's hooks added."""
+        from .. import RunStatus
 
-        kwargs.update(self._hooks())
-        if function == "aresume":
-            kwargs.pop("approve")  # a resumed run was approved when it started
+        kwargs.update(self._hooks(starting="on_interrupted" not in kwargs))
         if kwargs.get("on_interrupted") is not None:  # its question is asked with the live table paused
             kwargs["on_interrupted"] = self._paused(kwargs["on_interrupted"])
         try:
-            result = asyncio.run(getattr(api, function)(target, **kwargs))
+            result = asyncio.run(function(target, **kwargs))
         except DagplanError as exc:
             self._stop_progress()
             fail(exc)
@@ -243,7 +245,9 @@ class Session:
 
     run_id: str | None = None
 
-    def _hooks(self) -> dict:
+    def _hooks(self, starting: bool) -> dict:
+        """The callbacks a run takes from the terminal (``approve`` only for a run starting: a resumed
+        run was approved when it started)."""
         from ..views import JsonlEvents, progress_for
 
         subscribers = []
@@ -253,13 +257,13 @@ class Session:
         if self.fmt == "text" and self.events not in ("jsonl", "-") and not quiet:  # never on an event stream
             self.progress = progress_for(self.plan)
             subscribers.append(self.progress)
-        return {
+        hooks = {
             "subscribers": subscribers,
-            "approve": self._approve,
             "on_limit_exceeded": self._extend_retries,
             "on_run_created": self._announce,
             "ask_gate": self._ask_gate if self.interactive else None,
         }
+        return {**hooks, "approve": self._approve} if starting else hooks
 
     def _ask_gate(self, request: dict) -> Any:
         """An approval gate in an interactive run: ask on the terminal."""

@@ -255,7 +255,7 @@ def resume(
         reject(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
     session.execute(
-        "aresume",
+        api.aresume,
         run_id,
         tools=tools,
         from_step=from_step,

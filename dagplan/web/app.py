@@ -135,6 +135,7 @@ class Viewer:
     def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
         from ..interpreter.core.progress import top_step
         from ..render import render_svg
+        from ..dsl.schedule import analysis_of
         from ..views import event_text
 
         watch = api.watch(run_id, self.state_dir)  # one reading of the run: its report, its plan, its events
@@ -142,7 +143,7 @@ class Viewer:
         events = watch.poll()
         plan = self._plan_of(watch)
         statuses = {sid: str(row.status) for sid, row in report.steps.items()}
-        graph = render_svg(plan, plan.analysis, statuses) if plan is not None else ""
+        graph = render_svg(plan, analysis_of(plan), statuses) if plan is not None else ""
         by_step: dict[str, list] = {}
         for event in events:
             if event.step is not None:
@@ -516,29 +517,22 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
     }
 
 
-def _tables() -> tuple[dict, dict]:
-    from ..interpreter.core.vocabulary import EventType as E, RunStatus as R, StepStatus as S
+def _run_statuses() -> dict:
+    from ..interpreter.core.vocabulary import STOPPED, EventType as E, RunStatus as R
 
-    steps = {E.STEP_STARTED: S.RUNNING, E.STEP_RETRYING: S.RUNNING, E.STEP_COMPLETED: S.COMPLETED,
-             E.STEP_SKIPPED: S.SKIPPED, E.STEP_WAITING: S.WAITING}  # fmt: skip
-    from ..interpreter.core.vocabulary import STOPPED
-
-    runs = {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, **STOPPED}
-    return steps, runs
+    return {E.PLAN_STARTED: R.RUNNING, E.PLAN_RESUMED: R.RUNNING, **STOPPED}
 
 
 def _update(event: Any) -> dict[str, Any]:
     """What the run page needs of one event: the node's new status, the run's, a log line."""
-    from ..interpreter.core.vocabulary import EventType, StepStatus
+    from ..interpreter.core.vocabulary import EventType, step_status_after
     from ..views import event_text
 
-    step_status, run_status = _tables()
+    run_status = _run_statuses()
     out: dict[str, Any] = {"type": str(event.type), "line": event_text(event)}
     step = event.step
     if step is not None and "[" not in step and "." not in step:
-        status = step_status.get(event.type)
-        if event.type is EventType.STEP_FAILED:
-            status = StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
+        status = step_status_after(event.type, event.data)
         if status:
             out.update(node=step, status=str(status))
         if event.type is EventType.STEP_WAITING:

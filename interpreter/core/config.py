@@ -32,6 +32,13 @@ section wins. Every key is optional::
 
     [llm]                            # passed to litellm as is (api_base, api_key env names, ...)
     api_base = "http://127.0.0.1:8000/v1"
+
+    [mcp.git]                        # an MCP server's tools, named git.TOOL in plans (stdio)
+    command = "mcp-server-git"
+    args = ["--repository", "."]
+    [mcp.search]                     # ... or streamable HTTP; ${VAR} is read from the environment
+    url = "https://example.com/mcp"
+    headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ class Config:
     executor: str | None = None  # "ray": tool calls run as Ray tasks
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
     pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
+    mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers by name: their tables, checked
 
     @property
     def default_model(self) -> str | None:
@@ -170,7 +178,7 @@ def _names(v: Any) -> bool:
 
 
 def _state(v: Any) -> bool:
-    from ..stores.registry import state_problem
+    from .state import state_problem
 
     return _text(v) and state_problem(v) is None
 
@@ -197,6 +205,49 @@ def _patterns(value: Any) -> bool:
     return True
 
 
+SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")  # an MCP server's name: its tools are NAME.TOOL
+SERVER_KEYS = {
+    "command": "the program that starts the server over stdio",
+    "args": "a list of its arguments",
+    "env": "a table of environment variables for it",
+    "cwd": "its working directory",
+    "url": "the server's streamable HTTP endpoint (http:// or https://)",
+    "headers": 'a table of HTTP headers, e.g. Authorization = "Bearer ${TOKEN}"',
+    "timeout": "seconds a call may take",
+}
+
+
+def server_problems(name: str, table: Any) -> list[str]:
+    """What is wrong with one declaration (each a sentence naming the key), or nothing."""
+    where = f"mcp.{name}"
+    if not SERVER_NAME.match(name):
+        return [f"{where}: a server's name is a word (letters, digits, _ and -): its tools are named {name}.TOOL"]
+    if not isinstance(table, dict):
+        return [f"{where} must be a table: [mcp.{name}] with command = ... or url = ..."]
+    out = []
+    for key in table:
+        if key not in SERVER_KEYS:
+            hint = did_you_mean(key, SERVER_KEYS, f"known keys: {', '.join(SERVER_KEYS)}")
+            out.append(f"{where}: unknown key {key!r}" + (f" ({hint})" if hint else ""))
+    if ("command" in table) == ("url" in table):
+        out.append(f"{where}: give either command (a server started over stdio) or url (streamable HTTP)")
+    for key in ("command", "cwd", "url"):
+        if key in table and not (isinstance(table[key], str) and table[key]):
+            out.append(f"{where}.{key} must be {SERVER_KEYS[key]}, not {table[key]!r}")
+    if "url" in table and isinstance(table["url"], str) and not table["url"].startswith(("http://", "https://")):
+        out.append(f"{where}.url must start with http:// or https://, not {table['url']!r}")
+    if "args" in table and not (isinstance(table["args"], list) and all(isinstance(a, str) for a in table["args"])):
+        out.append(f"{where}.args must be a list of strings")
+    for key in ("env", "headers"):
+        value = table.get(key, {})
+        if not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+            out.append(f"{where}.{key} must be a table of strings")
+    timeout = table.get("timeout", 1)
+    if type(timeout) not in (int, float) or timeout <= 0:
+        out.append(f"{where}.timeout must be a number of seconds above 0")
+    return out
+
+
 KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model": (_text, 'a model name (litellm), e.g. "openai/gpt-4o-mini"'),
     "tools": (_names, 'a list of tool files or modules, e.g. ["tools.py"]'),
@@ -215,6 +266,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "executor": (lambda v: v in ("local", "ray"), '"local" or "ray"'),
     "ray": (_table, 'a table of ray.init() arguments: [ray] address = "ray://head:10001"'),
     "pool": (_pool, "a table: [pool] max_running = 50, and [pool.per_plan] with a plan's name = its limit"),
+    "mcp": (_table, 'a table of MCP servers: [mcp.NAME] command = "..." (stdio) or url = "..." (HTTP)'),
 }
 
 
@@ -229,6 +281,11 @@ def _build(path: Path, table: dict) -> Config:
         valid, words = KEYS[key]
         if not valid(value):
             problems.append(error("config", f"{key} must be {words}, not {value!r}", _key_span(path, key)))
+    servers = table.get("mcp")
+    for name, server in (servers if isinstance(servers, dict) else {}).items():
+        problems += [
+            error("config", message, _key_span(path, f"mcp.{name}")) for message in server_problems(name, server)
+        ]
     given = table.get("resume")
     resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
     for key, value in resume.items():
@@ -254,6 +311,8 @@ def _build(path: Path, table: dict) -> Config:
     if "tools" in values:
         base = path.parent
         values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])
+    if values.get("mcp"):  # each declared server is a tool source: its tools come with the others'
+        values["tools"] = (*values.get("tools", ()), *(f"mcp:{name}" for name in values["mcp"]))
     return Config(path=path, resume=resume, **values)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .vocabulary import STOPPED, EventType, RunStatus, StepStatus
+from .vocabulary import STOPPED, EventType, RunStatus, StepStatus, step_status_after
 
 # --- folding --------------------------------------------------------------------------------
 
@@ -56,9 +56,8 @@ def _on_completed(state: dict, e: dict) -> None:
 
 def _on_failed(state: dict, e: dict) -> None:
     s = _step(state, e["step"])
-    handled = bool(e.get("handled"))
     s.update(
-        status=StepStatus.HANDLED if handled else StepStatus.FAILED,
+        status=step_status_after(EventType.STEP_FAILED, e),
         error=e.get("error"),
         attempts=e.get("attempts", s["attempts"]),
         alternative=e.get("alternative", 0),

@@ -22,9 +22,10 @@ journal and to every subscriber. What each type carries in ``data``:
 ``plan_step_retrying`` ``attempt`` (the one that failed), ``delay``, ``error``
 ``plan_step_completed`` ``output``, ``attempts``, ``alternative``, ``replayed``,
                        ``precomputed``, ``adopted``, ``usage``
-``plan_step_failed``   ``error`` ``{step, type, message}``, ``attempts``, ``handled``,
+``plan_step_failed``   ``error`` ``{step, type, message}`` (and ``cause``, a :class:`Cause`, when
+                       the engine knows it), ``attempts``, ``handled``,
                        ``alternative``, ``replayed``
-``plan_step_skipped``  ``reason``
+``plan_step_skipped``  ``reason`` (text for people), ``cause`` (a :class:`Cause`, for programs)
 ``plan_step_waiting``  ``request``: the gate's question, choices, schema
 ``plan_step_progress`` ``done``/``total``/``item``/``name`` (fan-out), ``iteration``/``total`` (loops);
                        for subscribers only, never journaled
@@ -76,6 +77,17 @@ class StepStatus(enum.StrEnum):
 
 
 _SETTLED = frozenset({StepStatus.COMPLETED, StepStatus.HANDLED, StepStatus.FAILED, StepStatus.SKIPPED})
+
+
+class Cause(enum.StrEnum):
+    """Why the engine skipped a unit or failed it by itself: typed, so that coverage, tests and tools
+    read this and never the English of a message."""
+
+    CONDITION = "condition"  # skipped: its ``when:`` was false
+    BLOCKED = "blocked"  # skipped: a dependency failed or was skipped
+    UNWRITTEN = "unwritten"  # skipped: it reads what a branch not taken would have written
+    ABORTED = "aborted"  # skipped: the run was stopping
+    MAX_ITERATIONS = "max_iterations"  # failed: a loop reached its bound before its condition held
 
 
 class RunStatus(enum.StrEnum):
@@ -223,3 +235,24 @@ STOPPED: Mapping[EventType, RunStatus] = MappingProxyType(
         EventType.PLAN_TIMED_OUT: RunStatus.TIMED_OUT,
     }
 )
+
+# where a step stands after each event that changes its status (the one table: progress, plan tests, the
+# live view, the viewer, traces); a failure is HANDLED when a catch or an output alternative took it
+_STEP_AFTER: Mapping[EventType, StepStatus] = MappingProxyType(
+    {
+        EventType.STEP_STARTED: StepStatus.RUNNING,
+        EventType.STEP_RETRYING: StepStatus.RUNNING,
+        EventType.STEP_COMPLETED: StepStatus.COMPLETED,
+        EventType.STEP_FAILED: StepStatus.FAILED,
+        EventType.STEP_SKIPPED: StepStatus.SKIPPED,
+        EventType.STEP_WAITING: StepStatus.WAITING,
+    }
+)
+
+
+def step_status_after(type_: Any, data: Mapping[str, Any]) -> StepStatus | None:
+    """The status an event of ``type_`` (with its ``data``) leaves its step in; None for any other event."""
+    status = _STEP_AFTER.get(type_)
+    if status is StepStatus.FAILED and data.get("handled"):
+        return StepStatus.HANDLED
+    return status

@@ -28,13 +28,18 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 from ...dsl.errors import DagplanError
 from ...dsl.ir import Catch, Retry, Step
 from ..tools.catalog import TransientError
-from ..core.vocabulary import EventType
+from ..core.vocabulary import Cause, EventType
 
 TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, TransientError)
 
 
 class StepFailure(Exception):
-    """A unit failed for a reason that is not a Python bug in dagplan (bad reference, a sub-plan failed...)."""
+    """A unit failed for a reason that is not a Python bug in dagplan (bad reference, a sub-plan failed...);
+    ``cause`` says which when a program may need to know (a :class:`Cause`, recorded in the error)."""
+
+    def __init__(self, message: str = "", cause: Cause | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 class ToolExit(Exception):
@@ -206,7 +211,11 @@ def error_info(unit_id: str, step: Step, exc: BaseException) -> dict[str, Any]:
         message = exc.headline.message
     else:
         message = str(exc) or type(exc).__name__
-    return {"step": unit_id, "type": type(exc).__name__, "message": message}
+    info = {"step": unit_id, "type": type(exc).__name__, "message": message}
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, Cause):
+        info["cause"] = str(cause)
+    return info
 
 
 def failure_text(error: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ from ...dsl.condition import guard_reads_item
 from .attempts import Caught, Routed, StepFailure, Waiting
 from ..core.context import Runner, StepContext
 from ..core.values import MISSING, get_path
+from ..core.vocabulary import Cause
 
 
 class FanOut:
@@ -141,7 +142,10 @@ class LoopRunner:
             current = result
         if loop.until is None:
             return current
-        raise StepFailure(f"loop reached max_iterations ({loop.max_iterations}) before {_until_text(loop.until)} held")
+        raise StepFailure(
+            f"loop reached max_iterations ({loop.max_iterations}) before {_until_text(loop.until)} held",
+            Cause.MAX_ITERATIONS,
+        )
 
 
 def _holds(until: Any, result: Any) -> bool:

@@ -5,50 +5,41 @@ counter of unsettled dependencies; when it reaches zero the step's runner resolv
 it needs (:mod:`.runners`) and it either starts, or is skipped (a branch not taken, a
 failed dependency under ``skip_dependents``). Settling a step releases its dependents.
 
-Every unit of work -- a step, a fan-out item, a loop iteration, a sub-plan's step (a step
-of a child :class:`Execution` sharing the run's :class:`~.scope.RunScope`) -- goes
-through the same path: replayed when the journal has its result, else started (a side
-effect's intent durable first), tried under the attempt policy (:mod:`.attempts`), and
-settled with one event that feeds the journal and the subscribers. With a journal,
-every completion is committed before any dependent starts; completions that land
-together share one commit.
+:class:`Execution` is that scheduler; the life of each unit of work -- a step, a fan-out
+item, a loop iteration, a sub-plan's step (a step of a child :class:`Execution` sharing the
+run's :class:`~.scope.RunScope`) -- is :class:`~.lifecycle.UnitLife`, written once: replayed
+when the journal has its result, else started, tried under the attempt policy and settled
+with one event that feeds the journal and the subscribers. With a journal, every
+completion is committed before any dependent starts; completions that land together
+share one commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Mapping
-from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from ...dsl import condition
 from ...dsl.condition import guard_reads_item
-from ...dsl.ir import NOT_GIVEN, Catch, Output, Plan, Ref, Step, SubPlan
-from . import attempts
+from ...dsl.ir import NOT_GIVEN, Plan, Ref, Step, SubPlan
+from ...dsl.schedule import analysis_of
 from .attempts import StepFailure, Waiting
-from ..core.context import Runner
-from .resume import Recorded
+from .lifecycle import UnitLife
 from .runners import runner_for
 from .scope import Options, RunScope, Unit
-from ..tools.catalog import Branch
 from ..core.values import (
     MISSING,
     BadReference,
     Dead,
-    NotJSON,
     Resolver,
     as_text,
     get_path,
-    json_value,
-    read_or_missing,
-    set_path,
     thaw,
     view_text,
 )
-from ..core.vocabulary import EventType, RunStatus, StepStatus
+from ..core.vocabulary import Cause, EventType, RunStatus, StepStatus
 
 HEAD = 200
 _SETTLED: tuple = ("settled",)  # _start's answer for a step settled without running (compared by identity)
@@ -120,12 +111,12 @@ class RunResult:
         return out
 
 
-class Execution:
+class Execution(UnitLife):
     """One run of one plan (or of a sub-plan inside a run). ``await execution.run()`` -> :class:`RunResult`."""
 
     def __init__(self, plan: Plan, inputs: Mapping[str, Any], scope: RunScope, prefix: str = ""):
         self.plan, self.scope, self.prefix = plan, scope, prefix
-        self.analysis = plan.analysis
+        self.analysis = analysis_of(plan)
         self.root = not prefix
         self.state: dict = thaw(plan.initial_state)
         self.units = {sid: Unit(scope, prefix + sid, plan.by_id[sid]) for sid in self.analysis.order}
@@ -168,24 +159,12 @@ class Execution:
             self.scope.executions.remove(self)
 
     async def _finish(self) -> RunResult:
-        order = self.analysis.order
         if self.scope.waiting:
             if self.root:
                 self.scope.emit(EventType.PLAN_WAITING, waiting=list(self.scope.waiting))
                 await self.scope.commit()
             message = "waiting for an answer at " + ", ".join(w["step"] for w in self.scope.waiting)
-            return RunResult(
-                self.scope.run_id,
-                RunStatus.WAITING,
-                False,
-                None,
-                self._reports(),
-                order,
-                self.state,
-                self.scope.usage,
-                message,
-                tuple(self.scope.waiting),
-            )
+            return self._ended(RunStatus.WAITING, False, None, message, tuple(self.scope.waiting))
         result = self._result()
         failed = any(u.status is StepStatus.FAILED for u in self.units.values())
         if self.root:
@@ -205,17 +184,7 @@ class Execution:
                 result=result,
             )
             await self.scope.commit()
-        return RunResult(
-            self.scope.run_id,
-            status,
-            failed,
-            result,
-            self._reports(),
-            order,
-            self.state,
-            self.scope.usage,
-            self.abort_reason,
-        )
+        return self._ended(status, failed, result, self.abort_reason)
 
     async def _timed_out(self) -> RunResult:
         """The plan's timeout passed: cancel what runs (those steps are interrupted, as by a kill) and
@@ -228,17 +197,13 @@ class Execution:
         message = f"the plan's timeout ({self.plan.timeout:g}s) passed; resume the run to go on"
         self.scope.emit(EventType.PLAN_TIMED_OUT, timeout=self.plan.timeout)
         await self.scope.commit()
+        return self._ended(RunStatus.TIMED_OUT, True, None, message)
+
+    def _ended(self, status: RunStatus, failed: bool, result: Any, message: str, waiting: tuple = ()) -> RunResult:
         return RunResult(
-            self.scope.run_id,
-            RunStatus.TIMED_OUT,
-            True,
-            None,
-            self._reports(),
-            self.analysis.order,
-            self.state,
-            self.scope.usage,
-            message,
-        )
+            self.scope.run_id, status, failed, result, self._reports(), self.analysis.order, self.state,
+            self.scope.usage, message, waiting,
+        )  # fmt: skip
 
     async def _interrupt(self) -> None:
         for task in list(self._tasks):
@@ -299,7 +264,7 @@ class Execution:
         blocked = self.abort_reason if self._aborted else self._blocked_by(step)
         recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
-            self._skip(unit, blocked)
+            self._skip(unit, blocked, Cause.ABORTED if self._aborted else Cause.BLOCKED)
         elif recorded is not None:
             self._replay(unit, recorded)
         elif step.precomputed is not NOT_GIVEN:
@@ -312,7 +277,7 @@ class Execution:
             try:
                 return unit, runner, ctx, runner.prepare(ctx, step)
             except Dead as dead:
-                self._skip(unit, f"{dead.ref} was never written (branch not taken)")
+                self._skip(unit, f"{dead.ref} was never written (branch not taken)", Cause.UNWRITTEN)
             except (BadReference, StepFailure) as exc:
                 self._fail(unit, exc)
         return _SETTLED
@@ -320,27 +285,6 @@ class Execution:
     def _guard_per_item(self, step: Step) -> bool:
         """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""
         return step.for_each is not None and step.guard is not None and guard_reads_item(step.guard)
-
-    def _guard_passes(self, unit: Unit) -> bool:
-        """Whether a step's ``when:`` holds; when not, the step is settled here (skipped or failed)."""
-        try:
-            if self.holds(unit, self.resolver):
-                return True
-        except StepFailure as exc:
-            self._fail(unit, exc)
-        return False
-
-    def holds(self, unit: Unit, resolver: Resolver) -> bool:
-        """The unit's ``when:`` (a false one is recorded as a skip); StepFailure when undecidable."""
-        guard = unit.step.guard
-        assert guard is not None
-        try:
-            if condition.evaluate(guard.condition, lambda ref: read_or_missing(resolver, ref)):
-                return True
-        except condition.ConditionError as exc:
-            raise StepFailure(f"its condition {guard.text!r} cannot be decided: {exc}") from None
-        self._skip(unit, f"its condition is false: {guard.text}")
-        return False
 
     def _blocked_by(self, step: Step) -> str | None:
         for dep in self.analysis.deps[step.id]:
@@ -389,152 +333,7 @@ class Execution:
                 self._release(self._settle(unit.step.id))
                 return
 
-    async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
-        """Run the step's attempts and settle it; returns the dependents it made ready."""
-        started = time.perf_counter()
-        if self.scope.sinks:
-            await self._started(unit, runner.per_child, ctx)
-        step = unit.step
-        unit.attempts += 1
-        try:
-            if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
-                value = await runner.run(ctx, step, prepared)
-            else:  # the first attempt awaited here (the hot path), the retry loop only after a failure
-                try:
-                    value = await attempts.first(step, runner.run(ctx, step, prepared))
-                except (asyncio.CancelledError, Waiting):
-                    raise
-                except BaseException as exc:  # noqa: BLE001 - judged by the policy
-                    value = await attempts.retry(
-                        unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
-                    )
-        except asyncio.CancelledError:
-            raise
-        except Waiting as wait:
-            unit.duration = time.perf_counter() - started
-            return self._wait(unit, wait)
-        except BaseException as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
-            unit.duration = time.perf_counter() - started
-            self._fail(unit, attempts.as_failure(exc))
-            return self._settle(step.id)
-        unit.duration = time.perf_counter() - started
-        self._complete(unit, value)
-        return self._settle(step.id)
-
-    async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
-        """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""
-        try:
-            return await attempts.first(unit.step, once())
-        except (asyncio.CancelledError, Waiting):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - judged by the policy
-            return await attempts.retry(unit, once, attempts.as_failure(exc))
-
-    async def _started(self, unit: Unit, per_child: bool, ctx: "StepContext") -> None:
-        """The started event; a side effect never starts before its intent is durable (a fan-out's or a
-        loop's own start is not an attempt: each child commits its own)."""
-        ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
-        if self._journal is not None and not per_child and self.scope.purity(unit.step) == "side_effect":
-            await self._journal.commit()
-
     # --- children (fan-out items, loop iterations) ----------------------------------------
-
-    async def settle_child(self, ctx: "StepContext", once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
-        """A child unit to its outcome: replayed, or started and tried under the attempt policy."""
-        unit = ctx.unit
-        recorded = self.scope.replay.units.get(unit.id)
-        if recorded is not None:
-            return self._replayed_child(unit, recorded, failure_value)
-        started = time.perf_counter()
-        if self.scope.sinks:
-            await self._started(unit, False, ctx)
-        try:
-            unit.attempts += 1
-            value = await self._attempts(unit, once)
-            if isinstance(value, Branch):
-                raise StepFailure(f"{unit.id}: a fan-out item or loop iteration cannot choose a branch")
-            value = json_value(value)
-        except asyncio.CancelledError:
-            raise
-        except Waiting as wait:
-            self._waiting_unit(unit, wait)
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the child's failure
-            unit.duration = time.perf_counter() - started
-            return self._child_failed(unit, attempts.as_failure(exc), failure_value)
-        unit.duration = time.perf_counter() - started
-        unit.status, unit.output = StepStatus.COMPLETED, value
-        if self.scope.sinks:
-            self.scope.emit(
-                EventType.STEP_COMPLETED,
-                unit.id,
-                unit.duration,
-                output=value,
-                attempts=unit.attempts,
-                **({"usage": unit.usage} if unit.usage else {}),
-            )
-            if self._journal is not None:
-                await self._journal.commit()  # durable before the next resume would need it
-        return value
-
-    def _replayed_handled(
-        self, unit_id: str, error: Any, attempts: int, alternative: int, output: Any = MISSING
-    ) -> None:
-        """The event of a replayed failure the plan handled (a branch's error path or a catch)."""
-        self._emit_failed(
-            unit_id, 0.0, error, attempts, alternative, True, output=error if output is MISSING else output
-        )
-
-    def _emit_failed(
-        self,
-        unit_id: str,
-        duration: float,
-        error: Any,
-        attempts: int,
-        alternative: int,
-        replayed: bool,
-        output: Any = MISSING,
-    ) -> None:
-        """The one spelling of a failure event: ``handled`` (and the value written) when ``output`` is given."""
-        handled = output is not MISSING
-        self.scope.emit(
-            EventType.STEP_FAILED, unit_id, duration, error=error, attempts=attempts, handled=handled,
-            alternative=alternative, replayed=replayed, **({"output": output} if handled else {}),
-        )  # fmt: skip
-
-    def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
-        if recorded.status is StepStatus.HANDLED and recorded.error is not None:
-            entry = attempts.catch_entry(unit.step, None, recorded.error.get("type"))
-            if entry is not None:
-                self._replayed_handled(unit.id, recorded.error, recorded.attempts, entry.alternative)
-                unit.status, unit.error = StepStatus.HANDLED, dict(recorded.error)
-                return attempts.Caught(entry.alternative, dict(recorded.error))
-        if recorded.status.has_output:
-            self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=recorded.attempts, replayed=True)
-            return recorded.output
-        return self._child_failed(unit, None, failure_value, recorded.error)
-
-    def _child_failed(
-        self, unit: Unit, exc: Exception | None, failure_value: bool, error: Mapping[str, Any] | None = None
-    ) -> Any:
-        if error is not None:
-            info = dict(error)
-        else:
-            assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
-            info = attempts.error_info(unit.id, unit.step, exc)
-        entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value else None
-        if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
-            unit.status, unit.error = StepStatus.HANDLED, info
-            self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info)
-            return attempts.Caught(entry.alternative, info)
-        unit.status, unit.error = StepStatus.FAILED, info
-        self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
-        if attempts.stops_run(exc):
-            self.scope.abort(info["message"])
-        if not failure_value or self.plan.on_failure == "abort":
-            raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
-        self.scope.child_failures += 1  # the run reports had_errors
-        return attempts.failure_text(info)
 
     async def run_plan(self, sub: SubPlan, inputs: Any, unit_id: str) -> Any:
         """A sub-plan as part of this run: a child execution whose step ids are ``<unit_id>.<step>``."""
@@ -558,107 +357,6 @@ class Execution:
 
     # --- settling -----------------------------------------------------------------------
 
-    def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
-        step = unit.step
-        routes: dict[str, list] = {}
-        if isinstance(value, attempts.Routed):  # a fan-out with catch: failed items collected on their paths
-            routes = {str(alt): errors for alt, errors in value.routes.items()}
-            self._write_routes(step.output, routes)
-            value = value.value
-        try:
-            alternative, value = self._choose(step, value)
-            value = json_value(value)
-        except (StepFailure, NotJSON) as exc:
-            self._fail(unit, exc)
-            return
-        self._write(step.output, alternative, value)
-        unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
-        if precomputed:
-            unit.attempts = 0
-        if self.scope.sinks:
-            self.scope.emit(
-                EventType.STEP_COMPLETED,
-                unit.id,
-                unit.duration,
-                output=value,
-                attempts=unit.attempts,
-                alternative=alternative,
-                replayed=False,
-                precomputed=precomputed,
-                **({"usage": unit.usage} if unit.usage else {}),
-                **({"routes": routes} if routes else {}),
-            )
-
-    def _write_routes(self, output: Output | None, routes: Mapping[str, list]) -> None:
-        for alt, errors in routes.items():
-            self._write(output, int(alt), errors)
-
-    def _replay(self, unit: Unit, recorded: Recorded) -> None:
-        """A result recorded by an earlier attempt of this run: restore it, call nothing."""
-        unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
-        if recorded.status is StepStatus.FAILED:
-            self._failed(unit, dict(recorded.error or {}), replayed=True)
-            return
-        self._write(unit.step.output, recorded.alternative, recorded.output)
-        self._write_routes(unit.step.output, recorded.routes or {})
-        unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
-        unit.error = recorded.error
-        if recorded.status is StepStatus.HANDLED:
-            self._replayed_handled(unit.id, unit.error, unit.attempts, unit.alternative, unit.output)
-        else:
-            self.scope.emit(
-                EventType.STEP_COMPLETED,
-                unit.id,
-                0.0,
-                attempts=unit.attempts,
-                replayed=True,
-                alternative=unit.alternative,
-            )
-
-    def _fail(self, unit: Unit, exc: BaseException) -> None:
-        info = attempts.error_info(unit.id, unit.step, exc)
-        self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
-        if attempts.stops_run(exc):
-            self.scope.abort(info["message"])  # a budget, an unanswerable replay: the whole run stops, cleanly
-        elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
-            self.abort()
-
-    def _failed(self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None) -> None:
-        """A failure, retries spent: to the ``catch`` entry that takes its type, else to the error
-        alternative of an ``a || b`` output (handled either way), else the plan's failure policy."""
-        step = unit.step
-        unit.error = info
-        handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
-        if handler is not None and step.output is not None:
-            unit.alternative = handler
-            self._write(step.output, handler, dict(info))
-            unit.status, unit.output = StepStatus.HANDLED, dict(info)
-        else:
-            unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
-            if self.plan.on_failure == "continue" and step.output is not None:
-                self._write(step.output, 0, unit.output)
-                for target in step.output.alternatives[0]:
-                    self.resolver.failed[target.path] = unit.output
-        handled = unit.status is StepStatus.HANDLED
-        output = unit.output if handled else MISSING
-        self._emit_failed(unit.id, unit.duration, info, unit.attempts, unit.alternative, replayed, output=output)
-
-    def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
-        """An approval gate without an answer: the step stays unsettled and nothing new starts."""
-        self._waiting_unit(unit, wait)
-        return []
-
-    def _waiting_unit(self, unit: Unit, wait: Waiting) -> None:
-        unit.status = StepStatus.WAITING
-        if not wait.registered:  # the gate itself: the run waits for this request
-            wait.registered = True
-            self.scope.waiting.append(wait.request)
-        self.scope.emit(EventType.STEP_WAITING, unit.id, request=wait.request)
-
-    def _skip(self, unit: Unit, reason: str) -> None:
-        unit.status, unit.reason = StepStatus.SKIPPED, reason
-        self.scope.emit(EventType.STEP_SKIPPED, unit.id, reason=reason)
-
     def abort(self, reason: str = "the run was aborted") -> None:
         """Stop starting work, cancel every step task, and end the run once they are gone (at most
         :data:`ABORT_GRACE` seconds later): a task cancelled before it ever ran settles nothing itself."""
@@ -680,19 +378,6 @@ class Execution:
             await asyncio.wait(others, timeout=ABORT_GRACE)
         if not self._finished.done():
             self._finished.set_result(None)  # what never settled is reported skipped (aborted)
-
-    def _choose(self, step: Step, value: Any) -> tuple[int, Any]:
-        if not isinstance(value, Branch):
-            return 0, value
-        if step.output is None:
-            raise StepFailure(f"step {step.id} returned a Branch but has no output path")
-        return _alternative_index(step.output, value.alternative, step.id), value.value
-
-    def _write(self, output: Output | None, alternative: int, value: Any) -> None:
-        if output is None:
-            return
-        for target in output.alternatives[alternative]:
-            set_path(self.state, target.path, deepcopy(value) if isinstance(value, (dict, list)) else value)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -833,25 +518,6 @@ class _ItemResolver(Resolver):
         if found is MISSING:
             raise BadReference(f"{ref} is not in item {self.index}")
         return thaw(found) if isinstance(found, (dict, list)) else found
-
-
-def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
-    """The index of the alternative ``chosen`` names: an index (``1``, ``1.0``) or a path as written; anything
-    else is the step's failure, never the run's crash."""
-    if isinstance(chosen, float) and chosen.is_integer():
-        chosen = int(chosen)
-    if isinstance(chosen, bool) or not isinstance(chosen, (int, str)):
-        raise StepFailure(f"step {step_id} chose alternative {chosen!r}: give an index or one of its output paths")
-    if isinstance(chosen, int):
-        if 0 <= chosen < len(output.own):
-            return chosen
-        raise StepFailure(f"step {step_id} chose alternative {chosen}, but its output has {len(output.own)}")
-    wanted = chosen.strip().lstrip("\u2020$")
-    for index, alt in enumerate(output.own):
-        if any(str(ref).lstrip("\u2020") == wanted for ref in alt):
-            return index
-    choices = ", ".join(str(o) for alt in output.own for o in alt)
-    raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
 
 
 def _message(exc: BaseException) -> str:

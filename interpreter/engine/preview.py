@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import AbstractSet as Set, Any, Mapping
 
 from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template
 from ...dsl.schedule import Analysis
@@ -31,6 +31,7 @@ class StepPreview:
     when: str | None = None  # the step's condition, as canonically written
     decided_after: tuple[str, ...] = ()  # the steps whose results the condition reads (none: known at start)
     catch: tuple[dict, ...] = ()  # {errors, output} per catch entry
+    destructive: bool = False  # its tool says it may destroy something (an MCP tool's destructiveHint)
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
@@ -40,6 +41,8 @@ class StepPreview:
             out["when"] = {"condition": self.when, "decided_after": list(self.decided_after)}
         if self.catch:
             out["catch"] = [dict(c) for c in self.catch]
+        if self.destructive:
+            out["destructive"] = True
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -103,9 +106,13 @@ class Preview:
         }
 
 
-def build_preview(plan: Plan, analysis: Analysis, config: Any = None) -> Preview:
-    """What ``plan`` would run; ``config`` (the default model, ``max_items``) prices its model calls."""
-    steps = tuple(_step_preview(plan.by_id[sid], analysis) for sid in analysis.order)
+def build_preview(
+    plan: Plan, analysis: Analysis, config: Any = None, tools: Mapping[str, Any] | None = None
+) -> Preview:
+    """What ``plan`` would run; ``config`` (the default model, ``max_items``) prices its model calls;
+    ``tools`` (their specs) mark the steps whose tool says it is destructive."""
+    destructive = {name for name, t in (tools or {}).items() if getattr(t, "destructive", False)}
+    steps = tuple(_step_preview(plan.by_id[sid], analysis, destructive) for sid in analysis.order)
     return Preview(
         source=plan.source,
         summary=plan.summary,
@@ -189,7 +196,7 @@ def _routing(step: Step, analysis: Analysis) -> dict[str, Any]:
     return out
 
 
-def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
+def _step_preview(step: Step, analysis: Analysis, destructive: Set[str] = frozenset()) -> StepPreview:
     alternatives = tuple(" && ".join(map(str, alt)) for alt in step.output.own) if step.output else ()
     return StepPreview(
         id=step.id,
@@ -201,6 +208,7 @@ def _step_preview(step: Step, analysis: Analysis) -> StepPreview:
         output=str(step.output) if step.output else None,
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,
+        destructive=step.tool in destructive,
         **(_routing(step, analysis) if step.guard is not None or step.catch else {}),
         **(_composition(step) if step.tool is None and step.llm is None or step.for_each is not None else {}),
     )

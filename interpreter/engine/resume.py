@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ...dsl.errors import RunError
 from ...dsl.ir import Plan, Step
+from ...dsl.schedule import analysis_of
 from ..core.config import RESUME_DEFAULTS
 from ..core.progress import Progress
 from ..core.vocabulary import Event, EventType, StepStatus
@@ -240,7 +241,7 @@ def side_effects_again(progress: Any, plan: Plan, tools: Mapping[str, Any], from
     from ..stores.journal import cleared_ids
 
     again = []
-    for unit_id in cleared_ids(progress, from_step, list(plan.analysis.order)):
+    for unit_id in cleared_ids(progress, from_step, list(analysis_of(plan).order)):
         found, step = progress.steps.get(unit_id), step_at(plan, unit_id)
         if found is None or step is None or found.status in (StepStatus.PENDING, StepStatus.SKIPPED):
             continue

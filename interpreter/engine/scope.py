@@ -277,3 +277,12 @@ class RunScope:
     def close(self) -> None:
         if self._threads is not None:
             self._threads.shutdown()
+
+    async def close_sources(self) -> None:
+        """End what the run's tools called through (an MCP server's session, opened on its first call)."""
+        sources = {id(tool.source): tool.source for tool in self.tools.values() if tool.source is not None}
+        for source in sources.values():
+            try:
+                await source.aclose()
+            except Exception:  # noqa: BLE001 - a session that fails to close must not fail the finished run
+                pass

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
@@ -400,6 +401,8 @@ def _arguments(function: Mapping[str, Any]) -> Any:
 async def _run_tool(call: dict, tools: Mapping[str, ToolFn]) -> str:
     """Run one tool call; problems go back to the model as the tool's answer, not as a failure."""
     name = call["function"]["name"]
+    if name not in tools:  # a tool named as the model must spell it (``git.status`` is ``git__status``)
+        name = next((n for n in tools if function_name(n) == name), name)
     if name not in tools:
         return f"error: unknown tool '{name}'; available: {', '.join(sorted(tools)) or 'none'}"
     try:
@@ -483,10 +486,17 @@ def _params(call: LLMCall, tool_specs: Mapping[str, ToolSpec], shape: "_OutputSh
 def tool_schema(spec: ToolSpec) -> dict:
     """A ToolSpec as an OpenAI function tool."""
     parameters = json.loads(json.dumps(spec.parameters, default=dict))
+    name = function_name(spec.name)
     return {
         "type": "function",
-        "function": {"name": spec.name, "description": spec.description or spec.name, "parameters": parameters},
+        "function": {"name": name, "description": spec.description or spec.name, "parameters": parameters},
     }
+
+
+def function_name(tool: str) -> str:
+    """A tool's name as providers accept a function's (``[A-Za-z0-9_-]``): an MCP tool ``git.status`` is
+    ``git__status``; a Python tool's name is itself."""
+    return re.sub(r"[^A-Za-z0-9_-]", "__", tool)
 
 
 def _opening(prompt: str, system: str | None, shape: "_OutputShape", native: bool) -> list[dict]:

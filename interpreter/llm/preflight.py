@@ -17,14 +17,18 @@ from ...dsl.ir import Plan, Step
 from ..core.config import MODEL_ORDER, chosen_model
 
 
-def llm_steps(plan: Plan) -> Iterator[Step]:
-    """Every LLM step of a plan and of the plans it runs."""
+def plan_steps(plan: Plan) -> Iterator[Step]:
+    """Every step of a plan and of the plans it runs (sub-plans, loops' bodies)."""
     for step in plan.steps:
-        if step.llm is not None:
-            yield step
+        yield step
         child = step.plan or (step.loop.child if step.loop is not None else None)
         if child is not None and child.plan is not None:
-            yield from llm_steps(child.plan)
+            yield from plan_steps(child.plan)
+
+
+def llm_steps(plan: Plan) -> Iterator[Step]:
+    """Every LLM step of a plan and of the plans it runs."""
+    return (step for step in plan_steps(plan) if step.llm is not None)
 
 
 def check_warnings(plan: Plan, model: str | None) -> list[Diagnostic]:

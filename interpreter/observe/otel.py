@@ -28,7 +28,7 @@ import sys
 from typing import Any, Callable, Mapping
 
 from ..core.progress import parent_unit, top_step
-from ..core.vocabulary import STOPPED, Event, EventType, RunStatus, StepStatus
+from ..core.vocabulary import STOPPED, Event, EventType, RunStatus, StepStatus, step_status_after
 
 _ENV = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -157,12 +157,11 @@ class _Spans:
         unit_id = event.step or ""
         if unit_id not in self.units:
             return
+        status = step_status_after(event.type, event.data) or StepStatus.WAITING
         if event.type is EventType.STEP_FAILED:
-            status = StepStatus.HANDLED if event.data.get("handled") else StepStatus.FAILED
             self._end_attempt(unit_id, event.ts, event.data.get("error") or {})
             self._end_unit(unit_id, event.ts, status, event.data.get("error"))
         else:
-            status = StepStatus.COMPLETED if event.type is EventType.STEP_COMPLETED else StepStatus.WAITING
             self._end_attempt(unit_id, event.ts)
             self._end_unit(unit_id, event.ts, status)
 

@@ -14,10 +14,11 @@ from typing import Any, Callable, Mapping
 
 from ...dsl.errors import PlanInvalid, RunError
 from ...dsl.ir import Plan
+from ...dsl.schedule import analysis_of
 from ..engine.execution import Execution, RunResult
 from ..stores.journal import Journal, check_step, clear_from, new_run_id
 from ..stores.registry import open_registry
-from ..llm.preflight import preflight
+from ..llm.preflight import plan_steps, preflight
 from ..core.progress import plan_step_ids
 from ..engine.resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
 from ..engine.scope import Options, RunScope
@@ -44,7 +45,7 @@ async def start(
     from ..engine.inputs import prepare_inputs
 
     values = prepare_inputs(plan, inputs, strict=True)
-    _preflight(plan, options)  # before approval: nothing to approve in vain
+    _preflight(plan, options, tools)  # before approval: nothing to approve in vain
     await approve_plan(plan, approve)
     journal = None
     if durable:
@@ -87,8 +88,8 @@ async def resume(
     journal = journal if journal is not None else open_registry(state).open(run_id)
     options = options.resumed(journal.meta.get("options"))
     plan = stored_plan(journal, tools, config, from_step)
-    _preflight(plan, options)
-    order = list(plan.analysis.order)
+    _preflight(plan, options, tools)
+    order = list(analysis_of(plan).order)
     status = journal.progress().status
     if status in (RunStatus.ABORTED, RunStatus.CANCELLED):
         what = "discarded" if status is RunStatus.ABORTED else "cancelled"
@@ -132,10 +133,15 @@ def _traced(options: Options, plan: Plan) -> Options:
     return options if tracer is None else replace(options, subscribers=[*options.subscribers, tracer])
 
 
-def _preflight(plan: Plan, options: Options) -> None:
-    """The preflight of models and keys, unless no real model can be called (mocks, a cassette)."""
+def _preflight(plan: Plan, options: Options, tools: Mapping[str, Tool]) -> None:
+    """The preflight of models and keys, and of the tool sources the plan calls (an MCP server's
+    ``${VAR}``), unless no real model or tool can be called (mocks, a cassette)."""
     if options.calls is None or not options.calls.offline:
         preflight(plan, options.model, options.completion_kwargs)
+        used = {id(t.source): t.source for s in plan_steps(plan) if (t := tools.get(s.tool or "")) and t.source}
+        problems = [p for source in used.values() for p in source.preflight()]
+        if problems:
+            raise RunError(problems)
 
 
 async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:
@@ -144,6 +150,7 @@ async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_jo
         return await Execution(plan, inputs, scope).run()
     finally:
         scope.close()
+        await scope.close_sources()
         if own_journal and scope.journal is not None:
             scope.journal.release()
 
@@ -197,7 +204,7 @@ async def approve_plan(plan: Plan, approve: Approve | None) -> None:
         )
     from ..engine.preview import build_preview
 
-    answer = approve(build_preview(plan, plan.analysis))
+    answer = approve(build_preview(plan, analysis_of(plan)))
     if asyncio.iscoroutine(answer):
         answer = await answer
     if not answer:

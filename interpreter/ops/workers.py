@@ -140,7 +140,7 @@ class Pool:
     async def _one(self, journal: Any) -> None:
         from .driver import resume
         from ..engine.scope import Options
-        from ..tools.catalog import recorded_sources
+        from ..tools.sources import recorded_sources
 
         sources = recorded_sources(journal.meta.get("tool_sources") or [])
         tools = self.load_tools(sources) if (self.load_tools and sources) else {}

@@ -41,9 +41,9 @@ from .journal import (
 )
 from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
 from .journal import RUN_ID, new_run_id
-from ..core.vocabulary import Event, EventType, RunStatus
+from ..core.vocabulary import STOPPED, Event, EventType, RunStatus
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE IF NOT EXISTS dagplan_runs (
@@ -66,21 +66,20 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'running'",
         "CREATE INDEX IF NOT EXISTS dagplan_runs_claimable ON dagplan_runs (created) WHERE pooled",
     ],
+    3: [  # the pool speaks the run statuses of the vocabulary ('done' was its own word for a finished run)
+        "UPDATE dagplan_runs SET queue = 'completed' WHERE queue = 'done'",
+    ],
 }
 LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
-# where a run stands for the pool, from the last lifecycle event committed (an answered gate wakes it)
+# where a run stands for the pool (a RunStatus), from the last lifecycle event committed: the vocabulary's
+# table of stopping events, and an answered gate puts the run back in the queue
 _QUEUE = {
-    EventType.PLAN_COMPLETED: "done",
-    EventType.PLAN_ABORTED: "done",
-    EventType.PLAN_CANCELLED: "done",
-    EventType.PLAN_WAITING: "waiting",
-    EventType.PLAN_NEEDS_DECISION: "needs_decision",
-    EventType.PLAN_INTERRUPTED: "interrupted",
-    EventType.PLAN_TIMED_OUT: "timed_out",
-    EventType.PLAN_STARTED: "running",
-    EventType.GATE_ANSWERED: "queued",
+    EventType.PLAN_STARTED: RunStatus.RUNNING,
+    EventType.GATE_ANSWERED: RunStatus.QUEUED,
+    EventType.PLAN_COMPLETED: RunStatus.COMPLETED,
+    **STOPPED,
 }
-CLAIMABLE = ("queued", "running", "interrupted")  # with no owner holding the run's lock
+CLAIMABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)  # with no owner holding the run's lock
 
 
 def _connect(url: str, **kwargs: Any) -> Any:
@@ -219,7 +218,7 @@ class PgRegistry:
             run = PgRun(self, run_id, artifact, lines=lines.get(run_id, []))
             progress = run._progress(run_id in live)
             final = progress.final or {}
-            status = RunStatus.QUEUED if queue == "queued" and run_id not in live else progress.status
+            status = RunStatus.QUEUED if queue == RunStatus.QUEUED and run_id not in live else progress.status
             out.append(RunInfo(run_id, run.plan_name, status, progress.done, len(plan_step_ids(run.plan_doc)),
                                run.created, live.get(run_id), None, progress.waiting, dict(final.get("usage") or {}),
                                final.get("ts")))  # fmt: skip
@@ -235,7 +234,8 @@ class PgRegistry:
     def submit(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> str:
         """Queue a run for the workers; returns its id."""
         run = self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta)
-        self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = 'queued' WHERE id = %s", (run.id,))
+        self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = %s WHERE id = %s",
+                                  (str(RunStatus.QUEUED), run.id))  # fmt: skip
         return run.id
 
     def claim(self, limits: Any = None) -> "PgRun | None":
@@ -260,7 +260,7 @@ class PgRegistry:
             rows = conn.execute(
                 f"SELECT r.id FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD} "
                 "AND NOT r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
-                (list(CLAIMABLE), full),
+                ([str(s) for s in CLAIMABLE], full),
             ).fetchall()
             claimed = None
             for (run_id,) in rows:
@@ -278,7 +278,7 @@ class PgRegistry:
     def claimable(self) -> int:
         conn = self.connection()
         query = f"SELECT count(*) FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD}"
-        return int(conn.execute(query, (list(CLAIMABLE),)).fetchone()[0])
+        return int(conn.execute(query, ([str(s) for s in CLAIMABLE],)).fetchone()[0])
 
     def owner(self, run_id: str) -> int | None:
         return self._live().get(run_id)
@@ -351,7 +351,7 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self._state = empty_state()
         self._seq = 0
         self._buf: list[tuple[int, str]] = []
-        self._queue: str | None = None  # where the run stands for the pool, once the buffer commits
+        self._queue: RunStatus | None = None  # where the run stands for the pool, once the buffer commits
         self._io = threading.Lock()
         self._writer: Any = None  # the connection holding the run's lock
         self._inflight: asyncio.Future | None = None
@@ -462,8 +462,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             with conn.transaction():
                 self._copy(conn, rows)
                 # an answered gate puts any run in the pool, however it started: a worker goes on with it
-                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s = 'queued' WHERE id = %s",
-                             (queue, queue, self.id))  # fmt: skip
+                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s WHERE id = %s",
+                             (str(queue), queue == RunStatus.QUEUED, self.id))  # fmt: skip
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:

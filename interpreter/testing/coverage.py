@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ...dsl.ir import Plan, Step
 from ..core.calls import step_names
-from ..core.vocabulary import Event, EventType
+from ..core.vocabulary import Cause, Event, EventType
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _seen(seen: set[str], event: Event, sid: str, step: Step, child: bool, fanne
             seen.add(f"gate:{sid}:{data.get('value')}")
         return
     if kind is EventType.STEP_SKIPPED:
-        if step.guard is not None and str(data.get("reason", "")).startswith("its condition is false"):
+        if step.guard is not None and data.get("cause") == Cause.CONDITION:
             seen.add(f"when:{sid}:false")
         return
     if kind not in (EventType.STEP_STARTED, EventType.STEP_COMPLETED, EventType.STEP_FAILED):
@@ -135,8 +135,7 @@ def _seen(seen: set[str], event: Event, sid: str, step: Step, child: bool, fanne
         if step.for_each is not None:
             seen.add(f"fanout:{sid}:{'some' if sid in fanned else 'zero'}")
     elif kind is EventType.STEP_FAILED:
-        message = str((data.get("error") or {}).get("message", ""))
-        if step.loop is not None and "reached max_iterations" in message:
+        if step.loop is not None and (data.get("error") or {}).get("cause") == Cause.MAX_ITERATIONS:
             seen.add(f"loop:{sid}:bound")
 
 

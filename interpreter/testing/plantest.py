@@ -30,7 +30,7 @@ from .coverage import PlanCoverage, observe, points, walk
 from .expect import mismatches, show
 from ..tools.catalog import Tool
 from ..core.values import MISSING
-from ..core.vocabulary import Event, EventType
+from ..core.vocabulary import Event
 
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".dagplan", ".tox", "build", "dist"}
 _MOCK_MODEL = "dagplan/mock"  # the model of LLM steps when nothing names one (no model is called)
@@ -180,7 +180,7 @@ test_schema.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 def _tools(sources: list[str], base: str) -> dict[str, Tool]:
-    from ..tools.catalog import load_tools
+    from ..tools.sources import load_tools
 
     paths = [os.path.join(base, s) if s.endswith(".py") else s for s in sources]
     return load_tools(paths) if paths else {}
@@ -528,27 +528,14 @@ def _state_path(state: Mapping[str, Any], path: str) -> Any:
 
 
 def _units(result: Any, events: list[Event]) -> dict[str, dict[str, Any]]:
-    """Every unit's last known status, attempts, output and error (top-level steps from the report)."""
-    units: dict[str, dict[str, Any]] = {}
+    """Every unit's last known status, attempts, output and error: the journal's own fold of the events
+    (:func:`..core.progress.fold`), the top-level steps from the run's report."""
+    from ..core.progress import empty_state, fold
+
+    state = empty_state()
     for event in events:
-        if event.step is None:
-            continue
-        unit = units.setdefault(event.step, {})
-        data = event.data
-        if event.type is EventType.STEP_STARTED:
-            unit.update(status="running", attempts=data.get("attempt", 1))
-        elif event.type is EventType.STEP_COMPLETED:
-            unit.update(status="completed", output=data.get("output"), attempts=data.get("attempts", 1))
-        elif event.type is EventType.STEP_FAILED:
-            unit.update(
-                status="handled" if data.get("handled") else "failed",
-                error=data.get("error"),
-                attempts=data.get("attempts", 1),
-            )
-        elif event.type is EventType.STEP_SKIPPED:
-            unit.update(status="skipped", reason=data.get("reason"))
-        elif event.type is EventType.STEP_WAITING:
-            unit.update(status="waiting")
+        fold(state, event.to_json())
+    units: dict[str, dict[str, Any]] = {uid: dict(row) for uid, row in state["steps"].items()}
     for sid in result.order:
         report = result.steps[sid]
         entry = {"status": str(report.status), "attempts": report.attempts}

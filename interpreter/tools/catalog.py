@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
-import importlib.util
 import inspect
-import os
 import queue
-import sys
 import threading
 import types
 import typing
 from functools import cached_property
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from ...dsl.errors import RunError
 from ...dsl.ir import Purity, ToolSpec
 
 
@@ -55,10 +49,13 @@ class Tool:
     is_async: bool = False
     executor: str | None = None  # "ray": its calls run as Ray tasks (else the run's executor; local by default)
     resources: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # Ray's: num_gpus, ...
+    source: Any = None  # what its calls go through, closed when a run ends (an MCP server's session)
+    output_schema: Mapping[str, Any] | None = None
+    destructive: bool = False
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters, self.purity)
+        return ToolSpec(self.name, self.description, self.parameters, self.purity, self.output_schema, self.destructive)
 
     @cached_property
     def takes_idempotency_key(self) -> bool:
@@ -75,7 +72,6 @@ IDEMPOTENCY_KEY = "idempotency_key"  # a tool parameter the run fills in, never 
 def idempotency_key(run_id: str, unit_id: str) -> str:
     """The key of one unit's side effect: the same for every attempt, retry and resume of that unit in that
     run, different for any other unit or run. Pass it to an API that deduplicates (``Idempotency-Key``)."""
-    import hashlib
 
     return "dagplan-" + hashlib.sha256(f"{run_id}\0{unit_id}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
@@ -135,7 +131,7 @@ def registry(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, Tool]
         out = {}
         for key, obj in tools.items():
             t = as_tool(obj)
-            out[key] = t if t.name == key else Tool(**{**t.__dict__, "name": key})
+            out[key] = t if t.name == key else replace(t, name=key)
         return out
     return {t.name: t for t in map(as_tool, tools)}
 
@@ -202,102 +198,6 @@ def _deliver(future: asyncio.Future, value: Any, error: BaseException | None) ->
         future.set_result(value)
     else:
         future.set_exception(error)
-
-
-# --- loading tools from files and modules ---------------------------------------------------
-
-
-def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
-    """Import each Python file or module name and collect the tools it defines."""
-    found: dict[str, Tool] = {}
-    for source in sources:
-        module = _import(source)
-        for value in vars(module).values():
-            t = getattr(value, "__dagplan_tool__", None)
-            if isinstance(t, Tool):
-                found[t.name] = t
-    return found
-
-
-def source_record(sources: Iterable[str | os.PathLike]) -> list[dict[str, str]]:
-    """How a run's tools were given, to load the same ones on resume: files by absolute path with
-    their content hash, modules by name."""
-    out = []
-    for source in sources:
-        text = os.fspath(source)
-        path = Path(text)
-        if text.endswith(".py") or path.is_file():
-            resolved = path.resolve()
-            out.append({"file": str(resolved), "sha256": _digest(resolved)})
-        else:
-            out.append({"module": text})
-    return out
-
-
-def changed_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
-    """The recorded tool files whose content is not what the run started with (or that are gone)."""
-    return [r["file"] for r in record if "file" in r and _digest(Path(r["file"])) != r.get("sha256")]
-
-
-def recorded_sources(record: Iterable[Mapping[str, str]]) -> list[str]:
-    return [r.get("file") or r.get("module", "") for r in record]
-
-
-def _digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "missing"
-
-
-def load_tool_specs(sources: Iterable[str | os.PathLike]) -> dict[str, ToolSpec]:
-    return {name: t.spec for name, t in load_tools(sources).items()}
-
-
-def _import(source: str | os.PathLike) -> types.ModuleType:
-    text = os.fspath(source)
-    path = Path(text)
-    try:
-        if text.endswith(".py") or path.exists():
-            return _import_file(path)
-        return importlib.import_module(text)
-    except RunError:
-        raise
-    except SystemExit as exc:  # exit() on import: nothing was loaded, which must not pass for success
-        raise RunError.make(
-            "tools-import",
-            f"cannot import tools from {text}: it called sys.exit({exc.code!r}) while being imported",
-            hint="a tools module defines tools; move the script part under `if __name__ == '__main__':`",
-        ) from None
-    except Exception as exc:  # the user's module failed to import: say which and why
-        raise RunError.make(
-            "tools-import",
-            f"cannot import tools from {text}: {type(exc).__name__}: {exc}",
-            hint="--tools takes a Python file (tools.py) or an importable module name",
-        ) from exc
-
-
-def _import_file(path: Path) -> types.ModuleType:
-    if not path.is_file():
-        raise RunError.make("tools-import", f"no such tools file: {path}", hint="check the --tools path")
-    resolved = path.resolve()
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
-    module_name = f"dagplan_tools_{resolved.stem}_{digest}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    sys.path.insert(0, str(resolved.parent))  # so a tools file can import its neighbours
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    finally:
-        sys.path.remove(str(resolved.parent))
-    return module
 
 
 # --- JSON Schema from type hints ------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""``dagplan tools``: the tools plans may call here, and the lock of MCP servers' tools."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..dsl.errors import DagplanError, printable
+from .common import fail, tools_option
+
+
+@click.group("tools")
+def tools() -> None:
+    """The tools plans may call: list them; lock MCP servers' tools for offline checks."""
+
+
+@tools.command("lock")
+def lock() -> None:
+    """Connect to every MCP server declared in dagplan.toml and write dagplan.lock: each tool's schemas,
+    annotations and hash. `check` reads the lock (no server needed); `run` refuses a tool that drifted."""
+    from .. import api
+
+    try:
+        path, counts = api.lock_tools()
+    except DagplanError as exc:
+        fail(exc)
+    listed = ", ".join(f"{name} ({n} tool{'s' if n != 1 else ''})" for name, n in counts.items())
+    click.echo(f"locked {printable(listed)} in {printable(path)}", err=True)
+
+
+@tools.command("list")
+@tools_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def list_(tool_sources: tuple[str, ...], fmt: str) -> None:
+    """Every tool a plan may call here: name, purity, parameters (MCP tools from dagplan.lock)."""
+    from .. import api
+
+    try:
+        specs = api.tool_catalog(tool_sources)
+    except DagplanError as exc:
+        fail(exc)
+    if fmt == "json":
+        click.echo(json.dumps([_as_json(s) for s in specs], indent=2, ensure_ascii=False))
+        return
+    for spec in specs:
+        params = ", ".join((spec.parameters or {}).get("properties", {}))
+        flags = (spec.purity or "undeclared") + (", destructive" if spec.destructive else "")
+        summary = spec.description.splitlines()[0] if spec.description else ""
+        click.echo(printable(f"{spec.name}({params})  [{flags}]  {summary}".rstrip()))
+
+
+def _as_json(spec) -> dict:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+        "purity": spec.purity,
+        "destructive": spec.destructive,
+        "output_schema": spec.output_schema,
+    }

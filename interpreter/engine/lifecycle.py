@@ -1,0 +1,329 @@
+"""The life of one unit of work, written once for steps and their children.
+
+A unit is a step, a fan-out item (``review[3]``), a loop iteration's step (``poll[2].check``) or a
+sub-plan's step (``sub.fetch``). Each goes through the same path: replayed when the journal has its
+result (a short cut on entry), else started (a side effect's intent durable first), tried under the
+attempt policy (:mod:`.attempts`), and settled once: completed, failed (routed to a ``catch:`` entry or
+an error alternative, else the plan's failure policy), waiting for a person, or skipped, each with one
+event through :meth:`RunScope.emit`. :class:`~.execution.Execution` schedules the ready set over the
+plan's analysis and hands each ready unit to this path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from copy import deepcopy
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from ...dsl import condition
+from ...dsl.ir import Catch, Output, Plan, Step
+from ..core.context import Runner
+from ..core.values import MISSING, NotJSON, Resolver, json_value, read_or_missing, set_path
+from ..core.vocabulary import Cause, EventType, StepStatus
+from ..tools.catalog import Branch
+from . import attempts
+from .attempts import StepFailure, Waiting
+from .resume import Recorded
+from .scope import RunScope, Unit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .execution import StepContext
+
+
+class UnitLife:
+    """How a unit starts, is tried, and settles: the part of an execution that is about one unit."""
+
+    plan: Plan
+    scope: RunScope
+    resolver: Resolver
+    state: dict
+    _journal: Any
+    abort: Callable[..., None]  # the execution's: stop starting work, end the run
+    _settle: Callable[[str], list[str]]  # the execution's: count a step settled, return what it made ready
+
+    async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
+        """Run the step's attempts and settle it; returns the dependents it made ready."""
+        started = time.perf_counter()
+        if self.scope.sinks:
+            await self._started(unit, runner.per_child, ctx)
+        step = unit.step
+        unit.attempts += 1
+        try:
+            if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
+                value = await runner.run(ctx, step, prepared)
+            else:  # the first attempt awaited here (the hot path), the retry loop only after a failure
+                try:
+                    value = await attempts.first(step, runner.run(ctx, step, prepared))
+                except (asyncio.CancelledError, Waiting):
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - judged by the policy
+                    value = await attempts.retry(
+                        unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
+                    )
+        except asyncio.CancelledError:
+            raise
+        except Waiting as wait:
+            unit.duration = time.perf_counter() - started
+            return self._wait(unit, wait)
+        except BaseException as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
+            unit.duration = time.perf_counter() - started
+            self._fail(unit, attempts.as_failure(exc))
+            return self._settle(step.id)
+        unit.duration = time.perf_counter() - started
+        self._complete(unit, value)
+        return self._settle(step.id)
+
+    async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
+        """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""
+        try:
+            return await attempts.first(unit.step, once())
+        except (asyncio.CancelledError, Waiting):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - judged by the policy
+            return await attempts.retry(unit, once, attempts.as_failure(exc))
+
+    async def _started(self, unit: Unit, per_child: bool, ctx: "StepContext") -> None:
+        """The started event; a side effect never starts before its intent is durable (a fan-out's or a
+        loop's own start is not an attempt: each child commits its own)."""
+        ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
+        if self._journal is not None and not per_child and self.scope.purity(unit.step) == "side_effect":
+            await self._journal.commit()
+
+    async def settle_child(self, ctx: "StepContext", once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
+        """A child unit to its outcome: replayed, or started and tried under the attempt policy."""
+        unit = ctx.unit
+        recorded = self.scope.replay.units.get(unit.id)
+        if recorded is not None:
+            return self._replayed_child(unit, recorded, failure_value)
+        started = time.perf_counter()
+        if self.scope.sinks:
+            await self._started(unit, False, ctx)
+        try:
+            unit.attempts += 1
+            value = await self._attempts(unit, once)
+            if isinstance(value, Branch):
+                raise StepFailure(f"{unit.id}: a fan-out item or loop iteration cannot choose a branch")
+            value = json_value(value)
+        except asyncio.CancelledError:
+            raise
+        except Waiting as wait:
+            self._waiting_unit(unit, wait)
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the child's failure
+            unit.duration = time.perf_counter() - started
+            return self._child_failed(unit, attempts.as_failure(exc), failure_value)
+        unit.duration = time.perf_counter() - started
+        unit.status, unit.output = StepStatus.COMPLETED, value
+        if self.scope.sinks:
+            self._emit_completed(unit, unit.attempts, output=value)
+            if self._journal is not None:
+                await self._journal.commit()  # durable before the next resume would need it
+        return value
+
+    def _replayed_handled(
+        self, unit_id: str, error: Any, attempts: int, alternative: int, output: Any = MISSING
+    ) -> None:
+        """The event of a replayed failure the plan handled (a branch's error path or a catch)."""
+        self._emit_failed(
+            unit_id, 0.0, error, attempts, alternative, True, output=error if output is MISSING else output
+        )
+
+    def _emit_failed(
+        self,
+        unit_id: str,
+        duration: float,
+        error: Any,
+        attempts: int,
+        alternative: int,
+        replayed: bool,
+        output: Any = MISSING,
+    ) -> None:
+        """The one spelling of a failure event: ``handled`` (and the value written) when ``output`` is given."""
+        handled = output is not MISSING
+        self.scope.emit(
+            EventType.STEP_FAILED, unit_id, duration, error=error, attempts=attempts, handled=handled,
+            alternative=alternative, replayed=replayed, **({"output": output} if handled else {}),
+        )  # fmt: skip
+
+    def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
+        if recorded.status is StepStatus.HANDLED and recorded.error is not None:
+            entry = attempts.catch_entry(unit.step, None, recorded.error.get("type"))
+            if entry is not None:
+                self._replayed_handled(unit.id, recorded.error, recorded.attempts, entry.alternative)
+                unit.status, unit.error = StepStatus.HANDLED, dict(recorded.error)
+                return attempts.Caught(entry.alternative, dict(recorded.error))
+        if recorded.status.has_output:
+            self._emit_completed(unit, recorded.attempts, replayed=True)
+            return recorded.output
+        return self._child_failed(unit, None, failure_value, recorded.error)
+
+    def _child_failed(
+        self, unit: Unit, exc: Exception | None, failure_value: bool, error: Mapping[str, Any] | None = None
+    ) -> Any:
+        if error is not None:
+            info = dict(error)
+        else:
+            assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
+            info = attempts.error_info(unit.id, unit.step, exc)
+        entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value else None
+        if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
+            unit.status, unit.error = StepStatus.HANDLED, info
+            self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info)
+            return attempts.Caught(entry.alternative, info)
+        unit.status, unit.error = StepStatus.FAILED, info
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
+        if attempts.stops_run(exc):
+            self.scope.abort(info["message"])
+        if not failure_value or self.plan.on_failure == "abort":
+            raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
+        self.scope.child_failures += 1  # the run reports had_errors
+        return attempts.failure_text(info)
+
+    def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
+        step = unit.step
+        routes: dict[str, list] = {}
+        if isinstance(value, attempts.Routed):  # a fan-out with catch: failed items collected on their paths
+            routes = {str(alt): errors for alt, errors in value.routes.items()}
+            self._write_routes(step.output, routes)
+            value = value.value
+        try:
+            alternative, value = self._choose(step, value)
+            value = json_value(value)
+        except (StepFailure, NotJSON) as exc:
+            self._fail(unit, exc)
+            return
+        self._write(step.output, alternative, value)
+        unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
+        if precomputed:
+            unit.attempts = 0
+        if self.scope.sinks:
+            self._emit_completed(
+                unit, unit.attempts, output=value, alternative=alternative, replayed=False, precomputed=precomputed,
+                **({"routes": routes} if routes else {}),
+            )  # fmt: skip
+
+    def _emit_completed(self, unit: Unit, attempts: int, **data: Any) -> None:
+        """The one spelling of a completion event, for steps and children alike: a replay re-announces a
+        recorded result (no output, no duration, no usage: the journal has them), a fresh one carries all."""
+        if data.get("replayed"):
+            self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=attempts, **data)
+            return
+        usage = {"usage": unit.usage} if unit.usage else {}
+        self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, attempts=attempts, **data, **usage)
+
+    def _write_routes(self, output: Output | None, routes: Mapping[str, list]) -> None:
+        for alt, errors in routes.items():
+            self._write(output, int(alt), errors)
+
+    def _replay(self, unit: Unit, recorded: Recorded) -> None:
+        """A result recorded by an earlier attempt of this run: restore it, call nothing."""
+        unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
+        if recorded.status is StepStatus.FAILED:
+            self._failed(unit, dict(recorded.error or {}), replayed=True)
+            return
+        self._write(unit.step.output, recorded.alternative, recorded.output)
+        self._write_routes(unit.step.output, recorded.routes or {})
+        unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
+        unit.error = recorded.error
+        if recorded.status is StepStatus.HANDLED:
+            self._replayed_handled(unit.id, unit.error, unit.attempts, unit.alternative, unit.output)
+        else:
+            self._emit_completed(unit, unit.attempts, replayed=True, alternative=unit.alternative)
+
+    def _fail(self, unit: Unit, exc: BaseException) -> None:
+        info = attempts.error_info(unit.id, unit.step, exc)
+        self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
+        if attempts.stops_run(exc):
+            self.scope.abort(info["message"])  # a budget, an unanswerable replay: the whole run stops, cleanly
+        elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
+            self.abort()
+
+    def _failed(self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None) -> None:
+        """A failure, retries spent: to the ``catch`` entry that takes its type, else to the error
+        alternative of an ``a || b`` output (handled either way), else the plan's failure policy."""
+        step = unit.step
+        unit.error = info
+        handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
+        if handler is not None and step.output is not None:
+            unit.alternative = handler
+            self._write(step.output, handler, dict(info))
+            unit.status, unit.output = StepStatus.HANDLED, dict(info)
+        else:
+            unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
+            if self.plan.on_failure == "continue" and step.output is not None:
+                self._write(step.output, 0, unit.output)
+                for target in step.output.alternatives[0]:
+                    self.resolver.failed[target.path] = unit.output
+        handled = unit.status is StepStatus.HANDLED
+        output = unit.output if handled else MISSING
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, unit.alternative, replayed, output=output)
+
+    def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
+        """An approval gate without an answer: the step stays unsettled and nothing new starts."""
+        self._waiting_unit(unit, wait)
+        return []
+
+    def _waiting_unit(self, unit: Unit, wait: Waiting) -> None:
+        unit.status = StepStatus.WAITING
+        if not wait.registered:  # the gate itself: the run waits for this request
+            wait.registered = True
+            self.scope.waiting.append(wait.request)
+        self.scope.emit(EventType.STEP_WAITING, unit.id, request=wait.request)
+
+    def _skip(self, unit: Unit, reason: str, cause: Cause) -> None:
+        unit.status, unit.reason = StepStatus.SKIPPED, reason
+        self.scope.emit(EventType.STEP_SKIPPED, unit.id, reason=reason, cause=cause)
+
+    def _choose(self, step: Step, value: Any) -> tuple[int, Any]:
+        if not isinstance(value, Branch):
+            return 0, value
+        if step.output is None:
+            raise StepFailure(f"step {step.id} returned a Branch but has no output path")
+        return _alternative_index(step.output, value.alternative, step.id), value.value
+
+    def _write(self, output: Output | None, alternative: int, value: Any) -> None:
+        if output is None:
+            return
+        for target in output.alternatives[alternative]:
+            set_path(self.state, target.path, deepcopy(value) if isinstance(value, (dict, list)) else value)
+
+    def _guard_passes(self, unit: Unit) -> bool:
+        """Whether a step's ``when:`` holds; when not, the step is settled here (skipped or failed)."""
+        try:
+            if self.holds(unit, self.resolver):
+                return True
+        except StepFailure as exc:
+            self._fail(unit, exc)
+        return False
+
+    def holds(self, unit: Unit, resolver: Resolver) -> bool:
+        """The unit's ``when:`` (a false one is recorded as a skip); StepFailure when undecidable."""
+        guard = unit.step.guard
+        assert guard is not None
+        try:
+            if condition.evaluate(guard.condition, lambda ref: read_or_missing(resolver, ref)):
+                return True
+        except condition.ConditionError as exc:
+            raise StepFailure(f"its condition {guard.text!r} cannot be decided: {exc}") from None
+        self._skip(unit, f"its condition is false: {guard.text}", Cause.CONDITION)
+        return False
+
+
+def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
+    """The index of the alternative ``chosen`` names: an index (``1``, ``1.0``) or a path as written; anything
+    else is the step's failure, never the run's crash."""
+    if isinstance(chosen, float) and chosen.is_integer():
+        chosen = int(chosen)
+    if isinstance(chosen, bool) or not isinstance(chosen, (int, str)):
+        raise StepFailure(f"step {step_id} chose alternative {chosen!r}: give an index or one of its output paths")
+    if isinstance(chosen, int):
+        if 0 <= chosen < len(output.own):
+            return chosen
+        raise StepFailure(f"step {step_id} chose alternative {chosen}, but its output has {len(output.own)}")
+    wanted = chosen.strip().lstrip("\u2020$")
+    for index, alt in enumerate(output.own):
+        if any(str(ref).lstrip("\u2020") == wanted for ref in alt):
+            return index
+    choices = ", ".join(str(o) for alt in output.own for o in alt)
+    raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")

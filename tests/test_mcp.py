@@ -1,0 +1,304 @@
+"""MCP servers as tool sources, tried as a user would: declare a server in dagplan.toml, `dagplan tools
+lock`, `check` with no server running, `run` against the real server (stdio and streamable HTTP),
+failures routed, drift named, plan tests mocking MCP tools, and kill -9 during a side effect."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+SERVER = HERE / "mcp_demo_server.py"
+
+
+def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def project(tmp_path: Path, server_table: str) -> Path:
+    shutil.copy(SERVER, tmp_path / "server.py")
+    (tmp_path / "dagplan.toml").write_text(server_table, encoding="utf-8")
+    return tmp_path
+
+
+STDIO = f"""[mcp.demo]
+command = {json.dumps(sys.executable)}
+args = ["server.py"]
+env = {{ DEMO_LEDGER = "${{LEDGER}}", DEMO_HOLD = "${{DEMO_HOLD:-0}}", DEMO_CALLS = "${{DEMO_CALLS:-}}" }}
+"""
+
+PLAN = """steps:
+  - id: total
+    tool: demo.add
+    args: {a: 2, b: 3}
+    output: †state.total
+  - id: loud
+    tool: demo.shout
+    args: {text: "sum is †state.total.sum"}
+    output: †state.loud
+"""
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """A project with the demo server declared over stdio and locked."""
+    root = project(tmp_path, STDIO)
+    env = {"LEDGER": str(tmp_path / "ledger")}
+    done = cli(root, "tools", "lock", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "locked demo (7 tools)" in done.stderr
+    return root, env
+
+
+def test_lock_records_every_tool_with_its_schemas_annotations_and_hash(locked):
+    root, _ = locked
+    lock = json.loads((root / "dagplan.lock").read_text())
+    tools = {t["name"]: t for t in lock["servers"]["demo"]["tools"]}
+    assert set(tools) == {"add", "shout", "fail", "slow", "record", "remove", "bump"}
+    assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
+    assert tools["add"]["annotations"] == {"readOnlyHint": True}
+    assert tools["add"]["outputSchema"]["properties"]["sum"]["type"] == "integer"
+    assert all(t["hash"].startswith("sha256:") for t in tools.values())
+    listed = json.loads(cli(root, "tools", "list", "--format", "json").stdout)
+    purity = {t["name"]: (t["purity"], t["destructive"]) for t in listed}
+    assert purity["demo.add"] == ("pure", False)
+    assert purity["demo.bump"] == ("idempotent", False)
+    assert purity["demo.record"] == ("side_effect", False)
+    assert purity["demo.remove"] == ("side_effect", True)
+
+
+def test_check_works_from_the_lock_with_no_server(locked):
+    root, _ = locked
+    (root / "server.py").unlink()  # no server can be started: check must not need one
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    ok = cli(root, "check", "plan.yaml")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (root / "bad.yaml").write_text(
+        "steps:\n  - id: total\n    tool: demo.add\n    args: {a: two}\n  - id: x\n    tool: demo.ad\n    args: {a: 1, b: 2}\n",
+        encoding="utf-8",
+    )
+    bad = cli(root, "check", "bad.yaml")
+    assert bad.returncode == 1
+    assert "bad.yaml:4:" in bad.stdout and "needs argument 'b'" in bad.stdout
+    assert "unknown tool 'demo.ad'" in bad.stdout and "demo.add" in bad.stdout  # did you mean
+    (root / "pure.yaml").write_text(
+        "steps:\n  - id: wipe\n    tool: demo.remove\n    args: {name: x}\n    purity: pure\n", encoding="utf-8"
+    )
+    warned = cli(root, "check", "pure.yaml")
+    assert "destructive-as-pure" in warned.stdout, warned.stdout
+    shown = cli(root, "preview", "pure.yaml", "--format", "json")
+    assert json.loads(shown.stdout)["steps"][0]["destructive"] is True
+    assert "(destructive)" in cli(root, "preview", "pure.yaml").stdout
+
+
+def test_check_without_a_lock_says_how_to_make_one(tmp_path):
+    root = project(tmp_path, STDIO)
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    done = cli(root, "check", "plan.yaml")
+    assert done.returncode == 2
+    assert "no dagplan.lock" in done.stderr + done.stdout and "dagplan tools lock" in done.stderr + done.stdout
+
+
+def test_run_calls_the_real_server_structured_and_text_results(locked):
+    root, env = locked
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    done = cli(root, "run", "plan.yaml", "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    assert steps["total"]["output"] == {"sum": 5}  # structuredContent
+    assert steps["loud"]["output"] == "SUM IS 5"  # text content
+    assert "Processing request" not in done.stderr  # the server's own log goes to the debug log
+
+
+def test_is_error_is_a_failure_that_catch_routes(locked):
+    root, env = locked
+    (root / "plan.yaml").write_text(
+        """steps:
+  - id: risky
+    tool: demo.fail
+    args: {reason: disk on fire}
+    catch:
+      - {errors: [McpToolError], output: †state.problem}
+    output: †state.fine
+  - id: after
+    tool: demo.shout
+    args: {text: "†state.problem.message"}
+    output: †state.shouted
+""",
+        encoding="utf-8",
+    )
+    done = cli(root, "run", "plan.yaml", "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    assert steps["risky"]["status"] == "handled" and steps["risky"]["error"]["type"] == "McpToolError"
+    assert "DISK ON FIRE" in steps["after"]["output"]
+
+
+def test_a_changed_tool_is_refused_and_named(locked):
+    root, env = locked
+    lock_file = root / "dagplan.lock"
+    lock = json.loads(lock_file.read_text())
+    for tool in lock["servers"]["demo"]["tools"]:
+        if tool["name"] == "add":
+            tool["hash"] = "sha256:" + "0" * 64  # as if the server changed add's schema since the lock
+    lock_file.write_text(json.dumps(lock))
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    done = cli(root, "run", "plan.yaml", "--format", "json", env=env)
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["steps"]["total"]["error"]
+    assert error["type"] == "McpDrift" and "demo.add changed" in error["message"] and "tools lock" in error["message"]
+
+
+def test_a_secret_from_the_environment_is_required_before_anything_runs(locked):
+    root, _ = locked
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    done = cli(root, "run", "plan.yaml")  # LEDGER not given
+    assert done.returncode == 2
+    assert "mcp.demo.env.DEMO_LEDGER uses ${LEDGER}, which is not set" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_bad_declaration_is_a_configuration_error_with_its_line(tmp_path):
+    (tmp_path / "dagplan.toml").write_text('model = "x"\n\n[mcp.demo]\ncommand = "a"\nurl = "b"\nheaderz = {}\n')
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    done = cli(tmp_path, "check", "plan.yaml")
+    assert done.returncode == 2
+    assert "dagplan.toml:3:" in done.stderr
+    assert "give either command" in done.stderr and "unknown key 'headerz'" in done.stderr and "headers" in done.stderr
+
+
+def test_plan_tests_mock_mcp_tools_with_no_server(locked):
+    root, _ = locked
+    (root / "server.py").unlink()
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    (root / "plan.test.yaml").write_text(
+        """plan: plan.yaml
+cases:
+  - name: adds then shouts
+    mocks:
+      tools:
+        demo.add: {result: {sum: 7}}
+        demo.shout:
+          - args: {text: "sum is 7"}
+            result: "SUM IS 7"
+    expect:
+      status: completed
+      state: {loud: "SUM IS 7"}
+      calls: {demo.add: 1, demo.shout: 1}
+""",
+        encoding="utf-8",
+    )
+    done = cli(root, "test", "plan.test.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_streamable_http_server_with_a_header_from_the_environment(tmp_path):
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        (tmp_path / "dagplan.toml").write_text(
+            f'[mcp.demo]\nurl = "http://127.0.0.1:{port}/mcp"\nheaders = {{ Authorization = "Bearer ${{TOKEN}}" }}\n'
+        )
+        assert cli(tmp_path, "tools", "lock").returncode == 2  # TOKEN is not set
+        assert cli(tmp_path, "tools", "lock", env={"TOKEN": "s3cret"}).returncode == 0
+        assert "s3cret" not in (tmp_path / "dagplan.lock").read_text()
+        (tmp_path / "plan.yaml").write_text(PLAN, encoding="utf-8")
+        done = cli(tmp_path, "run", "plan.yaml", "--format", "json", env={"TOKEN": "s3cret"})
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["steps"]["loud"]["output"] == "SUM IS 5"
+        assert not list((tmp_path / ".dagplan").rglob("*")) or "s3cret" not in "".join(
+            p.read_text(errors="replace") for p in (tmp_path / ".dagplan").rglob("*") if p.is_file()
+        )
+    finally:
+        server.kill()
+        server.wait()
+
+
+SIDE_EFFECT_PLAN = """steps:
+  - id: note
+    tool: demo.record
+    args: {line: paid}
+    output: †state.note
+  - id: total
+    tool: demo.add
+    args: {a: 1, b: 1}
+    output: †state.total
+    deps: [note]
+"""
+
+
+def test_kill_9_during_a_side_effect_then_resume_never_repeats_it(locked):
+    """record is not read-only: interrupted, it is a side effect whose outcome is unknown. A resume with no
+    one to ask stops for a decision (exit 3); adopting it goes on without calling it again."""
+    root, env = locked
+    ledger = root / "ledger"
+    (root / "plan.yaml").write_text(SIDE_EFFECT_PLAN, encoding="utf-8")
+    full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env, "DEMO_HOLD": "60"}
+    run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--no-input"], cwd=root, env=full,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (ledger.exists() and ledger.read_text()):
+        time.sleep(0.1)
+    assert ledger.read_text() == "paid\n"
+    os.killpg(run.pid, signal.SIGKILL)  # dagplan and the server it started
+    run.wait()
+    run_id = json.loads(cli(root, "runs", "--format", "json").stdout)[0]["id"]
+    asked = cli(root, "resume", run_id, "--no-input", env=env)
+    assert asked.returncode == 3, asked.stderr
+    assert "note" in asked.stderr
+    assert ledger.read_text() == "paid\n"
+    adopted = cli(root, "resume", run_id, "--on-interrupted", "adopt", "--format", "json", env=env)
+    assert adopted.returncode == 0, adopted.stderr
+    assert json.loads(adopted.stdout)["steps"]["total"]["output"] == {"sum": 2}
+    assert ledger.read_text() == "paid\n"  # the side effect happened once
+
+
+def test_a_read_only_tool_interrupted_is_simply_run_again(locked):
+    root, env = locked
+    (root / "plan.yaml").write_text(
+        "steps:\n  - id: wait\n    tool: demo.slow\n    args: {seconds: 60}\n    output: †state.w\n", encoding="utf-8"
+    )
+    calls = root / "calls"
+    full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env, "DEMO_CALLS": str(calls)}
+    run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "plan.yaml", "--no-input"], cwd=root, env=full,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (calls.exists() and calls.read_text()):
+        time.sleep(0.1)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    run_id = json.loads(cli(root, "runs", "--format", "json").stdout)[0]["id"]
+    # a pure step is retried without asking: the resume starts it again (the test waits for the call)
+    again = subprocess.Popen([sys.executable, "-m", "dagplan", "resume", run_id, "--no-input"], cwd=root, env=full,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and calls.read_text().count("slow") < 2:
+        time.sleep(0.1)
+    os.killpg(again.pid, signal.SIGKILL)
+    again.wait()
+    assert calls.read_text().count("slow") == 2
