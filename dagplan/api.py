@@ -74,6 +74,21 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     ]
 
 
+def check_text(text: str, name: str = "plan.yaml", tool_sources: Iterable[str] = (), config: Any = None):
+    """``check`` of a plan given as text (an agent's plan, never written to a file): the same rules,
+    tools, budget, preflight warnings and cost as :func:`check_files`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:  # one rule for a file's checks: check_files itself
+        path = os.path.join(folder, os.path.basename(name) or "plan.yaml")
+        write_file(path, text.encode("utf-8", "surrogatepass"))
+        result = check_files([path], tool_sources, config)[0]
+    from dataclasses import replace
+
+    return replace(result, name=name, diagnostics=tuple(replace(d, span=replace(d.span, file=name))
+                                                        for d in result.diagnostics))  # fmt: skip
+
+
 def _cost_rules(plan: Plan, config: Any) -> list:
     """``too-expensive``, ``unbounded-cost``, ``context-window``: for plans with LLM steps only."""
     from .interpreter.llm.preflight import llm_steps

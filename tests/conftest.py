@@ -97,8 +97,11 @@ def installed(wheel, tmp_path_factory) -> dict[str, str]:
         f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(site)!r})\nfrom dagplan.cli import main\nmain()\n"
     )
     shim.chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
-    (bin_dir / "python3").symlink_to(sys.executable)
+    for name in ("python", "python3"):  # this environment's Python by its own path (its site-packages
+        # hold what the wheel depends on, for the processes it starts too: an MCP server gets no PYTHONPATH)
+        wrapper = bin_dir / name
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        wrapper.chmod(0o755)
     return {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",

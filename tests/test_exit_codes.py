@@ -60,6 +60,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("runs show RUN", "ok", OK),
     ("events RUN", "ok", OK),
     ("runs export RUN -o cassette.json", "ok", OK),
+    (f"tools list {TOOLS}", "ok", OK),
     # a plan or test finding
     ("check examples/invalid/unknown_step.yaml", "finding", FINDING),
     ("check examples/invalid/unknown_placeholder.yaml", "finding", FINDING),
@@ -94,6 +95,9 @@ WALK: list[tuple[str, str, Exit]] = [
     ("serve --port 99999999", "usage", USAGE),
     ("plan", "usage", USAGE),
     ("chek examples", "usage", USAGE),
+    ("tools lock", "usage", USAGE),  # no MCP server is declared
+    ("tools list --tools no_such_tools.py", "usage", USAGE),
+    ("mcp --allow-side-effects", "usage", USAGE),  # only with --allow-run
     (f"run {W} --tools no_such_tools.py -i city=Rome", "usage", USAGE),
     # an unreadable file
     ("check no-such.yaml", "unreadable file", USAGE),
@@ -121,6 +125,8 @@ CONFIGURED = [
     f"submit {W} {TOOLS} -i city=Rome",
     "db upgrade",
     f"preview {W}",
+    "tools list",
+    "tools lock",
 ]
 
 

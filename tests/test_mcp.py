@@ -302,3 +302,56 @@ def test_a_read_only_tool_interrupted_is_simply_run_again(locked):
     os.killpg(again.pid, signal.SIGKILL)
     again.wait()
     assert calls.read_text().count("slow") == 2
+
+
+EXAMPLE = HERE.parent / "examples" / "mcp"
+
+
+def _with_python_on_path(env: dict | None = None) -> dict:
+    """The example's servers are started as `python -m ...`: this interpreter's, as in an activated venv."""
+    return {**(env or {}), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_the_published_servers_example_checks_and_tests_offline(tmp_path):
+    shutil.copytree(EXAMPLE, tmp_path / "mcp")
+    root = tmp_path / "mcp"
+    offline = {"PATH": "/nonexistent"}  # no python, no server on PATH: only dagplan.lock is read
+    checked = cli(root, "check", "commit_notes.yaml", env=offline)
+    assert checked.returncode == 0 and "0 warnings" in checked.stderr + checked.stdout, checked.stdout
+    tested = cli(root, "test", "--coverage", "--fail-under", "100", env=offline)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_example_lock_is_what_the_published_servers_list_today(tmp_path):
+    shutil.copytree(EXAMPLE, tmp_path / "mcp")
+    root = tmp_path / "mcp"
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    done = cli(root, "tools", "lock", env=_with_python_on_path({"REPO": str(tmp_path / "repo")}))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((root / "dagplan.lock").read_text()) == json.loads((EXAMPLE / "dagplan.lock").read_text())
+
+
+def test_the_published_servers_example_runs_waits_for_a_person_and_commits_once(tmp_path):
+    shutil.copytree(EXAMPLE, tmp_path / "mcp")
+    root, repo = tmp_path / "mcp", tmp_path / "repo"
+    repo.mkdir()
+    for command in (["init", "-q"], ["config", "user.email", "me@example.com"], ["config", "user.name", "me"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    (repo / "notes.txt").write_text("hello\n")
+    env = _with_python_on_path({"REPO": str(repo)})
+    args = ["-i", f"repo={repo}", "-i", "file=notes.txt"]
+    waiting = cli(root, "run", "commit_notes.yaml", *args, "--no-input", "--format", "json", env=env)
+    assert waiting.returncode == 3, waiting.stderr
+    report = json.loads(waiting.stdout)
+    assert report["steps"]["now"]["output"]["timezone"] == "UTC"  # time.get_current_time's structured result
+    assert "+hello" in report["steps"]["diff"]["output"]  # git.git_diff_staged saw what git_add staged
+    run_id = report["run_id"]
+    assert cli(root, "answer", run_id, "approve", "commit").returncode == 0
+    done = cli(root, "resume", run_id, "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "notes.txt at " in json.loads(done.stdout)["result"]
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout
+    assert log.count("notes.txt at") == 1  # committed once
+    again = cli(root, "resume", run_id, env=env)  # a finished run: everything replays, nothing is called
+    assert again.returncode == 0 and "(replayed)" in again.stderr
+    assert log == subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout

@@ -345,6 +345,7 @@ CLI_MAY_IMPORT = (  # the public API, its renderers and the viewer it serves (ea
     "dagplan.render",
     "dagplan.render_tests",
     "dagplan.web",
+    "dagplan.mcp_server",
     "dagplan.dsl.errors",
 )
 

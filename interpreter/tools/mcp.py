@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, cast
 
-from ...dsl.errors import RunError, Span
+from ...dsl.errors import RunError, Span, printable
 from ...dsl.ir import Purity
 from .catalog import TransientError, Tool
 
@@ -158,6 +158,9 @@ async def alock(servers: Mapping[str, Server]) -> dict[str, Any]:
         try:
             client = await connection.client()
             return server.name, await _listing(client)
+        except TransientError as exc:
+            raise RunError.make("mcp-server", f"cannot list its tools: {exc}",
+                                hint=f"check [mcp.{server.name}] in dagplan.toml, then run again")  # fmt: skip
         finally:
             await connection.aclose()
 
@@ -276,6 +279,7 @@ class Connection:
         self._opening: asyncio.Lock | None = None
         self._live: dict[str, str] | None = None  # tool name -> hash of its live listing
         self._errlog: Any = None
+        self.stderr_tail: list[str] = []  # the last lines the server wrote to stderr (why it would not start)
 
     def preflight(self) -> list[Any]:
         """What would stop the server from starting, known before the run: ``${VAR}`` not set."""
@@ -313,7 +317,7 @@ class Connection:
             raise TransientError(f"MCP server {self.server.name}: no answer within {CONNECT_TIMEOUT:g}s") from None
         except Exception as exc:  # noqa: BLE001 - a server that cannot be started or reached
             await self._drop()
-            raise _connection_failure(self.server, exc) from None
+            raise _connection_failure(self.server, exc, self.stderr_tail) from None
 
     async def _hold(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         from mcp import Client
@@ -355,8 +359,10 @@ class Connection:
             return
         try:
             errlog.seek(0)
-            for line in errlog.read().splitlines():
+            lines = errlog.read().splitlines()
+            for line in lines:
                 log.debug("MCP server %s: %s", self.server.name, line)
+            self.stderr_tail = [line for line in lines if line.strip()][-3:]
         finally:
             errlog.close()
 
@@ -430,13 +436,15 @@ def _content_value(content: list[Any]) -> Any:
     return [block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in content]
 
 
-def _connection_failure(server: Server, exc: BaseException) -> Exception:
+def _connection_failure(server: Server, exc: BaseException, stderr: list[str]) -> Exception:
+    """Why a session could not be opened, with the last words the server wrote (shown as text, never raw)."""
     if isinstance(exc, RunError):
         return exc
     if isinstance(exc, (FileNotFoundError, PermissionError)):
         return RunError.make("mcp-server", f"MCP server {server.name}: cannot start {server.command!r}: {exc}",
                              hint=f"check mcp.{server.name}.command in dagplan.toml")  # fmt: skip
-    return TransientError(f"MCP server {server.name}: cannot connect: {_first_line(exc)}")
+    said = f" (the server said: {printable(' | '.join(stderr))[:300]})" if stderr else ""
+    return TransientError(f"MCP server {server.name}: cannot connect: {_first_line(exc)}{said}")
 
 
 def _call_failure(server: Server, tool: str, exc: BaseException) -> Exception:
@@ -450,7 +458,7 @@ def _call_failure(server: Server, tool: str, exc: BaseException) -> Exception:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    if not text and getattr(exc, "exceptions", None):  # an exception group from the transport's task group
+    if getattr(exc, "exceptions", None):  # an exception group from the transport's task group: its first
         return _first_line(exc.exceptions[0])  # type: ignore[attr-defined]
+    text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

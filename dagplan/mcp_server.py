@@ -1,0 +1,310 @@
+"""``dagplan mcp``: dagplan as an MCP server, so an agent host (Claude Desktop, Cursor, VS Code, any MCP
+client) can ask it to check, preview, estimate and (when allowed) run plans.
+
+Tools (each answers ``structuredContent`` under a declared ``outputSchema``):
+
+- ``check_plan(plan, name)``: the diagnostics as data, exactly ``dagplan check --format json``'s, each
+  with its position and repair hint; ``list_tools()``: what a plan may call here (name, parameters,
+  purity, destructive); ``preview_plan(plan)``, ``estimate_plan(plan)``; ``list_runs()``.
+- Only with ``--allow-run``: ``run_plan(plan, inputs)``, ``answer_gate(run_id, step, value)``,
+  ``run_status(run_id)``. A plan whose steps have side effects (a tool that is not pure or idempotent)
+  stops before the first of them at a gate, ``approve_side_effects``, for a person to answer (with
+  ``answer_gate`` or ``dagplan answer``) unless the server was started with ``--allow-side-effects``.
+
+Resources: the plan JSON Schema, a language reference, example plans. A prompt, ``write_plan``,
+teaches a model to write a plan for a task with the tools at hand.
+
+Like the viewer, this module only calls the public API (:mod:`dagplan.api`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic (the SDK) needs this one on Python < 3.12
+
+from . import api
+
+GATE = "approve_side_effects"
+SIDE_EFFECTS = ("side_effect", None)  # a tool that declares nothing is assumed to act on the world
+
+REFERENCE = """# dagplan plans, in short
+
+A plan is a YAML (or JSON) document with `steps`, a directed acyclic graph run with as much
+concurrency as its references allow. Each step has an `id` and one kind:
+
+- `tool: NAME` with `args: {...}` (a tool of the catalog: see `list_tools`; MCP tools are `SERVER.TOOL`)
+- `llm: {prompt: "...", output_schema: {...}}` (a model call)
+- `gate: {question: "...", choices: [yes, no]}` (a person decides; a refusal fails the gate)
+- `plan: other.yaml` with `input:` (a sub-plan), `loop:` (repeat until), `for_each: †state.items` (fan-out)
+
+Data flows through references: `†input.NAME` (the plan's `inputs`), `†state.PATH` (what a step wrote
+with `output: †state.PATH`), `†item` / `†index` inside `for_each`. In text, `#ID` is a step's output
+(`#ID.summary`, `#ID.head=200`, `#ID.last=200`). An output may branch: `output: †state.ok || †state.err`.
+
+Optional keys of a step: `deps: [ids]` (order without data), `when: CONDITION` (e.g.
+`†state.ci.status == "failed" and †input.attempt < 3`), `retry: {max_attempts: 3}`, `timeout: 30`,
+`catch: [{errors: [TypeName], output: †state.problem}]`, `purity: pure | idempotent | side_effect`.
+Plan keys: `summary`, `inputs` (JSON Schemas), `steps`, `result: †state.PATH`, `on_failure:
+abort | continue | skip_dependents`.
+
+Check a plan with `check_plan` before anything else: every diagnostic has a `code`, a position
+(`line`, `col`) and a `hint` that says how to repair it.
+"""
+
+EXAMPLES = {
+    "refund.yaml": """summary: Refund a customer after a person approves
+on_failure: skip_dependents
+inputs:
+  customerId: {type: string}
+  amount: {type: number}
+steps:
+  - id: history
+    tool: checkBillingHistory
+    args: {customerId: †input.customerId}
+    output: †state.history
+  - id: approve
+    gate:
+      question: "Refund †input.amount to †input.customerId (†state.history.orders orders)?"
+      choices: [approve, reject]
+  - id: refund
+    tool: issueRefund
+    args: {customerId: †input.customerId, amount: †input.amount}
+    deps: [approve]
+    output: †state.refund
+result: †state.refund
+""",
+    "review_prs.yaml": """summary: Review every open pull request, then summarize
+inputs:
+  repo: {type: string}
+steps:
+  - id: prs
+    tool: listPullRequests
+    args: {repo: †input.repo}
+    output: †state.prs
+  - id: review
+    for_each: †state.prs
+    max_items: 20
+    llm:
+      prompt: "Review this pull request in three sentences: †item.title"
+    output: †state.reviews
+  - id: summary
+    llm:
+      prompt: "Summarize these reviews for the team: #review.head=2000"
+    output: †state.summary
+result: †state.summary
+""",
+}
+
+
+class Diagnostic(TypedDict):
+    severity: str  # error | warning
+    code: str
+    message: str
+    line: int | None
+    col: int | None
+    path: list[str | int]
+    hint: str | None
+
+
+class Checked(TypedDict):
+    valid: bool  # false while any error remains
+    diagnostics: list[Diagnostic]
+
+
+class RunAnswer(TypedDict, total=False):
+    run_id: str
+    status: str  # completed | failed | waiting | ...
+    message: str
+    had_errors: bool
+    result: Any
+    steps: dict[str, Any]
+    waiting: list[dict[str, Any]]  # the gates the run waits at: answer them with answer_gate
+
+
+def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any = None) -> Any:
+    """The server (an SDK ``MCPServer``), its tools registered by what the operator allowed."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer(
+        "dagplan",
+        instructions="Write plans as dagplan YAML; check them with check_plan and repair every error it "
+        "reports (each has a hint) before preview_plan or run_plan. Read dagplan://reference first.",
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def check_plan(plan: str, name: str = "plan.yaml") -> Checked:
+        """Check a plan (YAML or JSON text) as `dagplan check` does: its diagnostics (code, line, col,
+        message, hint), warnings included. `valid` is false while any error remains."""
+        return _checked(plan, name)
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def list_tools() -> dict[str, Any]:
+        """The tools a plan may call here: name, description, parameters (JSON Schema), purity, destructive."""
+        return _plain({"tools": [_spec(s) for s in api.tool_catalog()]})
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def preview_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
+        """What a valid plan would do, running nothing: steps, arguments, order, parallel groups, branches."""
+        return _plain(api.preview(_loaded(plan, name), _tools()).to_json())
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def estimate_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
+        """The worst-case cost of a valid plan: model calls, input tokens and dollars."""
+        return _plain(api.estimate(_loaded(plan, name)).to_json())
+
+    @server.tool(annotations=read_only, structured_output=True)
+    def list_runs() -> dict[str, Any]:
+        """The runs kept here, newest first: id, plan, status."""
+        return _plain({"runs": [r.to_json() for r in api.runs(state)]})
+
+    if allow_run:
+        _run_tools(server, allow_side_effects, state)
+    _resources(server)
+    return server
+
+
+def _run_tools(server: Any, allow_side_effects: bool, state: Any) -> None:
+    from mcp_types import ToolAnnotations
+
+    acts = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
+    @server.tool(annotations=acts, structured_output=True)
+    async def run_plan(plan: str, inputs: dict[str, Any] | None = None, name: str = "plan.yaml") -> RunAnswer:
+        """Run a valid plan durably. Unless the operator allowed side effects, a plan whose steps act on the
+        world stops first at the gate `approve_side_effects`: a person answers it (answer_gate)."""
+        loaded = _loaded(_guarded(plan, name, allow_side_effects), name)
+        result = await api.arun(loaded, tools=_tools(), inputs=inputs or {}, durable=True, state_dir=state)
+        return _run_json(result.to_json())
+
+    @server.tool(annotations=acts, structured_output=True)
+    async def answer_gate(run_id: str, step: str, value: Any) -> RunAnswer:
+        """Answer the gate a run waits at (one of its choices), then go on with the run."""
+        api.answer(run_id, step, value, state)
+        result = await api.aresume(run_id, tools=_tools(), state_dir=state)
+        return _run_json(result.to_json())
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
+    def run_status(run_id: str) -> RunAnswer:
+        """Where a run stands: its status, each step's status and output, what it waits for."""
+        return _run_json(api.run_report(run_id, state).to_json())
+
+
+def _resources(server: Any) -> None:
+    @server.resource("dagplan://schema/plan", mime_type="application/schema+json")
+    def plan_schema() -> str:
+        """The plan JSON Schema (every key, its type and description)."""
+        from . import plan_schema as schema
+
+        return json.dumps(schema(), indent=2)
+
+    @server.resource("dagplan://reference", mime_type="text/markdown")
+    def reference() -> str:
+        """The plan language in one page: step kinds, references, placeholders, conditions."""
+        return REFERENCE
+
+    @server.resource("dagplan://examples", mime_type="application/json")
+    def examples() -> str:
+        """Example plans, by file name."""
+        return json.dumps(EXAMPLES, indent=2)
+
+    @server.prompt()
+    def write_plan(task: str) -> str:
+        """Teach a model to write a dagplan plan for a task with the tools at hand."""
+        lines = [f"- {s.name}({', '.join((s.parameters or {}).get('properties', {}))}): "
+                 f"{s.description.splitlines()[0] if s.description else ''} [{s.purity or 'undeclared'}]"
+                 for s in api.tool_catalog()]  # fmt: skip
+        tools = "\n".join(lines) or "(none: only llm and gate steps)"
+        return (
+            f"{REFERENCE}\n## The tools at hand\n{tools}\n\n## The task\n{task}\n\n"
+            "Write the plan as YAML. Call check_plan with it and repair every error until `valid` is true; "
+            "then preview_plan, and run_plan if you may."
+        )
+
+
+def _tools() -> dict:
+    from . import load_tools
+
+    return load_tools(api.load_config().tools)
+
+
+def _checked(plan: str, name: str) -> Checked:
+    result = api.check_text(plan, name)
+    found = [{k: v for k, v in d.to_json().items() if k != "file"} for d in result.diagnostics]
+    return {"valid": result.ok, "diagnostics": found}  # type: ignore[typeddict-item]
+
+
+def _loaded(plan: str, name: str) -> Any:
+    """The plan, loaded against the tools here; an invalid plan answers with its diagnostics."""
+    from .dsl.errors import DagplanError
+
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return api.load(text=plan, name=name, tools=_tools())
+    except DagplanError as exc:  # the model reads why, and how to repair it
+        raise ToolError("the plan is not valid: " + json.dumps(_checked(plan, name))) from exc
+
+
+def _guarded(plan: str, name: str, allow_side_effects: bool) -> str:
+    """The plan with a gate before its side effects (as JSON text), or as given when none or when allowed."""
+    if allow_side_effects:
+        return plan
+    loaded = _loaded(plan, name)
+    tools = _tools()
+    acting = [s.id for s in loaded.steps
+              if s.tool and (s.purity or getattr(tools.get(s.tool), "purity", None)) in SIDE_EFFECTS]  # fmt: skip
+    if not acting:
+        return plan
+    document = json.loads(json.dumps(loaded.document))
+    question = f"This plan acts on the world at {', '.join(acting)}. Let it?"
+    gate = {"id": GATE, "gate": {"question": question, "choices": ["approve", "reject"]}}
+    for step in document["steps"]:
+        if step.get("id") in acting:
+            step["deps"] = [*step.get("deps", []), GATE]
+    document["steps"].insert(0, gate)
+    document.setdefault("on_failure", "skip_dependents")
+    return json.dumps(document)
+
+
+def _spec(spec: Any) -> dict:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+        "purity": spec.purity,
+        "destructive": spec.destructive,
+    }
+
+
+def _run_json(report: dict) -> RunAnswer:
+    keep = ("run_id", "status", "message", "result", "steps", "waiting", "had_errors")
+    out: Any = _plain({k: report[k] for k in keep if k in report})
+    out.setdefault("run_id", report.get("id", ""))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A value as plain JSON (read-only mappings of the IR, tuples): what structured content carries."""
+    return json.loads(json.dumps(value, default=lambda v: dict(v) if hasattr(v, "keys") else str(v)))
+
+
+def serve(allow_run: bool = False, allow_side_effects: bool = False, http: int | None = None,
+          allow_hosts: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Serve over stdio, or over streamable HTTP on loopback port ``http`` (Host and Origin checked)."""
+    server = build(allow_run, allow_side_effects)
+    if http is None:
+        server.run("stdio")
+        return
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = [f"127.0.0.1:{http}", f"localhost:{http}", f"[::1]:{http}", *allow_hosts]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts],
+    )
+    server.run("streamable-http", host="127.0.0.1", port=http, transport_security=security)

@@ -1,0 +1,166 @@
+"""`dagplan mcp` driven by the MCP SDK's own client, as an agent host would: a model-shaped sequence
+(write a plan with a mistake, read the diagnostics, repair it, preview, run, answer the gate, read the
+result), over stdio and over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+TOOLS = '''import dagplan, os
+
+@dagplan.tool(purity="pure")
+def lookup(customer: str) -> dict:
+    """Find a customer."""
+    return {"customer": customer, "email": customer + "@example.com"}
+
+@dagplan.tool(purity="side_effect")
+def send_email(to: str, body: str) -> str:
+    """Send an email (a side effect)."""
+    with open("outbox.txt", "a") as f:
+        f.write(to + ": " + body + "\\n")
+    return "sent"
+'''
+
+WRONG = """steps:
+  - id: who
+    tool: lookup_user
+    args: {customer: ada}
+    output: †state.who
+  - id: mail
+    tool: send_email
+    args: {to: †state.who.email, body: hello}
+    output: †state.sent
+"""
+RIGHT = WRONG.replace("lookup_user", "lookup")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    return tmp_path
+
+
+def _env() -> dict:
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+async def _conversation(client, project: Path) -> None:
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert {"check_plan", "preview_plan", "estimate_plan", "list_tools", "list_runs", "run_plan"} <= names
+    listed = (await client.call_tool("list_tools", {})).structured_content["tools"]
+    assert {(t["name"], t["purity"]) for t in listed} == {("lookup", "pure"), ("send_email", "side_effect")}
+
+    checked = (await client.call_tool("check_plan", {"plan": WRONG})).structured_content
+    assert checked["valid"] is False
+    problem = next(d for d in checked["diagnostics"] if d["code"] == "unknown-tool")
+    assert (problem["line"], problem["col"]) == (3, 11) and "lookup" in problem["hint"]  # the repair hint
+
+    assert (await client.call_tool("check_plan", {"plan": RIGHT})).structured_content == {
+        "valid": True,
+        "diagnostics": [],
+    }
+    preview = (await client.call_tool("preview_plan", {"plan": RIGHT})).structured_content
+    assert [s["id"] for s in preview["steps"]] == ["who", "mail"]
+
+    refused = await client.call_tool("run_plan", {"plan": WRONG})
+    assert refused.is_error and "unknown-tool" in refused.content[0].text
+
+    started = (await client.call_tool("run_plan", {"plan": RIGHT})).structured_content
+    assert started["status"] == "waiting" and started["waiting"][0]["step"] == "approve_side_effects"
+    assert not (project / "outbox.txt").exists()  # nothing acted on the world before a person said so
+
+    done = await client.call_tool(
+        "answer_gate", {"run_id": started["run_id"], "step": "approve_side_effects", "value": "approve"}
+    )
+    assert done.structured_content["status"] == "completed", done
+    assert (project / "outbox.txt").read_text() == "ada@example.com: hello\n"  # once
+    status = (await client.call_tool("run_status", {"run_id": started["run_id"]})).structured_content
+    assert status["status"] == "completed"
+    runs = (await client.call_tool("list_runs", {})).structured_content["runs"]
+    assert runs[0]["id"] == started["run_id"]
+
+    reference = await client.read_resource("dagplan://reference")
+    assert "†state" in reference.contents[0].text
+    schema = json.loads((await client.read_resource("dagplan://schema/plan")).contents[0].text)
+    assert "steps" in schema["properties"]
+    prompt = await client.get_prompt("write_plan", {"task": "email ada"})
+    text = prompt.messages[0].content.text
+    assert "send_email(to, body)" in text and "email ada" in text
+
+
+def test_an_agent_writes_repairs_previews_runs_and_answers_over_stdio(project):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "dagplan", "mcp", "--allow-run"], cwd=str(project), env=_env()
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await _conversation(client, project)
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_without_allow_run_nothing_can_be_run(project):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "dagplan", "mcp"], cwd=str(project), env=_env())
+
+    async def main() -> set[str]:
+        async with Client(params) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    names = asyncio.run(asyncio.wait_for(main(), 60))
+    assert "check_plan" in names and not names & {"run_plan", "answer_gate", "run_status"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_same_over_streamable_http_with_the_host_and_origin_checked(project):
+    from mcp import Client
+
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "dagplan", "mcp", "--allow-run", "--http", str(port)],
+                              cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/mcp"
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        forged = httpx.post(url, json=hello, headers={**headers, "Host": "evil.example"}, timeout=10)
+        assert forged.status_code in (403, 421), forged.status_code  # DNS rebinding: another Host is refused
+        cross = httpx.post(url, json=hello, headers={**headers, "Origin": "https://evil.example"}, timeout=10)
+        assert cross.status_code == 403, cross.status_code  # a web page cannot drive it
+
+        async def main() -> None:
+            async with Client(url) as client:
+                await _conversation(client, project)
+
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        server.terminate()
+        server.wait(10)
