@@ -35,7 +35,8 @@ A plan is a YAML (or JSON) document with `steps`, a directed acyclic graph run w
 concurrency as its references allow. Each step has an `id` and one kind:
 
 - `tool: NAME` with `args: {...}` (a tool of the catalog: see `list_tools`; MCP tools are `SERVER.TOOL`)
-- `llm: {prompt: "...", output_schema: {...}}` (a model call)
+- `llm: "the prompt"` (a model call; `output_schema: {...}` beside it for a JSON answer, `tools: [...]`
+  for the tools the model may call)
 - `gate: {question: "...", choices: [yes, no]}` (a person decides; a refusal fails the gate)
 - `plan: other.yaml` with `input:` (a sub-plan), `loop:` (repeat until), `for_each: †state.items` (fan-out)
 

@@ -84,11 +84,22 @@ def test_first_request_carries_the_format_rules_and_the_catalog(stub, specs):
     assert user.startswith("Task: Refund the customer's last order")
     assert "- issueRefund: " in user and '"amount":{"type":"number"}' in user
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"]["$id"]
+    schema = body["response_format"]["json_schema"]["schema"]  # the catalog's plan shape, not the whole language
+    variants = schema["properties"]["steps"]["items"]["anyOf"]
+    tools = {v["properties"]["tool"]["const"]: v for v in variants if "tool" in v["properties"]}
+    assert set(tools) == set(specs)
+    refund = tools["issueRefund"]["properties"]["args"]
+    assert set(refund["required"]) == {"customerId", "amount"} and refund["additionalProperties"] is False
 
 
-def test_json_mode_when_the_model_has_no_structured_output(stub, specs):
+def test_a_server_litellm_does_not_know_gets_the_schema_as_llama_cpp_takes_it(stub, specs):
     run_planner(stub, specs, json_reply(GOOD), model="openai/local-llama")
+    sent = stub.requests[0]["response_format"]
+    assert sent["type"] == "json_object" and sent["schema"]["properties"]["steps"]["items"]["anyOf"]
+
+
+def test_structured_output_json_object_forces_plain_json_mode(stub, specs):
+    run_planner(stub, specs, json_reply(GOOD), model="openai/local-llama", structured_output="json_object")
     assert stub.requests[0]["response_format"] == {"type": "json_object"}
 
 

@@ -86,8 +86,9 @@ def plan(
     click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
     try:
         result = make_plan(
-            task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs, on_attempt=_report_attempt
-        )
+            task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs, on_attempt=_report_attempt,
+            structured_output=config.structured_output,
+        )  # fmt: skip
     except DagplanError as exc:
         _show_failure(exc)
     path = _write(result.document_yaml, output) if output or run_after else None

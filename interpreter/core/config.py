@@ -89,6 +89,7 @@ class Config:
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
     pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
     mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers by name: their tables, checked
+    structured_output: str = "auto"  # how a model's answer is held to a schema (llm/constrained.py)
 
     @property
     def default_model(self) -> str | None:
@@ -248,6 +249,9 @@ def server_problems(name: str, table: Any) -> list[str]:
     return out
 
 
+# how a model's answer is held to a schema: by provider (auto), or forced (interpreter/llm/constrained.py)
+STRUCTURED_OUTPUT = ("auto", "json_schema", "llama_cpp", "ollama", "guided_json", "json_object", "none")
+
 KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model": (_text, 'a model name (litellm), e.g. "openai/gpt-4o-mini"'),
     "tools": (_names, 'a list of tool files or modules, e.g. ["tools.py"]'),
@@ -266,6 +270,10 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "executor": (lambda v: v in ("local", "ray"), '"local" or "ray"'),
     "ray": (_table, 'a table of ray.init() arguments: [ray] address = "ray://head:10001"'),
     "pool": (_pool, "a table: [pool] max_running = 50, and [pool.per_plan] with a plan's name = its limit"),
+    "structured_output": (
+        lambda v: v in STRUCTURED_OUTPUT,
+        "one of " + ", ".join(f'"{s}"' for s in STRUCTURED_OUTPUT) + " (how answers are held to a schema)",
+    ),
     "mcp": (_table, 'a table of MCP servers: [mcp.NAME] command = "..." (stdio) or url = "..." (HTTP)'),
 }
 

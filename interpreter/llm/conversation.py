@@ -211,6 +211,10 @@ def default_model(explicit: str | None = None, configured: str | None = None) ->
 
 
 def supports_schema(model: str) -> bool:
+    from .local import is_local
+
+    if is_local(model):
+        return True  # its schema becomes a grammar
     try:
         return bool(litellm_module().supports_response_schema(model=model))
     except Exception:  # unknown provider/model: be conservative
@@ -231,6 +235,18 @@ async def complete(
     step_id: str = "",
 ) -> dict:
     """One model call -> a JSON-able record ``{message, usage, cost, model}`` (what the memo stores)."""
+    from .local import complete_local, is_local
+
+    if is_local(model):  # the bundled small model, in-process (no litellm, no network)
+        if params.get("tools"):
+            raise _fail("llm-call-failed", step_id, "the local model cannot call tools",
+                        hint="drop the step's tools, or use a hosted or served model for it")  # fmt: skip
+        try:
+            return await complete_local(model, messages, params)
+        except DagplanError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - llama.cpp's refusals (a prompt over the context...)
+            raise _call_error(step_id, model, exc) from None
     litellm = litellm_module()
     # The step's retry policy (backoff, attempts, events) owns retrying; the SDK's
     # own silent retries would multiply it. A caller may still pass max_retries.

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from ...dsl.errors import Diagnostic, PlanInvalid, error
 from ...dsl.ir import Plan, ToolSpec
-from .conversation import Budget, complete, supports_schema
+from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
 
@@ -115,14 +115,18 @@ async def aplan(
     inputs: Mapping[str, Any] | None = None,
     budget: Budget | None = None,
     on_attempt: Callable[[PlanAttempt], None] | None = None,
+    structured_output: str = "auto",
 ) -> PlanResult:
     """A valid plan for ``task`` using only ``tools``; raises :class:`PlanningFailed`.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
-    ``on_attempt`` sees each checked answer (progress lines in the CLI).
+    ``on_attempt`` sees each checked answer (progress lines in the CLI). ``structured_output``: how
+    the answer is held to the catalog's plan schema (:mod:`.constrained`; ``auto`` by provider).
     """
-    params = {"response_format": _response_format(model)}
+    from .constrained import catalog_schema, response_params
+
+    params = response_params(catalog_schema(tools, inputs), model, structured_output)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": task_prompt(task, tools, inputs)},
@@ -184,14 +188,6 @@ def repair_text(diagnostics: tuple[Diagnostic, ...]) -> str:
     """Errors first, the headline (first by position) leading; warnings are left out."""
     errors = sorted((d for d in diagnostics if d.severity == "error"), key=Diagnostic.sort_key)
     return "\n".join(d.format() for d in errors)
-
-
-def _response_format(model: str) -> dict:
-    if supports_schema(model):
-        from ...dsl.schema import plan_schema
-
-        return {"type": "json_schema", "json_schema": {"name": "dagplan", "schema": plan_schema(), "strict": False}}
-    return {"type": "json_object"}
 
 
 # --- checking -------------------------------------------------------------------------------

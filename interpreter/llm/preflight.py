@@ -63,6 +63,16 @@ def _problems(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any
             )
         else:
             models.setdefault(chosen, step)
+    from .local import is_local, missing
+
+    for model in [m for m in models if is_local(m)]:  # the bundled model: its packages, no key, no litellm
+        step = models.pop(model)
+        problem = missing() if model == "local" else None
+        if problem:
+            yield error("no-llm-support", f"LLM step '{step.id}': {problem}", step.span,
+                        "or pass --model with a hosted or served model")  # fmt: skip
+    if not models:
+        return
     if importlib.util.find_spec("litellm") is None:
         yield error(
             "no-llm-support",

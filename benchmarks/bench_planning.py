@@ -1,0 +1,92 @@
+"""Planning with a real small model: share of plans that pass `check`, constrained to the task's catalog
+against unconstrained, after 0, 1 and 2 repairs; tool and argument names right; tokens and seconds a plan.
+
+    python benchmarks/bench_planning.py [--model local] [--tasks 50] [--repair 2]
+
+Tasks: benchmarks/planning/tasks.json, 30 over a catalog of 40 everyday tools (planning/everyday_catalog.json:
+bookings, messages, payments, search...) and 20 over the examples' tools (examples/tools.py). The model is
+asked through dagplan's own planner (`dagplan.aplan`), once held to the catalog's plan schema
+(`structured_output = "auto"`: a llama.cpp grammar for the local model) and once with JSON mode only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def catalogs() -> dict[str, dict]:
+    import dagplan
+    from dagplan.dsl.ir import ToolSpec
+
+    everyday = json.loads((HERE / "planning" / "everyday_catalog.json").read_text())
+    return {
+        "everyday": {n: ToolSpec(n, e["description"], e["parameters"]) for n, e in everyday.items()},
+        "examples": dagplan.load_tool_specs([ROOT / "examples" / "tools.py"]),
+    }
+
+
+async def one(task: str, tools: dict, model: str, repair: int, mode: str) -> dict:
+    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
+
+    started = time.perf_counter()
+    try:
+        result = await aplan(task, tools=tools, model=model, repair=repair, structured_output=mode)
+        attempts, ok, tokens = result.attempts, True, result.prompt_tokens + result.completion_tokens
+    except PlanningFailed as failed:
+        attempts, ok, tokens = failed.attempts, False, 0
+    names_right = _names_right(attempts[0].text, tools)
+    return {"ok": ok, "repairs": len(attempts) - 1, "names_right": names_right, "tokens": tokens,
+            "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def _names_right(text: str, tools: dict) -> bool:
+    """The first answer calls only tools of the catalog, with only their argument names."""
+    try:
+        steps = json.loads(text).get("steps", [])
+    except (ValueError, AttributeError):
+        return False
+    for step in steps:
+        if isinstance(step, dict) and "tool" in step:
+            spec = tools.get(step["tool"])
+            if spec is None or not set(step.get("args") or {}) <= set((spec.parameters or {}).get("properties", {})):
+                return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="local")
+    parser.add_argument("--tasks", type=int, default=50)
+    parser.add_argument("--repair", type=int, default=2)
+    args = parser.parse_args()
+    tasks = json.loads((HERE / "planning" / "tasks.json").read_text())
+    every = [(task, "everyday") for task in tasks["everyday"]] + [(task, "examples") for task in tasks["examples"]]
+    every = every[:: max(1, len(every) // args.tasks)][: args.tasks]
+    tools = catalogs()
+    print(f"{len(every)} tasks, model {args.model}, up to {args.repair} repairs")
+    print("| mode | pass, no repair | within 1 | within 2 | names right (1st answer) | tokens/plan | s/plan |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for mode in ("auto", "json_object"):
+        rows = [asyncio.run(one(task, tools[name], args.model, args.repair, mode)) for task, name in every]
+        n = len(rows)
+
+        def within(k: int) -> str:
+            return f"{sum(r['ok'] and r['repairs'] <= k for r in rows) / n:.0%}"
+
+        tokens = statistics.median([r["tokens"] for r in rows if r["ok"]] or [0])
+        seconds = statistics.median([r["seconds"] for r in rows])
+        label = "constrained to the catalog" if mode == "auto" else "JSON mode only"
+        print(f"| {label} | {within(0)} | {within(1)} | {within(2)} | "
+              f"{sum(r['names_right'] for r in rows) / n:.0%} | {tokens:.0f} | {seconds:.1f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

