@@ -355,3 +355,52 @@ def test_the_published_servers_example_runs_waits_for_a_person_and_commits_once(
     again = cli(root, "resume", run_id, env=env)  # a finished run: everything replays, nothing is called
     assert again.returncode == 0 and "(replayed)" in again.stderr
     assert log == subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout
+
+
+def test_a_recorded_run_replays_its_mcp_calls_with_no_server(locked):
+    root, env = locked
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    recorded = cli(root, "run", "plan.yaml", "--record", "c.json", env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    calls = json.loads((root / "c.json").read_text())
+    assert "demo.add" in json.dumps(calls) and "demo.shout" in json.dumps(calls)
+    (root / "server.py").unlink()  # nothing can be called for real now
+    replayed = cli(root, "run", "plan.yaml", "--replay", "c.json", "--format", "json", env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["steps"]["loud"]["output"] == "SUM IS 5"
+
+
+def test_a_step_timeout_ends_a_slow_mcp_call_and_the_run(locked):
+    root, env = locked
+    (root / "plan.yaml").write_text(
+        "steps:\n  - id: wait\n    tool: demo.slow\n    args: {seconds: 60}\n    timeout: 1s\n"
+        "    retry: {limit: 0}\n    output: †state.w\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    done = cli(root, "run", "plan.yaml", "--format", "json", env=env, timeout=50)
+    assert done.returncode == 1, done.stderr
+    error = json.loads(done.stdout)["steps"]["wait"]["error"]
+    assert error["type"] == "TimeoutError", error
+    assert time.monotonic() - started < 45  # the call was given up, the server closed: no hang on a 60 s call
+
+
+def test_an_llm_step_calls_an_mcp_tool_by_a_name_providers_accept(locked, stub, stub_model, monkeypatch):
+    """Providers allow no dot in a function name: the model sees demo__add and the call reaches demo.add."""
+    from llm_stub import text, tool_calls
+
+    import dagplan
+
+    root, env = locked
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("LEDGER", env["LEDGER"])
+    (root / "plan.yaml").write_text(
+        'steps:\n  - id: ask\n    llm: "2+3?"\n    tools: [demo.add]\n    output: †state.answer\n', encoding="utf-8"
+    )
+    stub.script(tool_calls(("demo__add", {"a": 2, "b": 3})), text("The sum is 5."))
+    tools = dagplan.load_tools(["mcp:demo"])
+    result = dagplan.run("plan.yaml", tools=tools, model=stub_model, completion_kwargs=stub.kwargs())
+    assert str(result.status) == "completed" and result.steps["ask"].output == "The sum is 5.", result.message
+    first, second = stub.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["demo__add"]
+    assert json.loads(second["messages"][-1]["content"]) == {"sum": 5}  # the real server's structured answer

@@ -144,18 +144,21 @@ def _render(result: Any, path: Path | None, fmt: str) -> None:
         click.echo(f"wrote {path}", err=True)
     for warning in result.warnings:
         click.echo(warning.format(), err=True)
-    click.echo(_preview(result.plan), err=path is None)
+    click.echo(_preview(result.plan, path), err=path is None)
     click.echo(
         f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, ${result.cost:.6f}",
         err=True,
     )
 
 
-def _preview(plan: Any) -> str:
+def _preview(plan: Any, path: Path | None) -> str:
+    """The plan's preview; its run command names the file written (not the model's attempt)."""
+    from dataclasses import replace
+
     from ..api import preview
     from ..views import preview_text
 
-    return preview_text(preview(plan))
+    return preview_text(replace(preview(plan), source=str(path) if path is not None else "PLAN.yaml"))
 
 
 def _as_json(result: Any, path: Path | None) -> dict:
