@@ -31,6 +31,7 @@ _EXPORTS = {
     "worst_case": "dagplan.dsl.compose",
     "check_files": "dagplan.api",
     "preview": "dagplan.api",
+    "diff": "dagplan.api",
     "estimate": "dagplan.api",
     "run": "dagplan.api",
     "arun": "dagplan.api",

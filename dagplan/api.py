@@ -557,6 +557,33 @@ def load_config(start: str | os.PathLike | None = None):
     return read(start)
 
 
+def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool_sources: Iterable[str] = (),
+         config: Any = None, state_dir: Any = None):  # fmt: skip
+    """``dagplan diff``: the semantic difference of two plans (:class:`dagplan.dsl.diff.PlanDiff`). A plan
+    is a file, a loaded :class:`Plan`, or ``run:RUN_ID`` (the plan a recorded run runs). With LLM steps on
+    either side, the worst-case cost before and after is priced."""
+    from .dsl.diff import diff as semantic
+    from .interpreter.tools.sources import load_tools
+
+    cfg = config or load_config()
+    tools = load_tools([*cfg.tools, *tool_sources]) if (cfg.tools or tool_sources) else None
+
+    def side(plan: Plan | str | os.PathLike) -> Plan:
+        if isinstance(plan, str) and plan.startswith("run:"):
+            return stored_plan(plan[4:], None, state_dir, config=cfg)
+        return _as_plan(plan, tools, cfg)
+
+    old, new = side(before), side(after)
+    found = semantic(old, new, {name: tool.spec for name, tool in (tools or {}).items()})
+    if found.same:
+        return found
+    from .interpreter.llm.preflight import llm_steps
+
+    if next(llm_steps(old), None) is not None or next(llm_steps(new), None) is not None:
+        found.cost = tuple(estimate(p, cfg).summary(steps=False) or "no model calls" for p in (old, new))  # type: ignore[assignment]
+    return found
+
+
 def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
     """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
     (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and

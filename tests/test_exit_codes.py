@@ -61,6 +61,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("events RUN", "ok", OK),
     ("runs export RUN -o cassette.json", "ok", OK),
     (f"tools list {TOOLS}", "ok", OK),
+    (f"diff {W} {W}", "ok", OK),
     # a plan or test finding
     ("check examples/invalid/unknown_step.yaml", "finding", FINDING),
     ("check examples/invalid/unknown_placeholder.yaml", "finding", FINDING),
@@ -68,6 +69,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("check examples/invalid/dead_step_strict.yaml --strict", "finding", FINDING),
     ("check bad.test.yaml", "finding", FINDING),
     ("fmt --check ugly.yaml", "finding", FINDING),
+    (f"diff {W} examples/refund.yaml", "finding", FINDING),  # they differ, as diff says
     ("test failing.test.yaml", "finding", FINDING),
     ("test failing.test.yaml --coverage", "finding", FINDING),
     ("test bad.test.yaml", "finding", FINDING),
@@ -105,6 +107,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("test no-such.test.yaml", "unreadable file", USAGE),
     (f"run no-such.yaml {TOOLS}", "unreadable file", USAGE),
     ("graph no-such.yaml", "unreadable file", USAGE),
+    (f"diff no-such.yaml {W}", "unreadable file", USAGE),
     (f"run {W} {TOOLS} --input-file no-such.json", "unreadable file", USAGE),
     # waiting for a person
     (f"run examples/approve_refund.yaml {TOOLS} -i customerId=c1 -i amount=5", "waiting", WAITING),

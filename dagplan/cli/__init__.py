@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "fmt": ("dagplan.cli.check", "fmt", "Rewrite a plan (any dialect) as canonical YAML."),
     "graph": ("dagplan.cli.check", "graph", "Print a plan's graph as Mermaid or DOT."),
     "schema": ("dagplan.cli.check", "schema", "Print the plan JSON Schema."),
+    "diff": ("dagplan.cli.diff", "diff", "What changed between two plans: side effects first (exit 1 if any)."),
     "test": ("dagplan.cli.test", "test", "Run plan test files (*.test.yaml) offline, with coverage."),
     "preview": ("dagplan.cli.run", "preview", "Show what a plan would run, running nothing."),
     "run": ("dagplan.cli.run", "run", "Run a plan."),

@@ -1,0 +1,67 @@
+"""``dagplan diff A B``: what changed between two plans, for a reviewer (exit 1 when they differ)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..dsl.errors import DagplanError, printable
+from .common import EXIT_FAILED, EXIT_OK, fail, finish, state_dir_option, tools_option
+
+
+@click.command("diff")
+@click.argument("before")
+@click.argument("after")
+@tools_option
+@state_dir_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+def diff(before: str, after: str, tool_sources: tuple[str, ...], state_dir: str | None, fmt: str) -> None:
+    """The semantic difference of plan BEFORE and plan AFTER (files in any dialect, or run:RUN_ID):
+    side effects added or removed first, then steps added, removed, renamed and changed (field by
+    field), dependency edges, the plan's keys and the worst-case cost. Exit 0 when they are the same
+    plan, 1 when they differ (as diff does)."""
+    from .. import api
+
+    try:
+        found = api.diff(before, after, tool_sources, state_dir=state_dir)
+    except DagplanError as exc:
+        fail(exc)
+    if fmt == "json":
+        click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(printable(render(found, markdown=fmt == "markdown")))
+    finish(EXIT_OK if found.same else EXIT_FAILED)
+
+
+def render(found, markdown: bool = False) -> str:
+    """The diff for people: text for a terminal, Markdown for a pull request's comment."""
+    head = f"{found.before} -> {found.after}"
+    if found.same:
+        return f"{head}: the same plan"
+    lines = [f"### {head}" if markdown else head]
+    item = "- " if markdown else "  "
+
+    def section(title: str, rows: list[str]) -> None:
+        if rows:
+            lines.append(f"**{title}**" if markdown else f"{title}:")
+            lines.extend(item + row for row in rows)
+
+    section("side effects added", found.side_effects_added)
+    section("side effects removed", found.side_effects_removed)
+    section("steps added", found.added)
+    section("steps removed", found.removed)
+    section("steps renamed", [f"{a} -> {b}" for a, b in found.renamed])
+    section("steps changed", [f"{sid}.{key}: {_short(a)} -> {_short(b)}"
+                              for sid, fields in found.changed.items() for key, (a, b) in fields.items()])  # fmt: skip
+    section("edges added", [f"{a} -> {b}" for a, b in found.edges_added])
+    section("edges removed", [f"{a} -> {b}" for a, b in found.edges_removed])
+    section("plan", [f"{key}: {_short(a)} -> {_short(b)}" for key, (a, b) in found.plan_changed.items()])
+    if found.cost:
+        section("worst-case cost", [f"{found.cost[0]} -> {found.cost[1]}"])
+    return "\n".join(lines)
+
+
+def _short(value) -> str:
+    text = "(none)" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."

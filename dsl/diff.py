@@ -1,0 +1,188 @@
+"""A semantic diff of two plans: what a reviewer needs to know, not how the text moved.
+
+Steps are matched by id, whatever their order, dialect or key order (a JSON plan and its YAML form
+are the same plan); a removed and an added step that call the same tool with the same arguments are
+a rename. Each step is compared field by field on its meaning (references in their canonical
+spelling, defaults left out), the graph edge by edge (the data-flow dependencies ``validate``
+derives, not only the written ``deps``), and the plan's own keys. Steps that act on the world
+(``side_effect``, declared by the step or its tool) that appear or disappear are listed first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .ir import NOT_GIVEN, AllOf, AnyOf, Output, Placeholder, Plan, Ref, Step, Template, ToolSpec
+
+_NOT_COMPARED = frozenset({"id", "span", "precomputed"})
+_SETS = frozenset({"deps", "required_inputs"})  # lists whose order means nothing
+_PLAN_KEYS = (
+    "summary",
+    "mode",
+    "inputs",
+    "required_inputs",
+    "state",
+    "initial_state",
+    "result",
+    "on_failure",
+    "timeout",
+)
+
+
+@dataclass
+class PlanDiff:
+    """What changed from plan ``before`` to plan ``after``."""
+
+    before: str
+    after: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    changed: dict[str, dict[str, tuple[Any, Any]]] = field(default_factory=dict)  # step -> field -> (was, is)
+    edges_added: list[tuple[str, str]] = field(default_factory=list)  # (dependency, step)
+    edges_removed: list[tuple[str, str]] = field(default_factory=list)
+    side_effects_added: list[str] = field(default_factory=list)
+    side_effects_removed: list[str] = field(default_factory=list)
+    plan_changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    cost: tuple[Any, Any] | None = None  # the worst case before and after, when a caller priced them
+
+    @property
+    def same(self) -> bool:
+        return not (self.added or self.removed or self.renamed or self.changed or self.edges_added
+                    or self.edges_removed or self.plan_changed)  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "before": self.before,
+            "after": self.after,
+            "same": self.same,
+            "side_effects_added": self.side_effects_added,
+            "side_effects_removed": self.side_effects_removed,
+            "added": self.added,
+            "removed": self.removed,
+            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
+            "changed": {
+                sid: {k: {"before": a, "after": b} for k, (a, b) in fields.items()}
+                for sid, fields in self.changed.items()
+            },  # fmt: skip
+            "edges_added": [list(e) for e in self.edges_added],
+            "edges_removed": [list(e) for e in self.edges_removed],
+            "plan": {k: {"before": a, "after": b} for k, (a, b) in self.plan_changed.items()},
+            **({"cost": {"before": self.cost[0], "after": self.cost[1]}} if self.cost else {}),
+        }
+
+
+def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None) -> PlanDiff:
+    """The semantic difference of two valid plans (``tools``: their specs, for purity)."""
+    from .schedule import analysis_of
+
+    out = PlanDiff(before.source or "before", after.source or "after")
+    old = {s.id: s for s in before.steps}
+    new = {s.id: s for s in after.steps}
+    views_old = {sid: step_view(s) for sid, s in old.items()}
+    views_new = {sid: step_view(s) for sid, s in new.items()}
+    gone = [sid for sid in old if sid not in new]
+    came = [sid for sid in new if sid not in old]
+    renames = _renames(gone, came, views_old, views_new)
+    out.renamed = sorted(renames.items())
+    out.removed = [sid for sid in gone if sid not in renames]
+    out.added = [sid for sid in came if sid not in renames.values()]
+    for sid in old:
+        twin = sid if sid in new else renames.get(sid)
+        if twin is None:
+            continue
+        fields = _changed(views_old[sid], views_new[twin])
+        if fields:
+            out.changed[twin] = fields
+    name = {sid: renames.get(sid, sid) for sid in old}
+    edges_old = {(name[d], name[s]) for s, deps in analysis_of(before).deps.items() for d in deps}
+    edges_new = {(d, s) for s, deps in analysis_of(after).deps.items() for d in deps}
+    out.edges_added = sorted(edges_new - edges_old)
+    out.edges_removed = sorted(edges_old - edges_new)
+    acting_old = {name[s] for s in old if _acts(old[s], tools)}
+    acting_new = {s for s in new if _acts(new[s], tools)}
+    out.side_effects_added = sorted(acting_new - acting_old)
+    out.side_effects_removed = sorted(acting_old - acting_new)
+    plan_old, plan_new = _plan_view(before), _plan_view(after)
+    out.plan_changed = _changed(plan_old, plan_new)
+    return out
+
+
+def step_view(step: Step) -> dict[str, Any]:
+    """A step's meaning as plain data: every field but its id and position, defaults left out."""
+    return {k: v for k, v in _norm(step).items() if k not in _NOT_COMPARED}
+
+
+def _plan_view(plan: Plan) -> dict[str, Any]:
+    out = {}
+    for key in _PLAN_KEYS:
+        value = getattr(plan, key, None)
+        normed = sorted(value) if key in _SETS and _names(value) else _norm(value)
+        if normed not in (None, [], {}):
+            out[key] = normed
+    return out
+
+
+def _norm(value: Any) -> Any:
+    if value is None or value is NOT_GIVEN:
+        return None
+    if isinstance(value, (Ref, AnyOf, AllOf, Template, Placeholder, Output)):  # as canonically written
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, Plan):  # a loaded sub-plan: compared by where it comes from, not unrolled
+        return value.source or "inline"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            if f.name == "span" or not f.compare:
+                continue
+            got = getattr(value, f.name)
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING  # type: ignore[misc]
+            )  # fmt: skip
+            if default is not dataclasses.MISSING and got == default:
+                continue
+            normed = sorted(got) if f.name in _SETS and _names(got) else _norm(got)
+            if normed is not None:
+                out[f.name] = normed
+        return out
+    if isinstance(value, Mapping):  # a JSON Schema's `required` is a set of names, whatever its order
+        return {str(k): sorted(v) if k == "required" and _names(v) else _norm(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_norm(v) for v in value]
+    return value
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+def _changed(was: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {k: (was.get(k), now.get(k)) for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)}
+
+
+def _renames(gone: list[str], came: list[str], old: Mapping, new: Mapping) -> dict[str, str]:
+    """Removed -> added pairs that call the same thing with the same arguments (the first match each)."""
+    out: dict[str, str] = {}
+    free = list(came)
+    for sid in gone:
+        key = _call_key(old[sid])
+        match = next((other for other in free if _call_key(new[other]) == key), None)
+        if match is not None and key is not None:
+            out[sid] = match
+            free.remove(match)
+    return out
+
+
+def _call_key(view: Mapping[str, Any]) -> Any:
+    what = view.get("tool") or view.get("llm") or view.get("gate") or view.get("plan") or view.get("loop")
+    return None if what is None else repr((what, view.get("args")))
+
+
+def _acts(step: Step, tools: Mapping[str, ToolSpec] | None) -> bool:
+    spec = (tools or {}).get(step.tool or "")
+    return (step.purity or (spec.purity if spec is not None else None)) == "side_effect"

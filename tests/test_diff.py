@@ -1,0 +1,96 @@
+"""`dagplan diff`: a reviewer's diff of two plans. The same plan in another dialect, key order or step
+order is no change; an added side effect is reported first; renames, field changes, edges and the plan's
+own keys are named; text, JSON and Markdown; a run's stored plan against a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import dagplan
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PLANS = sorted(p for p in EXAMPLES.glob("*") if p.suffix in (".yaml", ".json") and ".test." not in p.name)
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def _rekeyed(value):
+    if isinstance(value, dict):
+        return {k: _rekeyed(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_rekeyed(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("diff") / "examples"
+    shutil.copytree(EXAMPLES, home)
+    return home
+
+
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.name)
+def test_the_same_plan_rekeyed_reordered_in_json_is_no_change(examples, path):
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    copy = _rekeyed(data)
+    dialect = dagplan.load(path, tools=dagplan.load_tools([EXAMPLES / "tools.py"])).dialect
+    if isinstance(copy, dict) and isinstance(copy.get("steps"), list) and dialect != "steps":
+        copy["steps"] = list(reversed(copy["steps"]))  # order does not matter (the steps form wants it kept)
+    (examples / f"copy-{path.stem}.json").write_text(json.dumps(copy, ensure_ascii=False), encoding="utf-8")
+    done = cli(examples, "diff", path.name, f"copy-{path.stem}.json", "--tools", "tools.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the same plan" in done.stdout
+
+
+def test_an_added_side_effect_is_reported_first(examples):
+    plan = (examples / "weather.yaml").read_text(encoding="utf-8")
+    more = plan.replace("steps:\n", "steps:\n  - id: charge\n    tool: processPayment\n    args: {amount: 5}\n"
+                                    "    output: †state.charged\n", 1)  # fmt: skip
+    (examples / "charged.yaml").write_text(more, encoding="utf-8")
+    done = cli(examples, "diff", "weather.yaml", "charged.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[1:3] == ["side effects added:", "  charge"], done.stdout
+    assert "steps added:" in lines and "  charge" in lines[lines.index("steps added:") :]
+    data = json.loads(cli(examples, "diff", "weather.yaml", "charged.yaml", "--tools", "tools.py",
+                          "--format", "json").stdout)  # fmt: skip
+    assert data["side_effects_added"] == ["charge"] and data["added"] == ["charge"] and not data["same"]
+    markdown = cli(examples, "diff", "weather.yaml", "charged.yaml", "--tools", "tools.py", "--format", "markdown")
+    assert markdown.stdout.startswith("### weather.yaml -> charged.yaml\n**side effects added**\n- charge")
+
+
+def test_a_renamed_step_a_changed_argument_and_the_edges(examples):
+    plan = (examples / "refund.yaml").read_text(encoding="utf-8")
+    changed = plan.replace("id: history", "id: billing").replace("#history", "#billing")
+    changed = changed.replace("amount: †input.amount", "amount: 10")
+    (examples / "changed.yaml").write_text(changed, encoding="utf-8")
+    found = dagplan.diff(examples / "refund.yaml", examples / "changed.yaml", [str(EXAMPLES / "tools.py")])
+    assert found.renamed == [("history", "billing")] and not found.added and not found.removed
+    assert found.changed["refund"]["args"][1]["amount"] == 10
+    assert not found.edges_added and not found.edges_removed  # the rename carries its edges
+
+
+def test_a_runs_stored_plan_against_a_file(examples):
+    started = cli(examples, "run", "weather.yaml", "--tools", "tools.py", "-i", "city=Rome")
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(cli(examples, "runs", "--format", "json").stdout)[0]["id"]
+    assert cli(examples, "diff", f"run:{run_id}", "weather.yaml", "--tools", "tools.py").returncode == 0
+    assert cli(examples, "diff", f"run:{run_id}", "charged.yaml", "--tools", "tools.py").returncode == 1
+
+
+def test_a_missing_file_is_a_usage_error(examples):
+    done = cli(examples, "diff", "weather.yaml", "no-such.yaml")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
