@@ -100,6 +100,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("tools lock", "usage", USAGE),  # no MCP server is declared
     ("tools list --tools no_such_tools.py", "usage", USAGE),
     ("mcp --allow-side-effects", "usage", USAGE),  # only with --allow-run
+    ("lsp --no-such-option", "usage", USAGE),
     (f"run {W} --tools no_such_tools.py -i city=Rome", "usage", USAGE),
     # an unreadable file
     ("check no-such.yaml", "unreadable file", USAGE),

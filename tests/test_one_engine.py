@@ -346,6 +346,7 @@ CLI_MAY_IMPORT = (  # the public API, its renderers and the viewer it serves (ea
     "dagplan.render_tests",
     "dagplan.web",
     "dagplan.mcp_server",
+    "dagplan.lsp",
     "dagplan.dsl.errors",
 )
 

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("dagplan.cli.serve", "serve", "Watch runs in the browser (and answer gates, review plans)."),
     "tools": ("dagplan.cli.tools", "tools", "List the tools plans may call; lock MCP servers' tools."),
     "mcp": ("dagplan.cli.mcp", "mcp", "Serve dagplan to MCP hosts: check, preview and run plans."),
+    "lsp": ("dagplan.cli.lsp", "lsp", "A language server for plan files (diagnostics, completion, hover...)."),
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),
     "score": ("dagplan.cli.plan", "score", "Complexity score of a task (plan-first gate)."),
 }

@@ -1,0 +1,145 @@
+"""`dagplan lsp` through a real LSP client (pygls's), exchanging real messages with the server process:
+diagnostics as `check` gives them, completion, hover, definition, references, rename, outline, quick fix."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as t
+from pygls.lsp.client import LanguageClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PLAN = """summary: Suggest something to do
+inputs:
+  city: {type: string}
+steps:
+  - id: weather
+    tool: getWeather
+    args: {city: †input.city}
+    output: †state.weather
+  - id: park
+    tool: findPark
+    args: {weather: †state.weather}
+    output: †state.park
+  - id: tell
+    tool: presentSuggestion
+    args: {suggestion: "#park"}
+    output: †state.told
+result: †state.told
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "examples" / "tools.py", tmp_path / "tools.py")
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    return tmp_path
+
+
+async def _session(project: Path, body) -> None:
+    client = LanguageClient("test", "v1")
+    published: dict[str, asyncio.Queue] = {}
+
+    @client.feature(t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: t.PublishDiagnosticsParams) -> None:
+        published.setdefault(params.uri, asyncio.Queue()).put_nowait(params.diagnostics)
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    await client.start_io(sys.executable, "-m", "dagplan", "lsp", cwd=str(project), env=env)
+    await client.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities(),
+                                                     root_uri=project.as_uri()))  # fmt: skip
+    client.initialized(t.InitializedParams())
+
+    async def diagnostics(uri: str) -> list:
+        return await asyncio.wait_for(published.setdefault(uri, asyncio.Queue()).get(), 30)
+
+    try:
+        await body(client, diagnostics)
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+def _open(client, uri: str, text: str) -> None:
+    client.text_document_did_open(t.DidOpenTextDocumentParams(
+        text_document=t.TextDocumentItem(uri=uri, language_id="yaml", version=1, text=text)))  # fmt: skip
+
+
+def _at(line: int, character: int, uri: str) -> dict:
+    return {"text_document": t.TextDocumentIdentifier(uri=uri), "position": t.Position(line, character)}
+
+
+def test_every_capability_through_a_real_client(project):
+    uri = (project / "plan.yaml").as_uri()
+
+    async def body(client, diagnostics) -> None:
+        bad = PLAN.replace("tool: findPark", "tool: findPrak")
+        _open(client, uri, bad)
+        found = await diagnostics(uri)
+        unknown = next(d for d in found if d.code == "unknown-tool")
+        assert (unknown.range.start.line, unknown.range.start.character) == (9, 10)  # check's 10:11, 0-based
+        assert "did you mean 'findPark'?" in unknown.message
+
+        fixes = await client.text_document_code_action_async(t.CodeActionParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), range=unknown.range,
+            context=t.CodeActionContext(diagnostics=[unknown])))  # fmt: skip
+        edit = fixes[0].edit.changes[uri][0]
+        assert edit.new_text == "findPark" and edit.range.start.character == 10
+
+        client.text_document_did_change(t.DidChangeTextDocumentParams(
+            text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[t.TextDocumentContentChangeWholeDocument(text=PLAN)]))  # fmt: skip
+        assert [d for d in await diagnostics(uri) if d.severity == t.DiagnosticSeverity.Error] == []
+
+        tools = await client.text_document_completion_async(t.CompletionParams(**_at(9, 16, uri)))
+        labels = {i.label: i for i in tools.items}
+        assert "findPark" in labels and labels["getWeather"].detail == "getWeather(city: string)"
+        ids = await client.text_document_completion_async(t.CompletionParams(**_at(14, 26, uri)))
+        assert {"weather", "park"} <= {i.label for i in ids.items}
+        state = await client.text_document_completion_async(t.CompletionParams(**_at(10, 33, uri)))
+        assert {"weather", "park", "told"} <= {i.label for i in state.items}
+
+        shown = await client.text_document_hover_async(t.HoverParams(**_at(5, 12, uri)))
+        assert "getWeather(city: string)" in shown.contents.value and "pure" in shown.contents.value
+        about = await client.text_document_hover_async(t.HoverParams(**_at(8, 10, uri)))
+        assert "read by tell" in about.contents.value
+
+        where = await client.text_document_definition_async(t.DefinitionParams(**_at(14, 25, uri)))
+        assert where.range.start.line == 8  # #park -> `- id: park`
+        writer = await client.text_document_definition_async(t.DefinitionParams(**_at(10, 30, uri)))
+        assert writer.range.start.line == 7  # †state.weather -> the output line of weather
+        source = await client.text_document_definition_async(t.DefinitionParams(**_at(5, 12, uri)))
+        assert source.uri.endswith("tools.py") and source.range.start.line > 0  # the tool's Python source
+
+        refs = await client.text_document_references_async(t.ReferenceParams(
+            **_at(8, 10, uri), context=t.ReferenceContext(include_declaration=True)))  # fmt: skip
+        assert sorted(r.range.start.line for r in refs) == [8, 14]
+        renamed = await client.text_document_rename_async(t.RenameParams(**_at(8, 10, uri), new_name="outdoors"))
+        assert sorted((e.range.start.line, e.new_text) for e in renamed.changes[uri]) == [(8, "outdoors"),
+                                                                                            (14, "outdoors")]  # fmt: skip
+
+        outline = await client.text_document_document_symbol_async(t.DocumentSymbolParams(
+            text_document=t.TextDocumentIdentifier(uri=uri)))  # fmt: skip
+        assert [(s.name, s.detail) for s in outline] == [("weather", "getWeather"), ("park", "findPark"),
+                                                        ("tell", "presentSuggestion")]  # fmt: skip
+
+    asyncio.run(asyncio.wait_for(_session(project, body), 120))
+
+
+def test_a_test_file_gets_the_diagnostics_of_check(project):
+    (project / "plan.yaml").write_text(PLAN)
+    uri = (project / "plan.test.yaml").as_uri()
+
+    async def body(client, diagnostics) -> None:
+        _open(client, uri, "plan: plan.yaml\ncases:\n  - name: x\n    expect: {result: {$regexp: a}}\n")
+        found = await diagnostics(uri)
+        assert any(d.severity == t.DiagnosticSeverity.Error for d in found), found
+
+    asyncio.run(asyncio.wait_for(_session(project, body), 120))
