@@ -154,7 +154,7 @@ async def arun(
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
     ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
     ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins)."""
-    from .interpreter.ops.driver import start
+    from .interpreter.ops.driver import RunRequest, start
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
@@ -177,16 +177,18 @@ async def arun(
     from .interpreter.tools.sources import source_record
 
     return await start(
-        plan,
-        meta={"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None},
-        tools=registry(tools),
-        inputs=inputs,
-        options=options,
-        approve=approve,
-        durable=durable,
-        state=_state(state_dir, cfg),
-        run_id=run_id,
-        on_run_created=on_run_created,
+        RunRequest(
+            plan,
+            registry(tools),
+            options,
+            inputs=inputs,
+            approve=approve,
+            durable=durable,
+            state=_state(state_dir, cfg),
+            run_id=run_id,
+            meta={"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None},
+            on_run_created=on_run_created,
+        )
     )
 
 
@@ -224,7 +226,7 @@ async def aresume(
     adopted_output: Any = None,
 ):
     """Resume a durable run. See :func:`resume`."""
-    from .interpreter.ops.driver import resume as _resume
+    from .interpreter.ops.driver import ResumeRequest, resume as _resume
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
@@ -239,16 +241,18 @@ async def aresume(
         ask_gate=ask_gate,
     )
     return await _resume(
-        run_id,
-        tools=registry(tools),
-        options=options,
-        config=cfg,
-        state=_state(state_dir, cfg),
-        from_step=from_step,
-        on_interrupted=on_interrupted,
-        on_run_created=on_run_created,
-        rerun_side_effects=rerun_side_effects,
-        adopted_output=adopted_output,
+        ResumeRequest(
+            run_id,
+            registry(tools),
+            options,
+            cfg,
+            state=_state(state_dir, cfg),
+            from_step=from_step,
+            on_interrupted=on_interrupted,
+            on_run_created=on_run_created,
+            rerun_side_effects=rerun_side_effects,
+            adopted_output=adopted_output,
+        )
     )
 
 

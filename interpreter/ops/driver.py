@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ...dsl.errors import PlanInvalid, RunError
@@ -28,21 +29,46 @@ from ..core.vocabulary import Event, EventType, RunStatus
 Approve = Callable[[Any], Any]
 
 
-async def start(
-    plan: Plan,
-    *,
-    tools: Mapping[str, Tool],
-    inputs: Mapping[str, Any] | None,
-    options: Options,
-    approve: Approve | None = None,
-    durable: bool = False,
-    state: Any = None,
-    run_id: str | None = None,
-    meta: Mapping[str, Any] | None = None,
-    on_run_created: Callable[[str], None] | None = None,
-) -> RunResult:
+@dataclass(frozen=True)
+class RunRequest:
+    """One new run, as asked: built once (by the API, a plan test, the agent) and passed down whole."""
+
+    plan: Plan
+    tools: Mapping[str, Tool]
+    options: Options
+    inputs: Mapping[str, Any] | None = None
+    approve: Approve | None = None
+    durable: bool = False
+    state: Any = None
+    run_id: str | None = None
+    meta: Mapping[str, Any] | None = None
+    on_run_created: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """One resume of a durable run, as asked: built once (by the API, a worker) and passed down whole."""
+
+    run_id: str
+    tools: Mapping[str, Tool]
+    options: Options
+    config: Any
+    state: Any = None
+    from_step: str | None = None
+    on_interrupted: AskInterrupted | None = None
+    on_run_created: Callable[[str], None] | None = None
+    journal: Journal | None = None  # the run's journal when the caller holds it already (a worker's claim)
+    rerun_side_effects: bool = False
+    adopted_output: Any = None
+
+
+async def start(request: RunRequest) -> RunResult:
     """A new run of a loaded plan: inputs checked, a lazy plan approved, then executed (durably if asked)."""
     from ..engine.inputs import prepare_inputs
+
+    plan, tools, options, state, run_id = request.plan, request.tools, request.options, request.state, request.run_id
+    inputs, approve, durable, meta, on_run_created = (request.inputs, request.approve, request.durable, request.meta,
+                                                      request.on_run_created)  # fmt: skip
 
     values = prepare_inputs(plan, inputs, strict=True)
     _preflight(plan, options, tools)  # before approval: nothing to approve in vain
@@ -68,24 +94,13 @@ async def start(
     return await execute(plan, values, scope)
 
 
-async def resume(
-    run_id: str,
-    *,
-    tools: Mapping[str, Tool],
-    options: Options,
-    config: Any,
-    state: Any = None,
-    from_step: str | None = None,
-    on_interrupted: AskInterrupted | None = None,
-    on_run_created: Callable[[str], None] | None = None,
-    journal: Journal | None = None,
-    rerun_side_effects: bool = False,
-    adopted_output: Any = None,
-) -> RunResult:
+async def resume(request: ResumeRequest) -> RunResult:
     """Resume a durable run: completed units replay, interrupted ones follow the resume policy, the rest runs.
     ``journal``: the run's journal when the caller holds it already (a worker that claimed it).
     ``from_step`` refuses to run a side effect that already ran again unless ``rerun_side_effects``."""
-    journal = journal if journal is not None else open_registry(state).open(run_id)
+    tools, options, config, from_step = request.tools, request.options, request.config, request.from_step
+    on_interrupted, on_run_created = request.on_interrupted, request.on_run_created
+    journal = request.journal if request.journal is not None else open_registry(request.state).open(request.run_id)
     options = options.resumed(journal.meta.get("options"))
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options, tools)
@@ -100,7 +115,7 @@ async def resume(
             f"the resume policy is `discard`: run {journal.id} was not resumed",
             hint=f"dagplan discard {journal.id}, then start a new run",
         )
-    if from_step is not None and not rerun_side_effects:
+    if from_step is not None and not request.rerun_side_effects:
         again = side_effects_again(journal.progress(), plan, tools, from_step)
         if again:
             raise rerun_refused(journal.id, from_step, again)
@@ -110,7 +125,7 @@ async def resume(
             on_run_created(journal.id)
         if from_step is not None:
             clear_from(journal, from_step, order)
-        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted, adopted_output)
+        replay = Replay.of(journal, plan, tools, config.resume, on_interrupted, request.adopted_output)
         if replay.undecided:  # stop durably before anything runs: no later step acts on an unknown outcome
             journal.record(Event(EventType.PLAN_NEEDS_DECISION, journal.id, None, data={"units": replay.undecided}))
             await journal.commit()

@@ -138,7 +138,7 @@ class Pool:
         return self.finished
 
     async def _one(self, journal: Any) -> None:
-        from .driver import resume
+        from .driver import ResumeRequest, resume
         from ..engine.scope import Options
         from ..tools.sources import recorded_sources
 
@@ -147,8 +147,9 @@ class Pool:
         answer = self.on_interrupted or "decide"  # nobody to ask: the run waits for an operator
         try:
             options = Options.from_config(self.config)
-            result = await resume(journal.id, tools=tools, options=options, config=self.config, state=self.url,
-                                  journal=journal, on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
+            asked = ResumeRequest(journal.id, tools, options, self.config, state=self.url, journal=journal,
+                                  on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
+            result = await resume(asked)
             status = str(result.status)
         except DagplanError as exc:
             decide = exc.headline.code == "needs-decision"  # stopped durably for an operator: not a failure

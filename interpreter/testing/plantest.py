@@ -327,7 +327,7 @@ class CaseResult:
 async def run_case(suite: Suite, index: int, config: Any, coverage: bool = True) -> CaseResult:
     """Run one case of ``suite`` offline and judge it. Its events are kept for ``coverage`` (and for
     expectations on children: ``fetch[3]``); without them the case costs what a plain run costs."""
-    from ..ops.driver import start
+    from ..ops.driver import RunRequest, start
     from ..engine.scope import Options
 
     case = suite.cases[index]
@@ -345,7 +345,7 @@ async def run_case(suite: Suite, index: int, config: Any, coverage: bool = True)
     result, raised = None, None
     try:
         result = await start(
-            suite.plan, tools=suite.tools, inputs=case.get("inputs") or {}, options=options, approve=_yes
+            RunRequest(suite.plan, suite.tools, options, inputs=case.get("inputs") or {}, approve=_yes)
         )
     except DagplanError as exc:
         raised = exc
