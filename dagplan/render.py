@@ -60,10 +60,15 @@ def _source_lines(result: CheckResult) -> list[str] | None:
     return None
 
 
-def summarize(results: Sequence[CheckResult]) -> dict:
+def passes(result: CheckResult, strict: bool = False) -> bool:
+    """The one rule of a file's verdict: no error, and with ``--strict`` no warning either."""
+    return result.ok and not (strict and result.warnings)
+
+
+def summarize(results: Sequence[CheckResult], strict: bool = False) -> dict:
     errors = sum(len(r.errors) for r in results)
     warnings = sum(len(r.warnings) for r in results)
-    valid = sum(1 for r in results if r.ok)
+    valid = sum(1 for r in results if passes(r, strict))
     return {
         "files": len(results),
         "valid": valid,
@@ -73,9 +78,9 @@ def summarize(results: Sequence[CheckResult]) -> dict:
     }
 
 
-def summary_line(results: Sequence[CheckResult]) -> str:
-    """``3 files checked: 2 valid, 1 invalid (4 errors, 1 warning)``."""
-    s = summarize(results)
+def summary_line(results: Sequence[CheckResult], strict: bool = False) -> str:
+    """``3 files checked: 2 valid, 1 invalid (4 errors, 1 warning)`` (``strict``: a warning invalidates)."""
+    s = summarize(results, strict)
     head = f"{_count(s['files'], 'file')} checked: {s['valid']} valid, {s['invalid']} invalid"
     return f"{head} ({_count(s['errors'], 'error')}, {_count(s['warnings'], 'warning')})"
 

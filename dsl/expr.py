@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 
-from .errors import PlanInvalid, Span, error
+from .errors import PlanInvalid, Span, did_you_mean, error
 from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View, view_length
 
 SPECIAL = re.compile(r"[\u2020$#\\]")
@@ -83,6 +83,9 @@ def string_hint(text: str, offset: int) -> str | None:
     )
 
 
+ROOTS = get_args(Root)  # the roots a reference starts with
+
+
 def _hint_for(text: str, offset: int) -> str:
     found = string_hint(text, offset)
     if found:
@@ -95,6 +98,12 @@ def _hint_for(text: str, offset: int) -> str:
         )
     if "||" in text and "&&" in text:
         return "write `||` and `&&` between references only, e.g. \u2020state.a || \u2020state.b"
+    root = re.search(r"[\u2020$]([A-Za-z_]+)", text)
+    if root and root.group(1) not in ROOTS:
+        close = did_you_mean(root.group(1), ROOTS)
+        if close:
+            roots = ", ".join(f"\u2020{r}" for r in ROOTS)
+            return f"did you mean \u2020{close.split(chr(39))[1]}? a reference starts with one of {roots}"
     return "references look like \u2020state.a.b[0].c; escape a literal \u2020, $ or # with a backslash"
 
 

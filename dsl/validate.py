@@ -579,8 +579,10 @@ def _show(groups: Iterable[Iterable[str]]) -> str:
 
 
 def unused_outputs(facts: Facts) -> Iterator[Diagnostic]:
+    """An output nobody reads, unless the step acts on the world (its effect is the point: a payment's
+    receipt may go unread)."""
     for step in facts.plan.steps:
-        if step.id in facts.unused:
+        if step.id in facts.unused and _purity(step, facts) != "side_effect":
             yield warning(
                 "unused-output",
                 f"nothing reads the output of step '{step.id}' ({step.output})",
@@ -635,15 +637,19 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
         live.add(step_id)
         todo.extend(facts.deps[step_id])
     for step in plan.steps:
-        tool = (facts.tools or {}).get(step.tool or "")
-        purity = step.purity or (tool.purity if tool is not None else None)  # the step's word, else its tool's
-        if step.id not in live and purity != "side_effect" and step.id not in facts.unused:
+        if step.id not in live and _purity(step, facts) != "side_effect" and step.id not in facts.unused:
             yield warning(
                 "dead-step",
                 f"step '{step.id}' cannot affect the result",
                 _at(step, "id"),
                 "mark it `purity: side_effect` if it runs for its effect, or remove it",
             )
+
+
+def _purity(step: Step, facts: Facts) -> str | None:
+    """A step's purity: its own word, else its tool's."""
+    tool = (facts.tools or {}).get(step.tool or "")
+    return step.purity or (tool.purity if tool is not None else None)
 
 
 RULES: tuple[Rule, ...] = (

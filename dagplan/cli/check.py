@@ -50,7 +50,9 @@ def expand(patterns: Iterable[str]) -> list[str]:
 def _exit_code(results, strict: bool) -> Exit:
     if exit_code(d.code for r in results for d in r.errors) == EXIT_USAGE:
         return EXIT_USAGE
-    if any(not r.ok or (strict and r.warnings) for r in results):
+    from ..render import passes
+
+    if not all(passes(r, strict) for r in results):
         return EXIT_FAILED
     return EXIT_OK
 
@@ -101,7 +103,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
                 else (f"worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps")
             )
             click.echo(f"{name}: {text}", err=True)
-        click.echo(summary_line(results), err=True)
+        click.echo(summary_line(results, strict), err=True)
     finish(_exit_code(results, strict))
 
 

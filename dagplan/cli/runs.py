@@ -69,16 +69,25 @@ def _cut(text: str, width: int = 60) -> str:
 @click.group(invoke_without_command=True)
 @state_dir_option
 @format_option("json")
+@click.option("--status", "statuses", multiple=True, metavar="STATUS",
+              help="Only runs in this status (repeatable): running, waiting, failed, completed...")  # fmt: skip
 @click.pass_context
-def runs(ctx: click.Context, state_dir: str | None, fmt: str) -> None:
+def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[str, ...]) -> None:
     """List active, interrupted and recent runs (newest first)."""
-    from .. import api
+    from .. import RunStatus, api
 
     ctx.obj = {"state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
+    known = [str(s) for s in RunStatus]
+    for status in statuses:
+        if status not in known:
+            from ..dsl.errors import did_you_mean
+
+            hint = did_you_mean(status, known, "one of: " + ", ".join(known))
+            fail(DagplanError([error("usage", f"--status {status!r} is not a run status", hint=hint)]))
     try:
-        infos = api.runs(state_dir)
+        infos = [i for i in api.runs(state_dir) if not statuses or str(i.status) in statuses]
     except DagplanError as exc:
         reject(exc)
     if fmt == "json":

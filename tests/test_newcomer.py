@@ -1,0 +1,67 @@
+"""What a newcomer tripped on (issue 26), each through the CLI as they met it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def _project(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "examples" / "tools.py", tmp_path / "tools.py")
+    return tmp_path
+
+
+def test_strict_counts_a_file_with_warnings_as_invalid(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text("steps:\n  - {id: w, tool: getWeather, args: {city: Rome}, output: †state.w}\n"
+                                 "  - {id: x, tool: getWeather, args: {city: Oslo}, output: †state.x}\n"
+                                 "result: †state.w\n")  # fmt: skip
+    loose = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert loose.returncode == 0 and "1 valid, 0 invalid (0 errors, 1 warning)" in loose.stderr
+    strict = cli(root, "check", "p.yaml", "--tools", "tools.py", "--strict")
+    assert strict.returncode == 1 and "0 valid, 1 invalid (0 errors, 1 warning)" in strict.stderr
+
+
+def test_an_unread_output_of_a_side_effect_is_not_a_warning(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text("steps:\n  - {id: pay, tool: processPayment, args: {amount: 5}, output: †state.paid}\n"
+                                 "  - {id: w, tool: getWeather, args: {city: Rome}, output: †state.w}\n"
+                                 "result: †state.w\n")  # fmt: skip
+    done = cli(root, "check", "p.yaml", "--tools", "tools.py", "--strict")
+    assert done.returncode == 0 and "unused-output" not in done.stdout, done.stdout
+
+
+def test_a_misspelt_reference_root_gets_a_did_you_mean(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text("inputs:\n  city: {type: string}\nsteps:\n"
+                                 "  - {id: w, tool: getWeather, args: {city: †inputs.city}, output: †state.w}\n")  # fmt: skip
+    done = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 1 and "did you mean †input?" in done.stdout, done.stdout
+
+
+def test_runs_by_status(tmp_path):
+    root = _project(tmp_path)
+    assert (
+        cli(root, "run", str(ROOT / "examples" / "weather.yaml"), "--tools", "tools.py", "-i", "city=Rome").returncode
+        == 0
+    )
+    assert cli(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py", "-i", "customerId=c",
+               "-i", "amount=5", "--no-input").returncode == 3  # fmt: skip
+    waiting = json.loads(cli(root, "runs", "--status", "waiting", "--format", "json").stdout)
+    assert [r["status"] for r in waiting] == ["waiting"]
+    both = json.loads(cli(root, "runs", "--status", "waiting", "--status", "completed", "--format", "json").stdout)
+    assert sorted(r["status"] for r in both) == ["completed", "waiting"]
+    wrong = cli(root, "runs", "--status", "complete")
+    assert wrong.returncode == 2 and "did you mean 'completed'?" in wrong.stderr
