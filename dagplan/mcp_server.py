@@ -145,7 +145,7 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     @server.tool(annotations=read_only, structured_output=True)
     def list_tools() -> dict[str, Any]:
         """The tools a plan may call here: name, description, parameters (JSON Schema), purity, destructive."""
-        return _plain({"tools": [_spec(s) for s in api.tool_catalog()]})
+        return {"tools": [s.to_json() for s in api.tool_catalog()]}
 
     @server.tool(annotations=read_only, structured_output=True)
     def preview_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
@@ -269,16 +269,6 @@ def _guarded(plan: str, name: str, allow_side_effects: bool) -> str:
     document["steps"].insert(0, gate)
     document.setdefault("on_failure", "skip_dependents")
     return json.dumps(document)
-
-
-def _spec(spec: Any) -> dict:
-    return {
-        "name": spec.name,
-        "description": spec.description,
-        "parameters": spec.parameters,
-        "purity": spec.purity,
-        "destructive": spec.destructive,
-    }
 
 
 def _run_json(report: dict) -> RunAnswer:

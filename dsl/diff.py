@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from .ir import NOT_GIVEN, AllOf, AnyOf, Output, Placeholder, Plan, Ref, Step, Template, ToolSpec
 
@@ -157,7 +157,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def _names(value: Any) -> bool:
+def _names(value: Any) -> TypeGuard[list[str] | tuple[str, ...]]:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 

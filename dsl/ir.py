@@ -401,3 +401,12 @@ class ToolSpec:
     purity: Purity | None = None
     output_schema: Mapping[str, Any] | None = None  # what the tool returns, when it says (an MCP outputSchema)
     destructive: bool = False  # it may destroy something (MCP's destructiveHint): preview shows it
+
+    def to_json(self) -> dict[str, Any]:
+        """As plain JSON: what `dagplan tools list --format json` and the MCP server's list_tools give."""
+        import json
+
+        plain = json.loads(json.dumps({"parameters": self.parameters, "output_schema": self.output_schema},
+                                      default=lambda v: dict(v)))  # fmt: skip
+        return {"name": self.name, "description": self.description, "purity": self.purity,
+                "destructive": self.destructive, **plain}  # fmt: skip

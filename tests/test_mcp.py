@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from net import free_port, wait_for_port
 
 HERE = Path(__file__).parent
 SERVER = HERE / "mcp_demo_server.py"
@@ -203,24 +203,12 @@ cases:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_streamable_http_server_with_a_header_from_the_environment(tmp_path):
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port)
         (tmp_path / "dagplan.toml").write_text(
             f'[mcp.demo]\nurl = "http://127.0.0.1:{port}/mcp"\nheaders = {{ Authorization = "Bearer ${{TOKEN}}" }}\n'
         )

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from net import free_port, wait_for_port
 
 TOOLS = '''import dagplan, os
 
@@ -128,26 +127,14 @@ def test_without_allow_run_nothing_can_be_run(project):
     assert "check_plan" in names and not names & {"run_plan", "answer_gate", "run_status"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_same_over_streamable_http_with_the_host_and_origin_checked(project):
     from mcp import Client
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "dagplan", "mcp", "--allow-run", "--http", str(port)],
                               cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port)
         url = f"http://127.0.0.1:{port}/mcp"
         hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

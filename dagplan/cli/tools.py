@@ -41,21 +41,10 @@ def list_(tool_sources: tuple[str, ...], fmt: str) -> None:
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":
-        click.echo(json.dumps([_as_json(s) for s in specs], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([s.to_json() for s in specs], indent=2, ensure_ascii=False))
         return
     for spec in specs:
         params = ", ".join((spec.parameters or {}).get("properties", {}))
         flags = (spec.purity or "undeclared") + (", destructive" if spec.destructive else "")
         summary = spec.description.splitlines()[0] if spec.description else ""
         click.echo(printable(f"{spec.name}({params})  [{flags}]  {summary}".rstrip()))
-
-
-def _as_json(spec) -> dict:
-    return {
-        "name": spec.name,
-        "description": spec.description,
-        "parameters": spec.parameters,
-        "purity": spec.purity,
-        "destructive": spec.destructive,
-        "output_schema": spec.output_schema,
-    }

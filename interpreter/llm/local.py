@@ -59,7 +59,19 @@ def _llama(model: str) -> Any:
         from llama_cpp import Llama
 
         found = _MODELS[path] = Llama(model_path=path, n_ctx=CONTEXT, verbose=False, seed=0)
+        if len(_MODELS) == 1:
+            import atexit
+
+            atexit.register(_close)  # freed while the interpreter still stands (its finalizer, later, fails noisily)
     return found
+
+
+def _close() -> None:
+    for model in _MODELS.values():
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()
+    _MODELS.clear()
 
 
 async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict:
