@@ -27,7 +27,6 @@ STEP_ID = "^[a-z][a-z0-9_]*$"
 OUTPUT = "^[$]state[.][a-z][a-z0-9_]*( [|][|] [$]state[.][a-z][a-z0-9_]*)?$"
 REFERENCE = "^[$](input|state)[.][A-Za-z_][A-Za-z0-9_.]*$"
 STATE_REFERENCE = "^[$]state[.][A-Za-z_][A-Za-z0-9_.]*$"  # no inputs declared: none to read
-RESULT = "^[$]state[.][a-z][a-z0-9_]*$"
 _KEPT = ("type", "enum", "const", "items", "properties", "required", "minimum", "maximum", "minItems", "maxItems")
 
 
@@ -42,9 +41,10 @@ def catalog_schema(
         "properties": {
             "summary": {"type": "string"},
             "steps": {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}},
-            "result": {"type": "string", "pattern": RESULT},
         },
-        "required": ["summary", "steps", "result"],
+        # no `result`: a grammar cannot tie it to a path some step writes, and a plan without one returns
+        # its last step's output (a small model's invented result path was the first reason plans failed)
+        "required": ["summary", "steps"],
         "additionalProperties": False,
     }
     if inputs:
