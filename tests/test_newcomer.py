@@ -65,3 +65,32 @@ def test_runs_by_status(tmp_path):
     assert sorted(r["status"] for r in both) == ["completed", "waiting"]
     wrong = cli(root, "runs", "--status", "complete")
     assert wrong.returncode == 2 and "did you mean 'completed'?" in wrong.stderr
+
+
+def test_fmt_w_keeps_a_json_file_json(tmp_path):
+    shutil.copy(ROOT / "examples" / "oauth.json", tmp_path / "o.json")
+    assert cli(tmp_path, "fmt", "-w", "o.json").returncode == 0
+    written = json.loads((tmp_path / "o.json").read_text())  # JSON still, the canonical keys
+    assert written["dagplan"] == 1 and written["steps"][0]["id"] == "E1"
+    assert cli(tmp_path, "fmt", "--check", "o.json").returncode == 0  # and now canonical
+
+
+def test_a_dagplan_key_written_after_the_llm_table_is_caught_at_its_line(tmp_path):
+    _project(tmp_path)
+    (tmp_path / "dagplan.toml").write_text('model = "x"\n[llm]\napi_base = "http://h"\nstate = "/tmp/s"\n')
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: w, tool: getWeather, args: {city: Rome}}\n")
+    done = cli(tmp_path, "check", "p.yaml")
+    assert done.returncode == 2
+    assert (
+        "dagplan.toml:4:1: error config: 'state' is a dagplan setting, but it is inside the [llm] table" in done.stderr
+    )
+
+
+def test_dagplan_plan_without_a_provider_key_says_so_before_any_call(tmp_path):
+    root = _project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run([sys.executable, "-m", "dagplan", "plan", "refund order 42", "--model", "openai/gpt-4o-mini",
+                           "--tools", "tools.py"], cwd=root, env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "error no-credentials: model 'openai/gpt-4o-mini' (the planner) needs OPENAI_API_KEY" in done.stderr

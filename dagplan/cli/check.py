@@ -169,6 +169,8 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
             status = EXIT_FAILED
             continue
         current = document.source_map.text if path == "-" else _read_text(path)
+        if path.endswith(".json") and (check_only or show_diff or write):  # a JSON file stays JSON
+            formatted = _as_json(formatted)
         if check_only or show_diff:
             if current != formatted:
                 sys.stdout.write(_unified(current, formatted, path))
@@ -184,6 +186,15 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
         else:
             sys.stdout.write(formatted)
     finish(status)
+
+
+def _as_json(formatted_yaml: str) -> str:
+    """The canonical plan as JSON: the same keys in the same order, for a file that is JSON."""
+    import json
+
+    import yaml
+
+    return json.dumps(yaml.safe_load(formatted_yaml), indent=2, ensure_ascii=False) + "\n"
 
 
 def _read_text(path: str) -> str:

@@ -21,7 +21,12 @@ from .common import EXIT_FAILED, EXIT_USAGE, Exit, finish
 from .common import die as _die
 
 
-def _show_failure(exc: DagplanError, code: Exit = EXIT_FAILED) -> None:
+def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
+    """Every diagnostic, the model's last answer when there was one, and the exit code of the table
+    (a missing key or model is the caller's to fix: 2; a plan the model could not get right: 1)."""
+    from .common import exit_code
+
+    code = code if code is not None else exit_code(d.code for d in exc.diagnostics)
     for diag in exc.diagnostics:
         click.echo(diag.format(), err=True)
     attempts = getattr(exc, "attempts", ())

@@ -289,6 +289,11 @@ def _build(path: Path, table: dict) -> Config:
         valid, words = KEYS[key]
         if not valid(value):
             problems.append(error("config", f"{key} must be {words}, not {value!r}", _key_span(path, key)))
+    llm = table.get("llm")
+    for key in [k for k in (llm if isinstance(llm, dict) else {}) if k in KEYS]:  # TOML put it in [llm]
+        problems.append(error("config", f"{key!r} is a dagplan setting, but it is inside the [llm] table "
+                              "(written after [llm], it became a litellm argument)", _key_span(path, key),
+                              f"move `{key} = ...` above the first [table] of the file"))  # fmt: skip
     servers = table.get("mcp")
     for name, server in (servers if isinstance(servers, dict) else {}).items():
         problems += [

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ...dsl.errors import Diagnostic, PlanInvalid, error
+from ...dsl.errors import Diagnostic, PlanInvalid, RunError, error
 from ...dsl.ir import Plan, ToolSpec
 from .conversation import Budget, complete
 
@@ -125,7 +125,11 @@ async def aplan(
     the answer is held to the catalog's plan schema (:mod:`.constrained`; ``auto`` by provider).
     """
     from .constrained import catalog_schema, response_params
+    from .preflight import model_problems
 
+    problems = list(model_problems({model: None}, completion_kwargs))
+    if problems:  # no key, no litellm: said before any call, with the usage code
+        raise RunError(problems)
     params = response_params(catalog_schema(tools, inputs), model, structured_output)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},

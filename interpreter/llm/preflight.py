@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
-from ...dsl.errors import Diagnostic, RunError, error
+from ...dsl.errors import NOSPAN, Diagnostic, RunError, error
 from ...dsl.ir import Plan, Step
 from ..core.config import MODEL_ORDER, chosen_model
 
@@ -63,30 +63,43 @@ def _problems(plan: Plan, model: str | None, completion_kwargs: Mapping[str, Any
             )
         else:
             models.setdefault(chosen, step)
+    yield from model_problems(models, completion_kwargs, [s.id for s in steps])
+
+
+def model_problems(
+    models: Mapping[str, Step | None], completion_kwargs: Mapping[str, Any], step_ids: Sequence[str] = ()
+) -> Iterator[Diagnostic]:
+    """What would stop these models from being called, known before any call: the local model's packages,
+    litellm, the provider's key. ``models`` maps a model to the step that first calls it (None: the planner)."""
     from .local import is_local, missing
 
+    models = dict(models)
     for model in [m for m in models if is_local(m)]:  # the bundled model: its packages, no key, no litellm
         step = models.pop(model)
         problem = missing() if model == "local" else None
         if problem:
-            yield error("no-llm-support", f"LLM step '{step.id}': {problem}", step.span,
+            yield error("no-llm-support", f"{_who(step)}: {problem}", step.span if step else NOSPAN,
                         "or pass --model with a hosted or served model")  # fmt: skip
     if not models:
         return
     if importlib.util.find_spec("litellm") is None:
-        yield error(
-            "no-llm-support",
-            f"the plan has LLM steps ({', '.join(s.id for s in steps)}) but litellm is not installed",
-            hint="install dagplan[llm]: pip install 'dagplan[llm]'",
-        )
+        needs = f"the plan has LLM steps ({', '.join(step_ids)})" if step_ids else "the planner needs a model"
+        yield error("no-llm-support", f"{needs} but litellm is not installed",
+                    hint="install dagplan[llm]: pip install 'dagplan[llm]'")  # fmt: skip
         return
     if completion_kwargs.get("api_key") or completion_kwargs.get("api_base"):
         return  # the caller points at its own endpoint and key: litellm's environment check does not apply
     yield from _credentials(models)
 
 
-def _credentials(models: Mapping[str, Step]) -> Iterator[Diagnostic]:
-    import litellm
+def _who(step: Step | None, kind: str = "LLM step") -> str:
+    return f"{kind} '{step.id}'" if step is not None else "the planner"
+
+
+def _credentials(models: Mapping[str, Step | None]) -> Iterator[Diagnostic]:
+    from .conversation import litellm_module
+
+    litellm = litellm_module()  # imported the one way: its offline price map, no telemetry
 
     for model, step in models.items():
         try:
@@ -97,7 +110,7 @@ def _credentials(models: Mapping[str, Step]) -> Iterator[Diagnostic]:
         if missing and not found.get("keys_in_environment", False):
             yield error(
                 "no-credentials",
-                f"model '{model}' (step '{step.id}') needs {', '.join(missing)} in the environment",
-                step.span,
+                f"model '{model}' ({_who(step, 'step')}) needs {', '.join(missing)} in the environment",
+                step.span if step is not None else NOSPAN,
                 f"export {missing[0]}=... before running (nothing has run yet)",
             )
