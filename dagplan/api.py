@@ -588,6 +588,14 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
     return found
 
 
+def waiting(request: Mapping[str, Any]) -> Exception:
+    """What an ``ask_gate`` callback raises to leave a gate unanswered: the run stops waiting for it (as with
+    no ``ask_gate`` at all), to be answered later with :func:`answer`."""
+    from .interpreter.engine.attempts import Waiting
+
+    return Waiting(request)
+
+
 def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
     """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
     (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and

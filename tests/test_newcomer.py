@@ -94,3 +94,27 @@ def test_dagplan_plan_without_a_provider_key_says_so_before_any_call(tmp_path):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "error no-credentials: model 'openai/gpt-4o-mini' (the planner) needs OPENAI_API_KEY" in done.stderr
+
+
+TWO_GATES = """steps:
+  - id: first
+    gate: {question: "Go?", choices: [yes, no]}
+  - id: second
+    gate: {question: "Really?", choices: [yes, no]}
+    deps: [first]
+"""
+
+
+def test_run_answer_answers_a_gate_ahead_and_leaves_the_others_waiting(tmp_path):
+    root = _project(tmp_path)
+    both = cli(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py", "-i",
+               "customerId=c", "-i", "amount=5", "--answer", "approve=approve", "--format", "json")  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert json.loads(both.stdout)["steps"]["refund"]["status"] == "completed"
+    (root / "two.yaml").write_text(TWO_GATES)
+    half = cli(root, "run", "two.yaml", "--answer", "first=yes", "--no-input", "--format", "json")
+    assert half.returncode == 3
+    steps = json.loads(half.stdout)["steps"]
+    assert steps["first"]["status"] == "completed" and steps["second"]["status"] == "waiting"
+    wrong = cli(root, "run", "two.yaml", "--answer", "frist=yes")
+    assert wrong.returncode == 2 and "did you mean 'first'?" in wrong.stderr

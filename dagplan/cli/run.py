@@ -112,6 +112,13 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
     help="Replay a cassette: no real tool or model is called.",
 )
 @click.option(
+    "--answer",
+    "answers",
+    multiple=True,
+    metavar="STEP=VALUE",
+    help="Answer a gate ahead (repeatable; VALUE as JSON, else text): the run does not stop there (for CI).",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default=None,
@@ -127,6 +134,7 @@ def run(
     ephemeral,
     record,
     replay,
+    answers,
     executor,
     fmt,
     events,
@@ -149,7 +157,8 @@ def run(
     from .. import api
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
-    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
+    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
+                      answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
         tools=tools,
         tool_sources=[*config.tools, *tool_sources],  # recorded: `dagplan resume RUN` loads the same
@@ -183,6 +192,26 @@ def prepare(file: str, tool_sources: tuple[str, ...], pairs: tuple[str, ...], in
     return config, tools, plan, inputs
 
 
+def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
+    """``--answer STEP=VALUE`` pairs: each a gate of the plan (else exit 2, with did-you-mean), the value
+    read as JSON, else as text."""
+    from ..dsl.errors import did_you_mean
+
+    gates = [s.id for s in plan.steps if s.gate is not None]
+    out: dict[str, Any] = {}
+    for pair in given:
+        step, sep, raw = pair.partition("=")
+        if not sep or step not in gates:
+            known = ", ".join(gates) or "none"
+            hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
+            die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)
+        try:
+            out[step] = json.loads(raw)
+        except ValueError:
+            out[step] = raw
+    return out
+
+
 def ask_gate_on_terminal(request: dict) -> Any:
     """Prompt for a gate's answer: one of its choices, or JSON (else text) for a schema."""
     question = f"{request['step']}: {request['question']}"
@@ -209,10 +238,12 @@ class Session:
     """What `run` and `resume` share: approval, prompts, progress, rendering, exit code."""
 
     def __init__(
-        self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool, record: str | None = None
-    ):
+        self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool, record: str | None = None,
+        answers: dict[str, Any] | None = None,
+    ):  # fmt: skip
         self.plan, self.fmt, self.events, self.yes, self.no_input = plan, fmt, events, yes, no_input
         self.record = record
+        self.answers = dict(answers or {})  # --answer: gates answered ahead
         self.interactive = sys.stdin.isatty() and not no_input and not yes
         self.progress: Any = None
 
@@ -261,12 +292,19 @@ class Session:
             "subscribers": subscribers,
             "on_limit_exceeded": self._extend_retries,
             "on_run_created": self._announce,
-            "ask_gate": self._ask_gate if self.interactive else None,
+            "ask_gate": self._ask_gate if self.interactive or self.answers else None,
         }
         return {**hooks, "approve": self._approve} if starting else hooks
 
     def _ask_gate(self, request: dict) -> Any:
-        """An approval gate in an interactive run: ask on the terminal."""
+        """An approval gate: its --answer when given, else (interactive) ask on the terminal, else the
+        run stops waiting for it."""
+        if request["step"] in self.answers:
+            return self.answers[request["step"]]
+        if not self.interactive:
+            from .. import api
+
+            raise api.waiting(request)
         return self._paused(ask_gate_on_terminal)(request)
 
     def _paused(self, ask: Any) -> Any:
