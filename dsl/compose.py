@@ -46,14 +46,20 @@ def composition_fields(ctx: Any, raw: Mapping, path: tuple) -> dict[str, Any]:
 
 
 def _fan_out(ctx: Any, raw: Mapping, path: tuple) -> FanOut | None:
-    over = _expression(ctx, raw["for_each"], path + ("for_each",))
+    given = raw["for_each"]
     name = raw.get("as") or "item"
-    return FanOut(over, str(name), _positive(raw.get("max_items")), _positive(raw.get("max_concurrency")))
+    cap = _positive(raw.get("max_items"))
+    if isinstance(given, list):  # a literal list (its items may hold references): its length bounds it
+        over = ctx.value(given, path + ("for_each",))
+        return FanOut(over, str(name), min(cap, len(given)) if cap else len(given) or 1,
+                      _positive(raw.get("max_concurrency")))  # fmt: skip
+    over = _expression(ctx, given, path + ("for_each",))
+    return FanOut(over, str(name), cap, _positive(raw.get("max_concurrency")))
 
 
 def _expression(ctx: Any, text: Any, path: tuple) -> Any:
     if not isinstance(text, str):
-        ctx.fail("schema", "`for_each` must be a reference such as †state.items", path)
+        ctx.fail("schema", "`for_each` must be a reference such as †state.items, or a list", path)
         return None
     node = ctx.guard(classify, text, ctx.span(path))
     if node is not None and not isinstance(node, (Ref, AnyOf, AllOf)):

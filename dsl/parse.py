@@ -58,6 +58,10 @@ class _Context:
     def fail(self, code: str, message: str, path: tuple, hint: str | None = None) -> None:
         self.diagnostics.append(error(code, message, self.span(path), hint))
 
+    def value(self, raw: Any, path: tuple) -> Any:
+        """A JSON value with its strings classified, as arguments are (for the composition keys)."""
+        return _value(self, raw, path)
+
     def guard(self, build, *args, default=None):
         """Run an expression parser; a syntax error becomes a diagnostic and ``default``."""
         try:

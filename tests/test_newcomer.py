@@ -118,3 +118,17 @@ def test_run_answer_answers_a_gate_ahead_and_leaves_the_others_waiting(tmp_path)
     assert steps["first"]["status"] == "completed" and steps["second"]["status"] == "waiting"
     wrong = cli(root, "run", "two.yaml", "--answer", "frist=yes")
     assert wrong.returncode == 2 and "did you mean 'first'?" in wrong.stderr
+
+
+def test_for_each_over_a_literal_list_with_a_reference_in_it(tmp_path):
+    root = _project(tmp_path)
+    (root / "fe.yaml").write_text("inputs:\n  city: {type: string}\nsteps:\n  - id: w\n"
+                                  "    for_each: [Rome, †input.city]\n    tool: getWeather\n    args: {city: †item}\n"
+                                  "    catch: [{errors: ['*'], output: †state.odd}]\n    output: †state.ws\n")  # fmt: skip
+    checked = cli(root, "check", "fe.yaml", "--tools", "tools.py", "--strict")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    done = cli(root, "run", "fe.yaml", "--tools", "tools.py", "-i", "city=Lima", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"]["w"]["output"][0] == {"city": "Rome", "sky": "sunny"}
+    shown = cli(root, "preview", "fe.yaml", "--tools", "tools.py")
+    assert "(at most 2)" in shown.stdout
