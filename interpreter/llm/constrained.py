@@ -27,20 +27,38 @@ STEP_ID = "^[a-z][a-z0-9_]*$"
 OUTPUT = "^[$]state[.][a-z][a-z0-9_]*( [|][|] [$]state[.][a-z][a-z0-9_]*)?$"
 REFERENCE = "^[$](input|state)[.][A-Za-z_][A-Za-z0-9_.]*$"
 STATE_REFERENCE = "^[$]state[.][A-Za-z_][A-Za-z0-9_.]*$"  # no inputs declared: none to read
+INPUT_REFERENCE = "^[$]input[.][A-Za-z_][A-Za-z0-9_]*$"
+# a plain text value: none of the characters that start a reference, an expression or a placeholder (a
+# string with a stray $ is read as an expression), no quote, backslash or control character
+PLAIN_TEXT = '^[^$#\u2020"\\\\\\x00-\\x1f]*$'
+TEXT = '^[^"\\\\\\x00-\\x1f]*$'
 _KEPT = ("type", "enum", "const", "items", "properties", "required", "minimum", "maximum", "minItems", "maxItems")
 
 
 def catalog_schema(
-    tools: Mapping[str, ToolSpec] | None, inputs: Mapping[str, Any] | None = None, max_steps: int = 7
+    tools: Mapping[str, ToolSpec] | None,
+    inputs: Mapping[str, Any] | None = None,
+    max_steps: int = 7,
+    state_references: bool = True,
 ) -> dict[str, Any]:
-    """The JSON Schema of a plan for this catalog (see the module docstring)."""
-    reference = REFERENCE if inputs else STATE_REFERENCE
+    """The JSON Schema of a plan for this catalog (see the module docstring). Without ``state_references``
+    an argument is a value or an input, never another step's output: a grammar cannot tie a read to a path
+    some step writes, and a very small model invents the paths it reads (each plan it failed, it failed on
+    that); its steps then pass data through their prompts' ``#id`` placeholders only."""
+    if state_references:
+        reference: str | None = REFERENCE if inputs else STATE_REFERENCE
+    else:
+        reference = INPUT_REFERENCE if inputs else None
     variants = [_tool_step(spec, reference) for _, spec in sorted((tools or {}).items())] + [_llm_step(tools)]
+    steps: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}}
+    if not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
+        positions = [{"anyOf": [_numbered(v, n) for v in variants]} for n in range(1, max_steps + 1)]
+        steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": False, "prefixItems": positions}
     plan: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "summary": {"type": "string"},
-            "steps": {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}},
+            "summary": {"type": "string", "pattern": TEXT},
+            "steps": steps,
         },
         # no `result`: a grammar cannot tie it to a path some step writes, and a plan without one returns
         # its last step's output (a small model's invented result path was the first reason plans failed)
@@ -57,10 +75,12 @@ def catalog_schema(
     return plan
 
 
-def _tool_step(spec: ToolSpec, reference: str) -> dict[str, Any]:
+def _tool_step(spec: ToolSpec, reference: str | None) -> dict[str, Any]:
     params = spec.parameters or {}
     properties = {
-        name: {"anyOf": [_plain(schema), {"type": "string", "pattern": reference}]}
+        name: {"anyOf": [_value_schema(schema), {"type": "string", "pattern": reference}]}
+        if reference
+        else _value_schema(schema)
         for name, schema in (params.get("properties") or {}).items()
         if name != "idempotency_key"  # filled in by the run, never by the plan
     }
@@ -69,7 +89,7 @@ def _tool_step(spec: ToolSpec, reference: str) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "id": {"type": "string", "pattern": STEP_ID},
-            "description": {"type": "string"},
+            "description": {"type": "string", "pattern": TEXT},
             "tool": {"const": spec.name},
             "args": {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
             "output": {"type": "string", "pattern": OUTPUT},
@@ -82,8 +102,8 @@ def _tool_step(spec: ToolSpec, reference: str) -> dict[str, Any]:
 def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "id": {"type": "string", "pattern": STEP_ID},
-        "description": {"type": "string"},
-        "llm": {"type": "string", "minLength": 1},
+        "description": {"type": "string", "pattern": TEXT},
+        "llm": {"type": "string", "minLength": 1, "pattern": TEXT},
         "output": {"type": "string", "pattern": OUTPUT},
     }
     if tools:
@@ -94,6 +114,25 @@ def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
         "required": ["id", "llm", "output"],
         "additionalProperties": False,
     }
+
+
+def _numbered(variant: Mapping[str, Any], number: int) -> dict[str, Any]:
+    """A step variant at position ``number``: its id ``sN`` and its output ``$state.sN``, fixed; a model
+    step's prompt plain text (no ``#id`` placeholder naming a step that is not there)."""
+    properties = dict(variant["properties"])
+    properties["id"] = {"const": f"s{number}"}
+    properties["output"] = {"const": f"$state.s{number}"}
+    if "llm" in properties:
+        properties["llm"] = {"type": "string", "pattern": PLAIN_TEXT[:-2] + "+$"}  # not empty
+    return {**variant, "properties": properties}
+
+
+def _value_schema(schema: Any) -> dict[str, Any]:
+    """An argument's own schema, its free text held to plain text (a reference is the other variant)."""
+    out = _plain(schema)
+    if out.get("type") == "string" and "enum" not in out and "const" not in out:
+        out["pattern"] = PLAIN_TEXT
+    return out
 
 
 def _plain(schema: Any) -> dict[str, Any]:

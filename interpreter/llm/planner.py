@@ -130,7 +130,10 @@ async def aplan(
     problems = list(model_problems({model: None}, completion_kwargs))
     if problems:  # no key, no litellm: said before any call, with the usage code
         raise RunError(problems)
-    params = response_params(catalog_schema(tools, inputs), model, structured_output)
+    from .local import is_local
+
+    schema = catalog_schema(tools, inputs, state_references=not is_local(model))
+    params = response_params(schema, model, structured_output)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": task_prompt(task, tools, inputs)},
