@@ -249,6 +249,8 @@ def server_problems(name: str, table: Any) -> list[str]:
     return out
 
 
+MCP_SOURCE = "mcp:"  # a tool source naming a declared MCP server: mcp:NAME (interpreter/tools/mcp.py)
+
 # how a model's answer is held to a schema: by provider (auto), or forced (interpreter/llm/constrained.py)
 STRUCTURED_OUTPUT = ("auto", "json_schema", "llama_cpp", "ollama", "guided_json", "json_object", "none")
 
@@ -325,7 +327,7 @@ def _build(path: Path, table: dict) -> Config:
         base = path.parent
         values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])
     if values.get("mcp"):  # each declared server is a tool source: its tools come with the others'
-        values["tools"] = (*values.get("tools", ()), *(f"mcp:{name}" for name in values["mcp"]))
+        values["tools"] = (*values.get("tools", ()), *(MCP_SOURCE + name for name in values["mcp"]))
     return Config(path=path, resume=resume, **values)
 
 

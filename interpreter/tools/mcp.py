@@ -41,11 +41,11 @@ from typing import Any, AsyncIterator, Mapping, cast
 
 from ...dsl.errors import RunError, Span, printable
 from ...dsl.ir import Purity
+from ..core.config import MCP_SOURCE
 from .catalog import TransientError, Tool
 
 LOCK_NAME = "dagplan.lock"
 LOCK_VERSION = 1
-SOURCE_PREFIX = "mcp:"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR}, ${VAR:-default}
 CONNECT_TIMEOUT = 30.0
 log = logging.getLogger("dagplan.mcp")
@@ -74,10 +74,6 @@ class Server:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None  # seconds a call may take (the step's own timeout applies too)
-
-    @property
-    def source(self) -> str:
-        return SOURCE_PREFIX + self.name
 
 
 def declared(name: str, table: Mapping[str, Any], base: Path | None) -> Server:
@@ -237,7 +233,7 @@ def load_source(source: str) -> dict[str, Tool]:
     """The tools of ``mcp:NAME``: the configuration's declaration of NAME, the lock's listing of it."""
     from ..core.config import load_config
 
-    name = source[len(SOURCE_PREFIX) :]
+    name = source[len(MCP_SOURCE) :]
     config = load_config()
     table = config.mcp.get(name)
     if table is None:

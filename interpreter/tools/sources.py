@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 from ...dsl.errors import RunError
 from ...dsl.ir import ToolSpec
+from ..core.config import MCP_SOURCE
 from .catalog import Tool
 
 
@@ -24,7 +25,7 @@ def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
     tools of a declared MCP server (:mod:`.mcp`)."""
     found: dict[str, Tool] = {}
     for source in sources:
-        if isinstance(source, str) and source.startswith("mcp:"):
+        if isinstance(source, str) and source.startswith(MCP_SOURCE):
             from .mcp import load_source
 
             found.update(load_source(source))
