@@ -1,7 +1,7 @@
 """Planning with a real small model: share of plans that pass `check`, constrained to the task's catalog
 against unconstrained, after 0, 1 and 2 repairs; tool and argument names right; tokens and seconds a plan.
 
-    python benchmarks/bench_planning.py [--model local] [--tasks 50] [--repair 2]
+    python benchmarks/bench_planning.py [--model local] [--tasks 50] [--repair 2] [--modes auto,json_object]
 
 Tasks: benchmarks/planning/tasks.json, 30 over a catalog of 40 everyday tools (planning/everyday_catalog.json:
 bookings, messages, payments, search...) and 20 over the examples' tools (examples/tools.py). The model is
@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--model", default="local")
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--repair", type=int, default=2)
+    parser.add_argument("--modes", default="auto,json_object", help="auto (held to the catalog), json_object, or both")
     args = parser.parse_args()
     tasks = json.loads((HERE / "planning" / "tasks.json").read_text())
     every = [(task, "everyday") for task in tasks["everyday"]] + [(task, "examples") for task in tasks["examples"]]
@@ -74,8 +76,11 @@ def main() -> None:
     print(f"{len(every)} tasks, model {args.model}, up to {args.repair} repairs")
     print("| mode | pass, no repair | within 1 | within 2 | names right (1st answer) | tokens/plan | s/plan |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for mode in ("auto", "json_object"):
-        rows = [asyncio.run(one(task, tools[name], args.model, args.repair, mode)) for task, name in every]
+    for mode in args.modes.split(","):
+        rows = []
+        for i, (task, name) in enumerate(every, 1):
+            rows.append(asyncio.run(one(task, tools[name], args.model, args.repair, mode)))
+            print(f"  {mode} {i}/{len(every)} {rows[-1]}", file=sys.stderr, flush=True)
         n = len(rows)
 
         def within(k: int) -> str:

@@ -6,7 +6,6 @@ Each function is a thin layer over the pipeline (:mod:`dagplan.dsl`) and the int
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Callable, Iterable, Mapping
 
@@ -204,7 +203,7 @@ def run(plan: Plan | str | os.PathLike, **kwargs: Any):
     checkpoints the run under ``state_dir`` (a directory, or a registry such as
     ``MemoryRegistry()``) so it can be resumed.
     """
-    return asyncio.run(arun(plan, **kwargs))
+    return _sync(arun(plan, **kwargs))
 
 
 async def aresume(
@@ -265,7 +264,7 @@ def resume(run_id: str, **kwargs: Any):
     refuses when that would repeat a side effect that already ran, unless ``rerun_side_effects=True``.
     ``adopted_output``: the output of an adopted step (what the side effect returned, as the operator knows it).
     """
-    return asyncio.run(aresume(run_id, **kwargs))
+    return _sync(aresume(run_id, **kwargs))
 
 
 # --- recorded runs ---------------------------------------------------------------------------
@@ -420,7 +419,7 @@ async def atest(
 
 def test(paths: Iterable[str | os.PathLike] = (".",), **kwargs: Any):
     """``dagplan test``: see :func:`atest`."""
-    return asyncio.run(atest(paths, **kwargs))
+    return _sync(atest(paths, **kwargs))
 
 
 test.__test__ = False  # type: ignore[attr-defined]  # a library function, not a pytest test
@@ -444,7 +443,7 @@ def run_test_case(suite: Any, index: int, config: Any = None):
     """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
     from .interpreter.testing.plantest import run_case
 
-    return asyncio.run(run_case(suite, index, config or load_config(), coverage=False))
+    return _sync(run_case(suite, index, config or load_config(), coverage=False))
 
 
 def untested_paths(report: Any, plan_path: str, limit: int = 64):
@@ -600,7 +599,6 @@ def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
     """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
     (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and
     the number of tools of each server. RunError ``mcp-none`` when no server is declared."""
-    import asyncio
     import json
 
     from .dsl.errors import RunError
@@ -612,7 +610,7 @@ def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
                             hint='declare one in dagplan.toml: [mcp.NAME] command = "..." or url = "..."')  # fmt: skip
     base = cfg.path.parent if cfg.path else None
     servers = {name: declared(name, table, base) for name, table in cfg.mcp.items()}
-    lock = asyncio.run(alock(servers))
+    lock = _sync(alock(servers))
     path = lock_path(cfg)
     write_file(path, (json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
     return str(path), {name: len(server["tools"]) for name, server in lock["servers"].items()}
@@ -635,6 +633,14 @@ def new_run_id() -> str:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _sync(coroutine: Any) -> Any:
+    """The sync twin of an async function: its coroutine run to the end (asyncio is imported here,
+    not for every command: ``check`` never needs it)."""
+    import asyncio
+
+    return asyncio.run(coroutine)
 
 
 def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None) -> Plan:

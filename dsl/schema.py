@@ -15,7 +15,7 @@ import copy
 import json
 import re
 from functools import lru_cache
-from importlib import resources
+import os
 from typing import Any, Callable, Iterable
 
 from .errors import Diagnostic, DocPath, Span, did_you_mean, error
@@ -45,13 +45,85 @@ def schema_errors(doc: Any) -> list[Diagnostic]:
     return sorted(found, key=lambda d: (_path_key(d.span.path), d.message))
 
 
+def surely_valid_schema(schema: Any, depth: int = 0) -> bool:
+    """True when ``schema`` is certainly valid JSON Schema (2020-12), for the common keywords with
+    values of their meta-schema's types; False means "ask the meta-schema" (jsonschema, about 35 ms
+    to import, is then loaded), never "invalid". Input schemas are mostly this plain."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > 32:
+        return False
+    for key, value in schema.items():
+        test = _META.get(key)
+        if test is None or not test(value, depth + 1):
+            return False
+    return True
+
+
+def _schemas(value: Any, depth: int) -> bool:
+    return isinstance(value, list) and bool(value) and all(surely_valid_schema(v, depth) for v in value)
+
+
+def _schema_map(value: Any, depth: int) -> bool:
+    return isinstance(value, dict) and all(surely_valid_schema(v, depth) for v in value.values())
+
+
+def _count(value: Any, depth: int) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _number(value: Any, depth: int) -> bool:
+    return type(value) in (int, float)
+
+
+def _text(value: Any, depth: int) -> bool:
+    return isinstance(value, str)
+
+
+def _names_list(value: Any, depth: int) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value) and len(set(value)) == len(value)
+
+
+def _type_names(value: Any, depth: int) -> bool:
+    names = value if isinstance(value, list) else [value]
+    return bool(names) and all(isinstance(n, str) and n in _TYPES for n in names) and len(set(names)) == len(names)
+
+
+_META: dict[str, Callable[[Any, int], bool]] = {
+    "type": _type_names,
+    "title": _text, "description": _text, "format": _text, "pattern": _text, "$comment": _text,
+    "default": lambda v, d: True, "const": lambda v, d: True,
+    "examples": lambda v, d: isinstance(v, list), "enum": lambda v, d: isinstance(v, list),
+    "minimum": _number, "maximum": _number, "exclusiveMinimum": _number, "exclusiveMaximum": _number,
+    "multipleOf": lambda v, d: _number(v, d) and v > 0,
+    "minLength": _count, "maxLength": _count, "minItems": _count, "maxItems": _count,
+    "minProperties": _count, "maxProperties": _count,
+    "uniqueItems": lambda v, d: isinstance(v, bool),
+    "required": _names_list,
+    "items": surely_valid_schema, "additionalProperties": surely_valid_schema, "not": surely_valid_schema,
+    "properties": _schema_map,
+    "anyOf": _schemas, "oneOf": _schemas, "allOf": _schemas,
+}  # fmt: skip
+
+
 # --- loading and compiling the schema -------------------------------------------------------
 
 
 @lru_cache(maxsize=1)
 def _schema() -> dict:
-    text = resources.files("dagplan.schemas").joinpath("plan.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return json.loads(schema_text("plan.schema.json"))
+
+
+def schema_text(name: str) -> str:
+    """A published schema's text, read from the installed ``dagplan.schemas`` folder (a plain
+    path beside this package: ``importlib.resources`` would add ~8 ms of imports to every ``check``)."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
+    if not os.path.isfile(os.path.join(folder, name)):  # installed or checked out, the two are siblings; else ask
+        from importlib import import_module
+
+        folder = os.path.dirname(import_module("dagplan.schemas").__file__ or "")
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+        return f.read()
 
 
 @lru_cache(maxsize=1)

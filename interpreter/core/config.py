@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from stat import S_ISREG
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +134,8 @@ def _read(path: str, section: tuple[str, ...] | None) -> dict | None:
         return None
     if not S_ISREG(stat.st_mode):
         return None
+    import tomllib  # only when there is a file to read
+
     try:
         found = _PARSED.get(path)
         if found is not None and found[0] == (stat.st_mtime_ns, stat.st_size):

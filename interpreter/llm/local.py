@@ -13,7 +13,6 @@ text. What it cannot: reason over long inputs, call tools reliably, write good p
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -91,6 +90,8 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
     def call() -> dict:
         with _LOCK:  # one context: one call at a time
             return _llama(model).create_chat_completion(**arguments)
+
+    import asyncio  # not at the top: `check` reads is_local and missing, and needs no event loop
 
     response = await asyncio.to_thread(call)
     usage = response.get("usage") or {}

@@ -171,9 +171,9 @@ def _best(err: Any, best_match: Any) -> Any:
 def test_schema() -> dict[str, Any]:
     """The published JSON Schema of test files."""
     import json
-    from importlib import resources
+    from ...dsl.schema import schema_text
 
-    return json.loads(resources.files("dagplan.schemas").joinpath("test.schema.json").read_text(encoding="utf-8"))
+    return json.loads(schema_text("test.schema.json"))
 
 
 test_schema.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
