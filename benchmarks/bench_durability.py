@@ -32,7 +32,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from dagplan.interpreter import wal  # noqa: E402
+from dagplan.interpreter.stores import wal  # noqa: E402
 import dagplan  # noqa: E402
 from dagplan.interpreter.engine.resume import Replay  # noqa: E402
 from dagplan.interpreter.stores.store import RunStore  # noqa: E402

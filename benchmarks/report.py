@@ -1,0 +1,270 @@
+"""Every performance figure of the README in one table, floors and peers measured in the same run.
+
+    python -m benchmarks.report [--repeat 7] [--max-scale 100000] [--skip postgres,scale]
+
+Rows (medians; a ratio is always against a figure measured here, now):
+* `dagplan check` of one small plan in a fresh process, against `python -c pass`, and `yamllint` and
+  `check-jsonschema` with our published schema when they are installed (`pip install yamllint
+  check-jsonschema`, or `--peers DIR` holding them): what pre-commit users already run;
+* the engine through the public API (`dagplan.arun` on a loaded plan): a chain of 1,000 and a fan-out
+  of 100 no-op async tools against a hand-written asyncio floor, and 100 steps sleeping 50 ms;
+* durability: a 1,000-step chain with a file journal against one fsync per step, and on PostgreSQL
+  (Debian's binaries, a server of its own) against the file journal;
+* `check` of a 10,000-step plan, JSON and YAML, against `json.loads` and libyaml's events;
+* scale curves, each point in a fresh process: time per step and peak memory per step (tracemalloc,
+  a second pass) of `check`, a run with the memory journal and with the file journal, `resume` of a
+  run stopped at 90%, and a `for_each` fan-out, at 1k, 10k and 100k steps or items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ROWS: list[tuple[str, str, str, str]] = []  # figure, floor or peer, dagplan, goal
+
+
+def row(figure: str, floor: str, ours: str, goal: str) -> None:
+    ROWS.append((figure, floor, ours, goal))
+    print(f"  {figure}: {ours}  [{floor}]  goal {goal}", file=sys.stderr, flush=True)
+
+
+def median(fn, repeat: int, warm: bool = True) -> float:
+    if warm:
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+# --- start-up -----------------------------------------------------------------------------------
+
+
+def startup(repeat: int, peers: Path | None) -> None:
+    plan = ROOT / "examples" / "refund.yaml"
+    env = {**os.environ}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode: so does this one
+    quiet = {"env": env, "capture_output": True, "check": False, "cwd": ROOT}
+    schema = ROOT / "schemas" / "plan.schema.json"
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "dagplan check": [sys.executable, "-m", "dagplan", "check", str(plan)],
+    }
+    for name, argv in (("yamllint", ["-d", "relaxed", str(plan)]),
+                       ("check-jsonschema", ["--schemafile", str(schema), str(ROOT / "examples" / "profile.json")])):  # fmt: skip
+        found = shutil.which(name, path=str(peers) if peers else None) or shutil.which(name)
+        if found:
+            commands[name] = [found, *argv]
+    took = {}
+    for name, argv in commands.items():
+        subprocess.run(argv, **quiet)  # bytecode written, caches warm
+        took[name] = median(lambda: subprocess.run(argv, **quiet), repeat, warm=False)
+    base, ours = took["python -c pass"], took["dagplan check"]
+    peer_text = "; ".join(f"`{n}` {t * 1e3:.0f} ms ({t / base:.1f}x)" for n, t in took.items() if n not in
+                          ("python -c pass", "dagplan check"))  # fmt: skip
+    floor = f"`python -c pass` {base * 1e3:.0f} ms" + (f"; {peer_text}" if peer_text else "; peers not installed")
+    lint = took.get("yamllint")
+    goal_ok = ours <= lint if lint else ours / base <= 6
+    row("`dagplan check` of one plan (refund), fresh process", floor,
+        f"{ours * 1e3:.0f} ms = {ours / base:.1f}x", f"faster than yamllint (<= 6x): {verdict(goal_ok)}")  # fmt: skip
+
+
+# --- the engine ----------------------------------------------------------------------------------
+
+
+def engine(repeat: int) -> None:
+    from benchmarks import bench_engine as be
+
+    fn = be.anoop.__wrapped__ if hasattr(be.anoop, "__wrapped__") else be.anoop
+    for label, doc, size, goal in (("chain of 1,000 no-op tool steps", be.chain_doc(1000, "anoop"), 1000, 1.2),
+                                   ("fan-out of 100", be.fan_doc(100, "anoop"), 100, 1.5)):  # fmt: skip
+        times = repeat * 1000 // size
+        floor = median(be.floor(doc, fn), times) / size * 1e6
+        ours = median(be.ours(doc, max_concurrency=size), times) / size * 1e6
+        row(f"{label}, public API (`dagplan.arun`)", f"asyncio {floor:.1f} us/step",
+            f"{ours:.1f} us/step = {ours / floor:.2f}x", f"<= {goal}x: {verdict(ours / floor <= goal)}")  # fmt: skip
+    doc = be.fan_doc(100, "nap")
+    floor_eff = 0.05 / median(be.floor(doc, be.nap), repeat)
+    ours_eff = 0.05 / median(be.ours(doc, max_concurrency=100), repeat)
+    row("100 x 50 ms sleeps, parallel efficiency", f"asyncio {floor_eff:.1%}", f"{ours_eff:.1%}",
+        f">= floor - 1 point: {verdict(ours_eff >= floor_eff - 0.01)}")  # fmt: skip
+
+
+# --- durability -----------------------------------------------------------------------------------
+
+
+def durability(repeat: int, root: Path) -> None:
+    from benchmarks import bench_durability as bd
+
+    n = 1000
+    floor = bd.fsync_floor(root)
+    mem = median(lambda: bd.engine_run(bd.chain_doc(n), None), repeat) / n
+    dur = median(lambda: bd.engine_run(bd.chain_doc(n), bd.fresh(root)), repeat) / n
+    row("durable chain of 1,000 (file journal)", f"one fsync {floor * 1e6:.0f} us/step",
+        f"{dur * 1e6:.0f} us/step = {dur / floor:.2f}x (durability alone {(dur - mem) / floor:.2f}x)",
+        f"<= 1.2x: {verdict(dur / floor <= 1.2)}")  # fmt: skip
+
+
+def postgres(repeat: int, root: Path) -> None:
+    from benchmarks import bench_postgres as bp
+    from tests.pg_server import start_postgres
+
+    n = 1000
+    try:
+        _, stop, socket_url = start_postgres()
+    except Exception as exc:  # noqa: BLE001 - no binaries here: say so, measure the rest
+        row("durable chain on PostgreSQL", "the file journal", f"not measured ({exc})", "<= 1.3x")
+        return
+    try:
+        plan = bp.chain(n)
+        files = bp.per_step(plan, n, repeat, durable=True, state_dir=root / "files")
+        pg = bp.per_step(plan, n, repeat, durable=True, state_dir=socket_url)
+    finally:
+        stop()
+    row(f"durable chain of {n:,} on PostgreSQL (local socket)", f"file journal {files * 1e6:.0f} us/step",
+        f"{pg * 1e6:.0f} us/step = {pg / files:.2f}x", f"<= 1.3x: {verdict(pg / files <= 1.3)}")  # fmt: skip
+
+
+# --- check of a large plan ------------------------------------------------------------------------
+
+
+def large_check(repeat: int) -> None:
+    from benchmarks import bench_check as bc
+
+    from dagplan.dsl import check
+
+    data = bc.generate(10_000)
+    for kind, text in (("JSON", json.dumps(data, ensure_ascii=False)), ("YAML", bc.to_yaml(data))):
+        floor = bc.median_time(lambda: bc._read_only(kind.lower(), text), repeat)
+        ours = bc.median_time(lambda: check(text=text, name=f"big.{kind.lower()}"), repeat)
+        row(f"10,000-step plan, `check`, {kind}", f"{bc._FLOOR[kind.lower()]} {floor * 1e3:.0f} ms",
+            f"{ours * 1e3:.0f} ms = {ours / floor:.1f}x", f"< 300 ms: {verdict(ours < 0.3)}")  # fmt: skip
+
+
+# --- scale curves -----------------------------------------------------------------------------------
+
+SHAPES = ("check", "run memory", "run file", "resume", "fan-out")
+
+
+def scale(max_scale: int) -> None:
+    sizes = [s for s in (1_000, 10_000, 100_000) if s <= max_scale]
+    print("\nscale curves (each point a fresh process; per step or item; peak = tracemalloc, a second pass)")
+    print("| shape | " + " | ".join(f"{s:,}" for s in sizes) + " | largest / smallest |")
+    print("| --- | " + " | ".join("---" for _ in sizes) + " | --- |")
+    for shape in SHAPES:
+        points = []
+        for size in sizes:
+            out = subprocess.run([sys.executable, "-m", "benchmarks.report", "--point", shape, str(size)],
+                                 capture_output=True, text=True, cwd=ROOT, check=False)  # fmt: skip
+            try:
+                points.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                points.append({"error": (out.stderr.strip().splitlines() or ["?"])[-1]})
+        cells = [f"{p['us']:.1f} us, {p['bytes']:,.0f} B" if "us" in p else p["error"][:40] for p in points]
+        ok = [p for p in points if "us" in p]
+        ratio = f"{ok[-1]['us'] / ok[0]['us']:.2f}x" if len(ok) > 1 else ""
+        print(f"| {shape} | " + " | ".join(cells) + f" | {ratio} |", flush=True)
+
+
+def point(shape: str, size: int) -> dict:
+    """One scale point, in this (fresh) process: seconds per unit, then peak bytes per unit."""
+    import gc
+    import tracemalloc
+
+    work = _work(shape, size, Path(tempfile.mkdtemp(prefix="dagplan-scale-")))
+    gc.collect()
+    start = time.perf_counter()
+    work()
+    seconds = time.perf_counter() - start
+    gc.collect()
+    tracemalloc.start()
+    work()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {"us": seconds / size * 1e6, "bytes": peak / size}
+
+
+def _work(shape: str, size: int, folder: Path):
+    import dagplan
+    from benchmarks import bench_check as bc
+    from benchmarks import bench_durability as bd
+    from benchmarks import bench_engine as be
+
+    from dagplan.dsl import check
+
+    if shape == "check":
+        path = folder / "big.json"
+        path.write_text(json.dumps(bc.generate(size)), encoding="utf-8")
+        return lambda: check(path)
+    if shape == "fan-out":
+        plan = dagplan.load(text=json.dumps(be.items_doc(size, "anoop")), tools=be.TOOLS)
+        return lambda: asyncio.run(dagplan.arun(plan, tools=be.TOOLS, max_concurrency=64))
+    if shape == "resume":
+        bd._plan_of(bd.chain_doc(size))
+        runs = iter([(f, bd.interrupted_run(f, size)) for f in (bd.fresh(folder), bd.fresh(folder))])
+
+        def resume() -> None:
+            where, run_id = next(runs)
+            dagplan.resume(run_id, tools={"noop": bd.noop}, state_dir=where)
+
+        return resume
+    plan = dagplan.load(text=json.dumps(bd.chain_doc(size)), tools={"noop": bd.noop})
+    durable = shape == "run file"
+    return lambda: dagplan.run(plan, tools={"noop": bd.noop}, durable=durable,
+                               state_dir=bd.fresh(folder) if durable else None)  # fmt: skip
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--max-scale", type=int, default=100_000)
+    parser.add_argument("--skip", default="", help="comma-separated: startup,engine,durability,postgres,check,scale")
+    parser.add_argument("--peers", type=Path, help="a bin folder holding yamllint and check-jsonschema")
+    parser.add_argument("--point", nargs=2, metavar=("SHAPE", "SIZE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.point:
+        print(json.dumps(point(args.point[0], int(args.point[1]))))
+        return
+    skip = set(filter(None, args.skip.split(",")))
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians of {args.repeat}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="dagplan-report-") as tmp:
+        root = Path(tmp)
+        steps = [("startup", lambda: startup(args.repeat, args.peers)), ("engine", lambda: engine(args.repeat)),
+                 ("durability", lambda: durability(args.repeat, root)), ("postgres", lambda: postgres(3, root)),
+                 ("check", lambda: large_check(args.repeat))]  # fmt: skip
+        for name, step in steps:
+            if name not in skip:
+                step()
+    print("| figure | floor or peer, same run | dagplan | goal |")
+    print("| --- | --- | --- | --- |")
+    for figure, floor, ours, goal in ROWS:
+        print(f"| {figure} | {floor} | {ours} | {goal} |")
+    if "scale" not in skip:
+        scale(args.max_scale)
+
+
+if __name__ == "__main__":
+    main()
