@@ -70,8 +70,9 @@ def startup(repeat: int, peers: Path | None) -> None:
         "python -c pass": [sys.executable, "-c", "pass"],
         "dagplan check": [sys.executable, "-m", "dagplan", "check", str(plan)],
     }
+    profile = str(ROOT / "examples" / "profile.json")
     for name, argv in (("yamllint", ["-d", "relaxed", str(plan)]),
-                       ("check-jsonschema", ["--schemafile", str(schema), str(ROOT / "examples" / "profile.json")])):  # fmt: skip
+                       ("check-jsonschema", ["--schemafile", str(schema), profile])):  # fmt: skip
         found = shutil.which(name, path=str(peers) if peers else None) or shutil.which(name)
         if found:
             commands[name] = [found, *argv]

@@ -335,6 +335,14 @@ def in_database(state_dir: Any = None) -> bool:
     return is_url(_state(state_dir))
 
 
+def prune(older_than: float, statuses: Iterable[str] = (), state_dir: Any = None, *, dry_run: bool = False) -> list:
+    """``dagplan runs prune``: discard runs finished more than ``older_than`` seconds ago, in the given
+    statuses (default: every finished one); never a run a process owns now. Returns their RunInfo."""
+    from .interpreter.ops.runs import prune_runs
+
+    return prune_runs(older_than, statuses, _state(state_dir), dry_run=dry_run)
+
+
 def cancel(run_id: str, state_dir: Any = None) -> str:
     """Stop a running or waiting run for good, keeping its record (status ``cancelled``); its full id."""
     from .interpreter.ops.runs import cancel_run

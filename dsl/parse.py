@@ -23,8 +23,8 @@ from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
 from .ir import EMPTY, NOT_GIVEN, Catch, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _LLM_KEYS = ("system", "model", "params", "tools", "output_schema", "max_iterations")
 
 

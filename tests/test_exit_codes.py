@@ -58,6 +58,8 @@ WALK: list[tuple[str, str, Exit]] = [
     ("score 'rename a variable'", "ok", OK),
     ("runs", "ok", OK),
     ("runs show RUN", "ok", OK),
+    ("runs show @last", "ok", OK),
+    ("runs prune --older-than 30d --dry-run", "ok", OK),
     ("events RUN", "ok", OK),
     ("runs export RUN -o cassette.json", "ok", OK),
     (f"tools list {TOOLS}", "ok", OK),
@@ -86,6 +88,7 @@ WALK: list[tuple[str, str, Exit]] = [
     (f"run {W} {TOOLS}", "usage", USAGE),  # a required input missing
     (f"run {W} {TOOLS} -i nonsense", "usage", USAGE),
     ("runs show no-such-run", "usage", USAGE),
+    ("runs prune --older-than soon", "usage", USAGE),
     ("resume no-such-run", "usage", USAGE),
     ("answer no-such-run approve approve", "usage", USAGE),
     ("answer WAITING_RUN no_such_step approve", "usage", USAGE),

@@ -132,3 +132,35 @@ def test_for_each_over_a_literal_list_with_a_reference_in_it(tmp_path):
     assert json.loads(done.stdout)["steps"]["w"]["output"][0] == {"city": "Rome", "sky": "sunny"}
     shown = cli(root, "preview", "fe.yaml", "--tools", "tools.py")
     assert "(at most 2)" in shown.stdout
+
+
+def test_at_last_and_dash_name_the_newest_run(tmp_path):
+    root = _project(tmp_path)
+    assert cli(root, "runs", "show", "@last").returncode == 2  # no runs yet: said, exit 2
+    first = cli(root, "run", str(ROOT / "examples" / "weather.yaml"), "--tools", "tools.py", "-i", "city=Rome")
+    waiting = cli(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py",
+                  "-i", "customerId=c", "-i", "amount=5")  # fmt: skip
+    assert (first.returncode, waiting.returncode) == (0, 3)
+    newest = json.loads(cli(root, "runs", "--format", "json").stdout)[0]["id"]
+    shown = cli(root, "runs", "show", "@last")
+    assert f"Run {newest}: waiting" in shown.stdout, shown.stdout + shown.stderr
+    assert "plan_started" in cli(root, "events", "-").stdout
+    step = json.loads(cli(root, "runs", "--format", "json").stdout)[0]["waiting"][0]["step"]
+    assert cli(root, "answer", "@last", step, "approve").returncode == 0
+    assert cli(root, "resume", "@last", "--tools", "tools.py").returncode == 0
+
+
+def test_runs_prune_removes_old_finished_runs_and_never_a_waiting_one(tmp_path):
+    root = _project(tmp_path)
+    cli(root, "run", str(ROOT / "examples" / "weather.yaml"), "--tools", "tools.py", "-i", "city=Rome")
+    cli(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py", "-i", "customerId=c",
+        "-i", "amount=5")  # fmt: skip
+    assert "0 runs pruned" in cli(root, "runs", "prune", "--older-than", "30d").stderr  # none that old
+    listed = cli(root, "runs", "prune", "--older-than", "0s", "--dry-run")
+    assert listed.returncode == 0 and "1 run would be pruned" in listed.stderr and "completed" in listed.stdout
+    assert len(json.loads(cli(root, "runs", "--format", "json").stdout)) == 2  # a dry run removes nothing
+    assert "1 run pruned" in cli(root, "runs", "prune", "--older-than", "0s").stderr
+    left = json.loads(cli(root, "runs", "--format", "json").stdout)
+    assert [r["status"] for r in left] == ["waiting"]
+    asked = cli(root, "runs", "prune", "--older-than", "0s", "--status", "waiting")
+    assert "1 run pruned" in asked.stderr and json.loads(cli(root, "runs", "--format", "json").stdout) == []

@@ -58,6 +58,18 @@ def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
         click.echo(_table(rows))
 
 
+def _known_statuses(statuses: Sequence[str]) -> None:
+    """Exit 2, with did-you-mean, for a --status that is not a run status."""
+    from .. import RunStatus
+    from ..dsl.errors import did_you_mean
+
+    known = [str(s) for s in RunStatus]
+    for status in statuses:
+        if status not in known:
+            hint = did_you_mean(status, known, "one of: " + ", ".join(known))
+            fail(DagplanError([error("usage", f"--status {status!r} is not a run status", hint=hint)]))
+
+
 def _cut(text: str, width: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -74,18 +86,12 @@ def _cut(text: str, width: int = 60) -> str:
 @click.pass_context
 def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[str, ...]) -> None:
     """List active, interrupted and recent runs (newest first)."""
-    from .. import RunStatus, api
+    from .. import api
 
     ctx.obj = {"state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
-    known = [str(s) for s in RunStatus]
-    for status in statuses:
-        if status not in known:
-            from ..dsl.errors import did_you_mean
-
-            hint = did_you_mean(status, known, "one of: " + ", ".join(known))
-            fail(DagplanError([error("usage", f"--status {status!r} is not a run status", hint=hint)]))
+    _known_statuses(statuses)
     try:
         infos = [i for i in api.runs(state_dir) if not statuses or str(i.status) in statuses]
     except DagplanError as exc:
@@ -130,6 +136,33 @@ def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str) -> No
     except DagplanError as exc:
         reject(exc)
     click.echo(_dump(report.to_json()) if fmt == "json" else report_text(report))
+
+
+@runs.command("prune")
+@click.option("--older-than", "older_than", required=True, metavar="DURATION",
+              help="Runs that ended more than this long ago: 30d, 12h, 90m.")  # fmt: skip
+@click.option("--status", "statuses", multiple=True, metavar="STATUS",
+              help="Only runs in this status (repeatable); default: every finished status.")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="List what would be pruned; remove nothing.")
+@state_dir_option
+@click.pass_context
+def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_run: bool, state_dir: str | None) -> None:
+    """Discard old runs (never one that a process is running now)."""
+    from .. import api
+    from ..dsl.parse import parse_duration
+
+    seconds = parse_duration(older_than)
+    if seconds is None:
+        hint = "for example 30d, 12h or 90m"
+        fail(DagplanError([error("usage", f"--older-than {older_than!r} is not a duration", hint=hint)]))
+    _known_statuses(statuses)
+    try:
+        gone = api.prune(seconds, statuses, state_dir or ctx.obj["state_dir"], dry_run=dry_run)
+    except DagplanError as exc:
+        reject(exc)
+    for info in gone:
+        click.echo(f"{info.id}  {info.plan_name}  {info.status}")
+    click.echo(f"{len(gone)} run{'' if len(gone) == 1 else 's'} {'would be ' if dry_run else ''}pruned", err=True)
 
 
 @runs.command("export")

@@ -249,6 +249,24 @@ def discard_run(run_id: str, state: Any = None, force: bool = False) -> str:
     return registry.discard(run_id)
 
 
+def prune_runs(older_than: float, statuses: Iterable[str] = (), state: Any = None, *, dry_run: bool = False,
+               now: float | None = None) -> list[RunInfo]:  # fmt: skip
+    """Discard the runs that ended (or, if never ended, started) more than ``older_than`` seconds ago and
+    are in one of ``statuses`` (default: every finished status). A run some process owns now is never
+    pruned, whatever its status. Returns the runs pruned (or, with ``dry_run``, that would be)."""
+    import time
+
+    registry = open_registry(state)
+    wanted = {str(s) for s in statuses} or {str(s) for s in RunStatus if s.finished}
+    cutoff = (time.time() if now is None else now) - older_than
+    doomed = [i for i in registry.list()
+              if str(i.status) in wanted and i.pid is None and (i.finished or i.started) < cutoff]  # fmt: skip
+    if not dry_run:
+        for info in doomed:
+            registry.discard(info.id)
+    return doomed
+
+
 def cancel_run(run_id: str, state: Any = None) -> str:
     """Stop a running or waiting run for good: its owner lets go (the steps running are interrupted), the run
     is recorded ``cancelled`` and kept (``runs show``, ``events``); it cannot be resumed. Its full id."""

@@ -27,7 +27,7 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from ...dsl.errors import RunError
 from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
@@ -174,6 +174,20 @@ def not_a_run_id(run_id: Any) -> RunError:
         f"{run_id!r} is not a run id",
         hint="run ids look like 20261121-224501-3f9a; list them with: dagplan runs",
     )
+
+
+LATEST = ("@last", "-")  # what a person types for the newest run: `dagplan runs show @last`
+
+
+def newest_if_asked(run_id: Any, newest: Callable[[], str | None], where: str) -> Any:
+    """``@last`` or ``-``: the id of the run started last (``newest`` asks the registry); any other id
+    as given."""
+    if run_id not in LATEST:
+        return run_id
+    found = newest()
+    if found is None:
+        raise RunError.make("unknown-run", f"no runs yet in {where}", hint="start one with: dagplan run PLAN")
+    return found
 
 
 def unknown_run(run_id: str, where: str) -> RunError:
@@ -351,6 +365,7 @@ class MemoryRegistry:
         return self._runs[run_id]
 
     def open(self, run_id: str) -> MemoryJournal:
+        run_id = newest_if_asked(run_id, lambda: next((i.id for i in self.list()), None), self.location)
         found = [r for r in self._runs if r.startswith(run_id)] if run_id else []
         if run_id in self._runs:
             return self._runs[run_id]
@@ -360,7 +375,7 @@ class MemoryRegistry:
 
     def list(self) -> list[RunInfo]:
         out = []
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in sorted(self._runs, key=lambda r: (self._runs[r].created, r), reverse=True):
             journal = self._runs[run_id]
             p = journal.progress()
             out.append(

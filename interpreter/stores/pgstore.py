@@ -37,6 +37,7 @@ from .journal import (
     not_a_run_id,
     record_dict,
     refuse_finished,
+    newest_if_asked,
     unknown_run,
 )
 from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids, progress_of
@@ -179,7 +180,12 @@ class PgRegistry:
             if inserted:
                 return PgRun(self, run_id, artifact)
 
+    def _newest(self) -> str | None:
+        row = self.connection().execute("SELECT id FROM dagplan_runs ORDER BY created DESC, id DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
     def resolve(self, run_id: str) -> str:
+        run_id = newest_if_asked(run_id, self._newest, self.location)
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
             raise not_a_run_id(run_id)
         rows = (
@@ -208,7 +214,7 @@ class PgRegistry:
 
     def list(self) -> list[RunInfo]:
         conn = self.connection()
-        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY id DESC").fetchall()
+        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY created DESC, id DESC").fetchall()
         lines: dict[str, list[str]] = {}
         for run_id, line in conn.execute("SELECT run_id, line FROM dagplan_events ORDER BY run_id, seq"):
             lines.setdefault(run_id, []).append(line)

@@ -44,6 +44,7 @@ from .journal import (
     Artifact,
     GroupCommit,
     new_run_id,
+    newest_if_asked,
     not_a_run_id,
     output_bytes,
     record_dict,
@@ -120,7 +121,8 @@ class RunStore:
         return Run(run_dir, artifact)
 
     def resolve(self, run_id: str) -> Path:
-        """The directory of a run given its id or a unique prefix of it (never a path outside the store)."""
+        """The directory of a run given its id, a unique prefix of it or ``@last`` (never a path outside the store)."""
+        run_id = newest_if_asked(run_id, self._newest, str(self.state_dir))
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
             raise not_a_run_id(run_id)
         if (self.runs_dir / run_id).is_dir():
@@ -140,8 +142,14 @@ class RunStore:
         return Run(run_dir, _read_artifact(run_dir))
 
     def list(self) -> list[RunInfo]:
-        """Every run, newest first. Reads without locks; tolerates runs being written."""
-        return [self._info(d) for d in sorted(self._run_dirs(), key=lambda p: p.name, reverse=True)]
+        """Every run, newest first (by start: two runs started in the same second too). Reads without
+        locks; tolerates runs being written."""
+        return sorted((self._info(d) for d in self._run_dirs()), key=lambda i: (i.started, i.id), reverse=True)
+
+    def _newest(self) -> str | None:
+        """The run started last: its artifact, written once when it was created, is the newest."""
+        dirs = self._run_dirs()
+        return max(dirs, key=lambda p: (_mtime(p / "plan.json"), p.name)).name if dirs else None
 
     def discard(self, run_id: str, *, wait: float = 10.0) -> str:
         """Cancel the run if a live process owns it, record plan_aborted, remove its state."""
