@@ -26,7 +26,9 @@ def cut(text: str, width: int = DESCRIPTION_WIDTH) -> str:
 # --- preview ---------------------------------------------------------------------------------
 
 
-def preview_text(preview: Any) -> str:
+def preview_text(preview: Any, run_command: str | None = None) -> str:
+    """The preview as text; ``run_command``: how to run it, when known better than the plan alone tells
+    (the command the user typed, with its flags)."""
     lines = [f"Plan: {preview.source} ({preview.mode}; nothing was executed)"]
     if preview.summary:
         lines.append(f"Summary: {preview.summary}")
@@ -47,7 +49,7 @@ def preview_text(preview: Any) -> str:
     if cost:
         lines.append(f"Cost (worst case): {cost['summary']}")
     lines.append("")
-    lines.append(f"To run it: {preview.run_command}")
+    lines.append(f"To run it: {run_command or preview.run_command}")
     return "\n".join(lines)
 
 

@@ -152,7 +152,16 @@ class LoadError(DagplanError):
 
 
 class PlanInvalid(DagplanError):
-    """The document is not a valid plan; ``diagnostics`` holds every problem found."""
+    """The document is not a valid plan; ``diagnostics`` holds every problem found, and ``str()`` shows
+    them all, in the order of the file (a repair needs every one, not the first)."""
+
+    def __str__(self) -> str:
+        if len(self.diagnostics) <= 1:
+            return super().__str__()
+        ordered = sorted(self.diagnostics, key=Diagnostic.sort_key)
+        errors, others = sum(d.severity == "error" for d in ordered), sum(d.severity != "error" for d in ordered)
+        head = f"{errors} errors:" if not others else f"{len(ordered)} problems ({errors} errors, {others} warnings):"
+        return "\n".join([head, *(d.format() for d in ordered)])
 
 
 class RunError(DagplanError):

@@ -164,3 +164,34 @@ def test_runs_prune_removes_old_finished_runs_and_never_a_waiting_one(tmp_path):
     assert [r["status"] for r in left] == ["waiting"]
     asked = cli(root, "runs", "prune", "--older-than", "0s", "--status", "waiting")
     assert "1 run pruned" in asked.stderr and json.loads(cli(root, "runs", "--format", "json").stdout) == []
+
+
+def test_str_of_plan_invalid_shows_every_problem_in_file_order():
+    import dagplan
+
+    try:
+        dagplan.load(text="steps: [{id: a, tool: t, args: {x: †state.nope}}, {id: a, tool: t}]")
+    except dagplan.PlanInvalid as exc:
+        text = str(exc)
+    lines = text.splitlines()
+    assert lines[0] == "2 errors:"
+    assert "unwritten-state" in lines[1] and "duplicate-id" in text.split("unwritten-state")[1], text
+    assert "CheckResult" in dagplan.__all__ and dagplan.CheckResult.__name__ == "CheckResult"
+
+
+def test_the_readme_names_every_configuration_key():
+    from dagplan.interpreter.core.config import KEYS
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Configuration", 1)[1]
+    missing = [k for k in KEYS if f"| `{k}` |" not in text and f"| `{k}`," not in text and f", `{k}` |" not in text]
+    assert missing == [], missing
+
+
+def test_a_lazy_plan_not_approved_says_how_to_run_it_with_the_flags_given(tmp_path):
+    root = _project(tmp_path)
+    shown = cli(root, "run", str(ROOT / "examples" / "payment_lazy.yaml"), "--tools", "tools.py", "-i", "amount=50")
+    assert shown.returncode == 1 and "nothing ran" in shown.stderr
+    line = next(x for x in shown.stderr.splitlines() if x.startswith("To run it: "))
+    assert line.endswith("--tools tools.py -i amount=50 --yes"), line
+    approved = cli(root, *line.removeprefix("To run it: dagplan ").split())
+    assert approved.returncode == 0, approved.stderr

@@ -331,7 +331,7 @@ class Session:
     def _approve(self, shown: Any) -> bool:
         from ..views import preview_text
 
-        click.echo(preview_text(shown), err=True)
+        click.echo(preview_text(shown, _again_with("--yes")), err=True)
         if self.yes:
             return True
         if not self.interactive:
@@ -370,3 +370,11 @@ class Session:
             click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str), err=on_stderr)
         else:
             click.echo(report_text(result), err=on_stderr)
+
+
+def _again_with(flag: str) -> str:
+    """The command this process was started with, as the user typed it, with ``flag`` added."""
+    import shlex
+
+    args = sys.argv[1:]
+    return "dagplan " + shlex.join([*args, *([] if flag in args else [flag])])
