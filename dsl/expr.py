@@ -98,6 +98,8 @@ def _hint_for(text: str, offset: int) -> str:
         )
     if "||" in text and "&&" in text:
         return "write `||` and `&&` between references only, e.g. \u2020state.a || \u2020state.b"
+    if re.search(r"\|\|\s*$", before):
+        return 'after `||` comes a reference, or last a literal default: \u2020state.review || "none"'  # noqa: E501
     root = re.search(r"[\u2020$]([A-Za-z_]+)", text)
     if root and root.group(1) not in ROOTS:
         close = did_you_mean(root.group(1), ROOTS)
@@ -262,6 +264,9 @@ def classify(text: str, span: Span = Span()) -> Any:
     if single is not None:
         return single
     if _STARTS_WITH_REF.match(text) and ("||" in text or "&&" in text or _ONE_TOKEN.fullmatch(text)):
+        fallback = _DEFAULT.search(text) if "||" in text else None
+        if fallback is not None:
+            return _with_default(text, fallback, span)
         alts, ops = parse_expr(text, span)
         if ops == {"&&"}:
             return AllOf(alts[0], span)
@@ -283,6 +288,39 @@ def classify(text: str, span: Span = Span()) -> Any:
     if len(template.parts) == 1 and isinstance(template.parts[0], Ref):
         return template.parts[0]  # e.g. †state["a b"], which the pre-test does not see
     return template
+
+
+_DQ = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
+_SQ = r"'(?:[^'\\\x00-\x1f]|\\.)*'"
+_DEFAULT = re.compile(r"\s*\|\|\s*(" + _DQ + "|" + _SQ +
+                      r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)\s*\Z")  # fmt: skip
+
+
+def _with_default(text: str, fallback: re.Match, span: Span) -> AnyOf:
+    """``†a || †b || "none"``: the references, then a literal for when none of them was written."""
+    head = text[: fallback.start()]
+    found = classify(head, span) if head.strip() else None
+    if isinstance(found, Ref):
+        options: tuple[Ref, ...] = (found,)
+    elif isinstance(found, AnyOf) and not found.has_default:
+        options = found.options
+    else:
+        raise PlanInvalid(error("syntax", f"a default (`|| {fallback.group(1)}`) follows references only: {text!r}",
+                                _with_offset(span, fallback.start()),
+                                'write it last, after one or more references: †state.review || "none"'))  # fmt: skip
+    return AnyOf(options, span, _literal_value(fallback.group(1), text, span), True)
+
+
+def _literal_value(token: str, text: str, span: Span) -> Any:
+    import json
+
+    if token.startswith("'"):  # 'it\'s': JSON's escapes, quotes swapped
+        token = '"' + re.sub(r"\\.|\"", lambda m: {"\\'": "'", '"': '\\"'}.get(m.group(), m.group()), token[1:-1]) + '"'
+    try:
+        return json.loads(token)
+    except ValueError:
+        raise PlanInvalid(error("syntax", f"the default {token} is not a valid literal in {text!r}", span,
+                                'a default is a string in quotes, a number, true, false or null'))  # fmt: skip
 
 
 def _rebase(node: Any, span: Span) -> Any:

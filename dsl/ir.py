@@ -45,13 +45,19 @@ class Ref:
 
 @dataclass(frozen=True, slots=True)
 class AnyOf:
-    """``†a || †b`` in an argument: the first alternative that gets written."""
+    """``†a || †b`` in an argument: the first alternative that gets written; ``†a || "none"``: a
+    literal ``default`` when none was (the read is then never unset)."""
 
     options: tuple[Ref, ...]
     span: Span = _span()
+    default: Any = None
+    has_default: bool = False
 
     def __str__(self) -> str:
-        return " || ".join(map(str, self.options))
+        import json
+
+        shown = " || ".join(map(str, self.options))
+        return f"{shown} || {json.dumps(self.default, ensure_ascii=False)}" if self.has_default else shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +294,12 @@ class StepKind(enum.StrEnum):
     GATE = "gate"
 
 
+# A step's trigger rule: all_succeeded (the default: a dependency skipped or a value never written skips
+# it), all_done (it runs once they all settled), none_failed (unless one failed), one_succeeded (if one
+# completed). Under any rule but the default, a value never written reads as null.
+Trigger = Literal["all_succeeded", "all_done", "none_failed", "one_succeeded"]
+TRIGGERS: tuple[str, ...] = ("all_succeeded", "all_done", "none_failed", "one_succeeded")
+
 NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
 
 
@@ -312,6 +324,7 @@ class Step:
     guard: Guard | None = None  # when:
     retry_rules: tuple[Retry, ...] = ()  # retry: [...] (per error type); `retry` is then the first rule
     catch: tuple[Catch, ...] = ()
+    trigger: Trigger = "all_succeeded"  # when it runs, given what its dependencies did
 
     @property
     def kind(self) -> StepKind:

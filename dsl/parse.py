@@ -157,6 +157,7 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         retry_rules=rules,
         timeout=None if timeout is None else _seconds(ctx, timeout, path + ("timeout",)),
         purity=get("purity"),
+        trigger=get("trigger") or "all_succeeded",
         precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=Span(ctx.name, path),
         **(composition_fields(ctx, raw, path) if not _COMPOSITION_KEYS.isdisjoint(raw) else {}),

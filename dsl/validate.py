@@ -77,6 +77,10 @@ class Facts:
         return _overlapping(exact, below, ref)
 
     @cached_property
+    def branches(self) -> dict[str, frozenset]:
+        return branch_conditions(self)
+
+    @cached_property
     def unused(self) -> set[str]:
         return _unused(self)
 
@@ -466,7 +470,7 @@ def _cycle_through(start: str, members: set[str], deps: Mapping[str, tuple[str, 
 
 def conflicting_writers(facts: Facts) -> Iterator[Diagnostic]:
     exact, _ = facts.index
-    conditions = branch_conditions(facts)
+    conditions = facts.branches
     reported: set[tuple[str, str]] = set()
     for key, writers in exact.items():
         if len(writers) == 1 and not any(key[:n] in exact for n in range(1, len(key))):
@@ -511,13 +515,17 @@ def branch_conditions(facts: Facts) -> dict[str, Condition]:
     for step_id in facts.order[0]:
         step = plan.by_id[step_id]
         acc: set = set(guard_conditions(step.guard)) if step.guard is not None else set()
+        if step.trigger != "all_succeeded":  # it runs whatever its dependencies did: only its own `when:`
+            cond[step_id] = frozenset(acc)
+            continue
         for dep in step.deps:
             acc |= cond.get(dep, frozenset())
         for node in reads[step_id]:
             if isinstance(node, Placeholder):
                 acc |= cond.get(node.step, frozenset())
             elif isinstance(node, AnyOf):
-                acc |= _shared(_ref_condition(facts, cond, r, step_id) for r in node.options)
+                if not node.has_default:  # with a default the read always has a value
+                    acc |= _shared(_ref_condition(facts, cond, r, step_id) for r in node.options)
             else:
                 for ref in refs_of(node):
                     acc |= _ref_condition(facts, cond, ref, step_id)
@@ -558,6 +566,67 @@ def _shared(conditions: Iterable[Condition]) -> Condition:
 def _exclusive(cond: Mapping[str, Condition], a: str, b: str) -> bool:
     taken = dict(cond.get(a, ()))
     return any(s in taken and taken[s] != alt for s, alt in cond.get(b, ()))
+
+
+def maybe_unset(facts: Facts) -> Iterator[Diagnostic]:
+    """A read that some path leaves unset skips its step, silently at run time: say so where the reader did
+    not choose that path itself (its `when:`, a branch alternative it reads, its `deps:`), once per read, at
+    the first step of a cascade (a reader of a step skipped with it is not reported again)."""
+    cond = facts.branches
+    if not cond:
+        return
+    plan = facts.plan
+    explicit = {s.id: _chosen(facts, cond, s, nodes) for s, nodes in zip(plan.steps, facts.reads)}
+    for step, nodes in zip(plan.steps, facts.reads):
+        if step.trigger != "all_succeeded":
+            continue
+        for node in nodes:
+            if isinstance(node, AnyOf) and node.has_default:
+                continue
+            writers = (
+                [node.step]
+                if isinstance(node, Placeholder)
+                else [w for r in refs_of(node) if r.root == "state" for w, _ in facts.writers(r) if w != step.id]
+            )
+            if not writers:
+                continue
+            unset = _shared(cond.get(w, frozenset()) for w in writers) - explicit[step.id]
+            chosen = [w for w in writers if unset & explicit.get(w, frozenset())]
+            if chosen:
+                yield _maybe_unset(plan, step, node, chosen[0], sorted(unset & explicit[chosen[0]], key=str)[0])
+
+
+def _chosen(facts: Facts, cond: Mapping[str, Condition], step: Step, nodes: list) -> Condition:
+    """The conditions a step chose itself: its `when:`, the branch alternatives it reads, its `deps:`'s."""
+    acc: set = set(guard_conditions(step.guard)) if step.guard is not None else set()
+    for dep in step.deps:
+        acc |= cond.get(dep, frozenset())
+    for node in nodes:
+        for ref in () if isinstance(node, Placeholder) else refs_of(node):
+            for writer, alt in facts.writers(ref) if ref.root == "state" else ():
+                output = facts.plan.by_id[writer].output
+                if writer != step.id and output is not None and output.branching:
+                    acc.add((writer, alt))
+    return frozenset(acc)
+
+
+def _maybe_unset(plan: Plan, step: Step, node: Any, writer: str, condition: tuple) -> Diagnostic:
+    read = f"#{node.step}" if isinstance(node, Placeholder) else str(node)
+    where, alt = condition  # (step id, alternative), or (("when", atom), polarity)
+    if isinstance(where, tuple):
+        when = f"the `when:` of '{writer}' holds"
+    else:
+        output = plan.by_id[where].output
+        taken = " && ".join(map(str, output.alternatives[alt])) if output is not None else f"alternative {alt}"
+        when = f"'{where}' writes {taken}"
+    default = f'{node} || "none"' if isinstance(node, (Ref, AnyOf)) else "a reference with a default"
+    return warning(
+        "maybe-unset",
+        f"step '{step.id}' reads {read}, which '{writer}' gives only when {when}; otherwise '{step.id}' is skipped",
+        node.span if node.span.path else _at(step, "id"),
+        f"give the read a default (`{default}`), or `trigger: all_done` to run '{step.id}' anyway (the value then "
+        "reads as null); reading it on purpose only on that path? read the branch's own output, or add `when:`",
+    )
 
 
 # --- declared groups, usefulness ----------------------------------------------------------------
@@ -668,6 +737,7 @@ RULES: tuple[Rule, ...] = (
     foreign_templates,
     cycles,
     conflicting_writers,
+    maybe_unset,
     tool_names,
     tool_arguments,
     destructive_overrides,
@@ -675,4 +745,4 @@ RULES: tuple[Rule, ...] = (
     unused_outputs,
     dead_steps,
 )
-NEEDS_ACYCLIC = {conflicting_writers, parallel_groups, unused_outputs, dead_steps}
+NEEDS_ACYCLIC = {conflicting_writers, maybe_unset, parallel_groups, unused_outputs, dead_steps}

@@ -116,6 +116,8 @@ def _value_types(plan: Plan, value: Any) -> set[str]:
         return _types(schema) if schema is not _MISSING else set()
     if isinstance(value, (AnyOf, AllOf)):
         per_ref = [_value_types(plan, r) for r in refs_of(value)]
+        if isinstance(value, AnyOf) and value.has_default:
+            per_ref.append({_json_type(value.default)})
         return set().union(*per_ref) if all(per_ref) else set()
     return {_json_type(value)}
 
@@ -129,6 +131,8 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
     return "object" if isinstance(value, Mapping) else "array"
 
 

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,3 +197,89 @@ def test_a_lazy_plan_not_approved_says_how_to_run_it_with_the_flags_given(tmp_pa
     assert line.endswith("--tools tools.py -i amount=50 --yes"), line
     approved = cli(root, *line.removeprefix("To run it: dagplan ").split())
     assert approved.returncode == 0, approved.stderr
+
+
+OPTIONAL = """inputs:
+  city: {type: string}
+steps:
+  - {id: w, tool: getWeather, args: {city: †input.city}, output: †state.sunny || †state.rainy}
+  - {id: park, tool: findPark, args: {weather: †state.sunny}, output: †state.park}
+  - id: a
+    tool: presentSuggestion
+    args: {suggestion: '†state.park || "no park today"'}
+    output: †state.a
+  - {id: b, tool: presentSuggestion, args: {suggestion: "Park: †state.park"}, output: †state.b, trigger: all_done}
+  - {id: c, tool: presentSuggestion, args: {suggestion: "Park: †state.park"}, output: †state.c}
+result: "†state.a || †state.b"
+"""
+
+
+def test_optional_reads_a_default_a_trigger_rule_and_a_warning_for_neither(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text(OPTIONAL, encoding="utf-8")
+    checked = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert checked.returncode == 0, checked.stdout
+    warnings = [line for line in checked.stdout.splitlines() if "maybe-unset" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "p.yaml:11:64: warning maybe-unset: step 'c' reads †state.park"
+    )
+    assert "'w' writes †state.sunny" in warnings[0] and 'default (`†state.park || "none"`)' in checked.stdout
+    ran = cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Paris", "--format", "json")
+    steps = json.loads(ran.stdout)["steps"]
+    assert steps["a"]["output"] == "Today I suggest no park today."
+    assert (steps["b"]["status"], steps["b"]["output"]) == ("completed", "Today I suggest Park: null.")
+    assert steps["c"]["status"] == "skipped"
+    sunny = json.loads(cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Rome", "--format", "json").stdout)
+    assert all(sunny["steps"][s]["status"] == "completed" for s in ("park", "a", "b", "c"))
+    assert "no park" not in sunny["steps"]["a"]["output"]
+
+
+def test_trigger_rules_decide_by_what_the_dependencies_did():
+    import dagplan
+
+    def ok() -> str:
+        return "fine"
+
+    def boom() -> str:
+        raise ValueError("broken")
+
+    def join(x: object = None, y: object = None) -> str:
+        return f"{x}|{y}"
+
+    text = """steps:
+  - {id: good, tool: ok, output: †state.good}
+  - {id: bad, tool: boom, output: †state.bad}
+  - {id: all_done, tool: join, args: {x: †state.good, y: †state.bad}, output: †state.r1, trigger: all_done}
+  - {id: none_failed, tool: join, args: {x: †state.good, y: †state.bad}, output: †state.r2, trigger: none_failed}
+  - {id: one_ok, tool: join, args: {x: †state.bad}, deps: [good, bad], output: †state.r3, trigger: one_succeeded}
+  - {id: none_ok, tool: join, args: {x: †state.bad}, deps: [bad], output: †state.r4, trigger: one_succeeded}
+"""
+    tools = {"ok": ok, "boom": boom, "join": join}
+    result = dagplan.run(dagplan.load(text=text, tools=tools), tools=tools, on_limit_exceeded=lambda *a: False)
+    status = {sid: (s.status, s.output) for sid, s in result.steps.items()}
+    assert status["all_done"][0] == "completed" and status["all_done"][1].startswith("fine|(FAILED")
+    assert status["none_failed"][0] == "skipped"
+    assert status["one_ok"][0] == "completed"
+    assert status["none_ok"][0] == "skipped"
+    assert "one_succeeded" in result.steps["none_ok"].reason
+
+
+def test_a_default_is_a_literal_written_last(tmp_path):
+    root = _project(tmp_path)
+    plan = "inputs: {c: {type: string}}\nsteps:\n  - {id: a, tool: getWeather, args: {city: '%s'}, output: †state.w}\n"
+    (root / "p.yaml").write_text(plan % '†input.c || "Rome\\q"', encoding="utf-8")
+    bad = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert bad.returncode == 1 and "is not a valid literal" in bad.stdout, bad.stdout
+    (root / "p.yaml").write_text(plan % '†input.c || "Rome"', encoding="utf-8")
+    assert cli(root, "check", "p.yaml", "--tools", "tools.py").returncode == 0
+    import dagplan
+    from dagplan.dsl.expr import classify
+
+    for text, default in [("†state.a || 'it\\'s'", "it's"), ("†state.a || †state.b || 3", 3), ("†state.a || null", None),
+                          ('†state.a || {"x": 1}', "x")]:  # fmt: skip
+        if default == "x":  # a mapping is no literal default: the text is an error, not a silent string
+            with pytest.raises(dagplan.PlanInvalid):
+                classify(text)
+            continue
+        node = classify(text)
+        assert node.has_default and node.default == default, (text, node)

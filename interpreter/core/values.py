@@ -218,10 +218,15 @@ class Resolver:
     def any_of(self, node: AnyOf) -> Any:
         for option in node.options[:-1]:
             try:
-                return self.ref(option)
+                return Resolver.ref(self, option)  # the first written (a lenient reader too: not its null)
             except Dead:
                 continue
-        return self.ref(node.options[-1])
+        if not node.has_default:
+            return self.ref(node.options[-1])
+        try:
+            return Resolver.ref(self, node.options[-1])
+        except Dead:  # none was written: the plan's literal default
+            return thaw(node.default) if isinstance(node.default, (dict, list)) else node.default
 
     def text(self, part: Any) -> str:
         if isinstance(part, str):
@@ -229,6 +234,27 @@ class Resolver:
         if isinstance(part, Placeholder):
             return view_text(self.placeholder_text(part.step), part.view, part.n)
         return as_text(self.ref(part))
+
+
+class Lenient(Resolver):
+    """The resolver of a step whose trigger rule is not ``all_succeeded``: a value never written (a branch
+    not taken, a step skipped) reads as null, a skipped step's ``#ID`` as empty text, and the step runs."""
+
+    def __init__(self, strict: Resolver):
+        super().__init__(strict.inputs, strict.state, strict.placeholder_text)
+        self.failed = strict.failed
+
+    def ref(self, ref: Ref) -> Any:
+        try:
+            return super().ref(ref)
+        except Dead:
+            return None
+
+    def text(self, part: Any) -> str:
+        try:
+            return super().text(part)
+        except Dead:
+            return ""
 
 
 def read_or_missing(resolver: Resolver, ref: Ref) -> Any:

@@ -51,7 +51,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 
 class StepStatus(enum.StrEnum):
@@ -248,6 +248,17 @@ _STEP_AFTER: Mapping[EventType, StepStatus] = MappingProxyType(
         EventType.STEP_WAITING: StepStatus.WAITING,
     }
 )
+
+
+def trigger_blocks(trigger: str, deps: Sequence[tuple[str, StepStatus]]) -> str | None:
+    """A step's trigger rule (other than the default ``all_succeeded``, which the scheduler reads from reads
+    and skips) over its dependencies' outcomes: why the step is skipped, or None when it runs."""
+    if trigger == "none_failed":
+        failed = [d for d, status in deps if status is StepStatus.FAILED]
+        return f"its trigger is none_failed, and {failed[0]} failed" if failed else None
+    if trigger == "one_succeeded" and deps and not any(status is StepStatus.COMPLETED for _, status in deps):
+        return f"its trigger is one_succeeded, and none of {', '.join(d for d, _ in deps)} completed"
+    return None  # all_done: once they all settled, whatever they did
 
 
 def step_status_after(type_: Any, data: Mapping[str, Any]) -> StepStatus | None:

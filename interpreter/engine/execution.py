@@ -33,13 +33,14 @@ from ..core.values import (
     MISSING,
     BadReference,
     Dead,
+    Lenient,
     Resolver,
     as_text,
     get_path,
     thaw,
     view_text,
 )
-from ..core.vocabulary import Cause, EventType, RunStatus, StepStatus
+from ..core.vocabulary import Cause, EventType, RunStatus, StepStatus, trigger_blocks
 
 HEAD = 200
 _SETTLED: tuple = ("settled",)  # _start's answer for a step settled without running (compared by identity)
@@ -273,7 +274,7 @@ class Execution(UnitLife):
             pass  # settled by _guard_passes: skipped (a false condition) or failed (an undecidable one)
         else:
             runner = runner_for(step)
-            ctx = StepContext(self, unit, self.resolver)
+            ctx = StepContext(self, unit, self.resolver if step.trigger == "all_succeeded" else Lenient(self.resolver))
             try:
                 return unit, runner, ctx, runner.prepare(ctx, step)
             except Dead as dead:
@@ -287,7 +288,11 @@ class Execution(UnitLife):
         return step.for_each is not None and step.guard is not None and guard_reads_item(step.guard)
 
     def _blocked_by(self, step: Step) -> str | None:
-        for dep in self.analysis.deps[step.id]:
+        """Why a ready step is skipped instead of run, by its trigger rule (None: it runs)."""
+        deps = self.analysis.deps[step.id]
+        if step.trigger != "all_succeeded":
+            return trigger_blocks(step.trigger, [(d, self.units[d].status) for d in deps])
+        for dep in deps:
             status = self.units[dep].status
             if status is StepStatus.SKIPPED and dep in step.deps:
                 return f"it depends on {dep}, which was skipped"
