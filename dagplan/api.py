@@ -58,19 +58,21 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
     from .dsl import with_diagnostics
-    from .interpreter.llm.preflight import check_warnings
 
     from .dsl.load import is_test_file
 
     results = [_check_tests(path, cfg) if is_test_file(path)  # a plan test file: checked as one
                else _check(path, name=os.fspath(path) if os.fspath(path) != "-" else None, tools=specs, budget=budget)
                for path in paths]  # fmt: skip
-    return [  # the preflight as far as check can know it (an LLM step with no model to call), and the cost
-        with_diagnostics(r, check_warnings(r.plan, cfg.default_model) + _cost_rules(r.plan, cfg))
-        if r.plan is not None
-        else r
-        for r in results
-    ]
+    return [with_diagnostics(r, _config_rules(r.plan, cfg)) if r.plan is not None else r for r in results]
+
+
+def _config_rules(plan: Plan, config: Any) -> list:
+    """What the configuration lets check know: the preflight as far as it can (an LLM step with no model to
+    call), the cost, the gates' notifiers."""
+    from .interpreter.llm.preflight import check_warnings
+
+    return [*check_warnings(plan, config.default_model), *_cost_rules(plan, config), *_notifiers(plan, config)]
 
 
 def check_text(text: str, name: str = "plan.yaml", tool_sources: Iterable[str] = (), config: Any = None):
@@ -98,6 +100,15 @@ def _cost_rules(plan: Plan, config: Any) -> list:
 
     found = estimate(plan, config.default_model, config.max_items, config.step_max_iterations)
     return diagnostics(found, config.max_cost, plan)
+
+
+def _notifiers(plan: Plan, config: Any) -> list:
+    """``unknown-notifier``: a gate's ``notify`` names what the configuration declares."""
+    from .interpreter.core.config import unknown_notifier
+    from .interpreter.llm.preflight import plan_steps
+
+    return [unknown_notifier(step, name, config.notify) for step in plan_steps(plan) if step.gate is not None
+            for name in step.gate.notify if name not in config.notify]  # fmt: skip
 
 
 def _check_tests(path: str | os.PathLike, config: Any):
@@ -335,12 +346,22 @@ def in_database(state_dir: Any = None) -> bool:
     return is_url(_state(state_dir))
 
 
-def prune(older_than: float, statuses: Iterable[str] = (), state_dir: Any = None, *, dry_run: bool = False) -> list:
-    """``dagplan runs prune``: discard runs finished more than ``older_than`` seconds ago, in the given
-    statuses (default: every finished one); never a run a process owns now. Returns their RunInfo."""
+def prune(
+    older_than: float | str, statuses: Iterable[str] = (), state_dir: Any = None, *, dry_run: bool = False
+) -> list:
+    """``dagplan runs prune``: discard runs finished more than ``older_than`` ago (seconds, or a duration:
+    ``30d``), in the given statuses (default: every finished one); never a run a process owns now. Returns
+    their RunInfo; RunError ``usage`` for a duration that is not one."""
+    from .dsl.errors import RunError
+    from .dsl.ir import parse_duration
     from .interpreter.ops.runs import prune_runs
 
-    return prune_runs(older_than, statuses, _state(state_dir), dry_run=dry_run)
+    seconds = parse_duration(older_than)
+    if seconds is None:
+        raise RunError.make(
+            "usage", f"--older-than {older_than!r} is not a duration", hint="for example 30d, 12h or 90m"
+        )
+    return prune_runs(seconds, statuses, _state(state_dir), dry_run=dry_run)
 
 
 def cancel(run_id: str, state_dir: Any = None) -> str:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import classify, parse_expr, parse_template
-from .ir import AllOf, AnyOf, FanOut, Gate, Loop, Plan, Ref, Step, SubPlan
+from .ir import AllOf, AnyOf, FanOut, Gate, Loop, Plan, Ref, Step, SubPlan, parse_duration
 
 REFUSALS = frozenset({"reject", "rejected", "no", "deny", "denied", "refuse", "refused", "false"})
 DEFAULT_CHOICES = ("approve", "reject")
@@ -132,11 +132,26 @@ def _gate(ctx: Any, raw: Any, path: tuple) -> Gate | None:
     schema = raw.get("schema")
     if choices is None and schema is None:
         choices = list(DEFAULT_CHOICES)
-    return Gate(
+    timeout = raw.get("timeout")
+    seconds = parse_duration(timeout) if timeout is not None else None
+    if timeout is not None and not seconds:
+        ctx.fail("bad-duration", f"gate timeout {timeout!r} is not a positive duration", path + ("timeout",))
+    notify = raw.get("notify") or ()
+    gate = Gate(
         question,
         tuple(str(c) for c in choices) if isinstance(choices, list) else None,
         schema if isinstance(schema, Mapping) else None,
+        seconds or None,
+        raw.get("on_timeout", "fail"),
+        (notify,) if isinstance(notify, str) else tuple(str(n) for n in notify),
     )
+    if "on_timeout" in raw and timeout is None:
+        ctx.fail("gate-timeout", "`on_timeout` says what happens after `timeout`, and the gate has none",
+                 path + ("on_timeout",))  # fmt: skip
+    elif gate.on_timeout != "fail" and gate.choices and gate.on_timeout not in gate.choices:
+        ctx.fail("gate-timeout", f"on_timeout {gate.on_timeout!r} is neither `fail` nor one of the choices "
+                 f"({', '.join(gate.choices)})", path + ("on_timeout",))  # fmt: skip
+    return gate
 
 
 # --- children: load, check, cycles, arguments -------------------------------------------------

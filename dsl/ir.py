@@ -282,6 +282,9 @@ class Gate:
     question: Any  # str or Template
     choices: tuple[str, ...] | None = None
     schema: Mapping[str, Any] | None = None
+    timeout: float | None = None  # seconds from when it first waited
+    on_timeout: Any = "fail"  # "fail", or the answer given in the person's place
+    notify: tuple[str, ...] = ()  # notifier names of the configuration ([notify.NAME])
 
 
 class StepKind(enum.StrEnum):
@@ -299,6 +302,32 @@ class StepKind(enum.StrEnum):
 # completed). Under any rule but the default, a value never written reads as null.
 Trigger = Literal["all_succeeded", "all_done", "none_failed", "one_succeeded"]
 TRIGGERS: tuple[str, ...] = ("all_succeeded", "all_done", "none_failed", "one_succeeded")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(raw: Any) -> float | None:
+    """``30``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"`` -> seconds; None if not a duration."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, float)):
+        return float(raw) if raw >= 0 else None
+    if isinstance(raw, str):
+        m = _DURATION.match(raw)
+        if m:
+            return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    return None
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a person writes them: ``2d``, ``90m``, ``30s``, ``1.5s``."""
+    for unit in ("d", "h", "m"):
+        size = _UNIT_SECONDS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
 
 NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
 

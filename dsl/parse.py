@@ -10,7 +10,6 @@ called on data that never went through the schema.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
@@ -21,10 +20,8 @@ from .compose import composition_fields
 from .condition import parse_condition
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import SPECIAL, _single_ref_parts, classify, parse_output, parse_template
-from .ir import EMPTY, NOT_GIVEN, Catch, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template
+from .ir import EMPTY, NOT_GIVEN, Catch, LLMCall, Output, Plan, Ref, Retry, Root, Step, Template, parse_duration
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _LLM_KEYS = ("system", "model", "params", "tools", "output_schema", "max_iterations")
 
 
@@ -332,19 +329,6 @@ def _retry_from(ctx: _Context, raw: Mapping, path: tuple) -> Retry:
         backoff=default.backoff if backoff is None else backoff,
         max_backoff=default.max_backoff if max_backoff is None else max_backoff,
     )
-
-
-def parse_duration(raw: Any) -> float | None:
-    """``30``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"`` -> seconds; None if not a duration."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, (int, float)):
-        return float(raw) if raw >= 0 else None
-    if isinstance(raw, str):
-        m = _DURATION.match(raw)
-        if m:
-            return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-    return None
 
 
 @lru_cache(maxsize=1024)

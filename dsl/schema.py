@@ -475,7 +475,7 @@ def _enum_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None,
 def _any_of_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:
     if path and path[-1] in ("timeout", "backoff", "max_backoff"):
         return (
-            f"{where} must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not {err.instance!r}",
+            f"{where} must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, 2d, not {err.instance!r}",
             None,
             path,
         )

@@ -280,3 +280,21 @@ def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, post
         pool.terminate()
         _, err = pool.communicate(timeout=60)
     assert "unreachable" in err and "Traceback" not in err, err
+
+
+def test_a_worker_takes_up_a_waiting_run_once_its_gate_deadline_passed(tmp_path, postgres):
+    shutil.copy(EXAMPLES / "tools.py", tmp_path)
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: ship, gate: {question: ok?, timeout: 2s, on_timeout: approve}, output: †state.go}\n"
+        "  - {id: tell, tool: presentSuggestion, args: {suggestion: †state.go}, output: †state.r}\n"
+        "result: †state.r\n", encoding="utf-8")  # fmt: skip
+    started = dagplan("run", "p.yaml", "--tools", "tools.py", "--no-input", cwd=tmp_path, url=postgres)
+    assert started.returncode == 3, started.stderr
+    run_id = started.stderr.split("run ", 1)[1].split()[0]
+    early = worker(tmp_path, postgres, "--drain")  # before the deadline: nothing to take up
+    assert early.wait(120) == 0 and run_id not in early.stderr.read()
+    time.sleep(2.2)
+    late = worker(tmp_path, postgres, "--drain")
+    out, err = late.communicate(timeout=120)
+    assert f"{run_id} completed" in err, err
+    assert open_registry(postgres).open(run_id).step_output("tell") == "Today I suggest approve."

@@ -114,6 +114,11 @@ def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[st
 def _show_waiting(run_id: str, request: Any) -> None:
     """What a waiting run waits for (an approval gate), and how to answer."""
     allowed = f" [{'/'.join(request['choices'])}]" if request.get("choices") else ""
+    if request.get("deadline"):
+        from datetime import datetime
+
+        when = datetime.fromtimestamp(request["deadline"]).isoformat(timespec="seconds")
+        allowed += f" (until {when}; then {request.get('on_timeout', 'fail')})"
     click.echo(
         f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
         f" -- dagplan answer {run_id} {request['step']} VALUE",
@@ -149,15 +154,10 @@ def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str) -> No
 def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_run: bool, state_dir: str | None) -> None:
     """Discard old runs (never one that a process is running now)."""
     from .. import api
-    from ..dsl.parse import parse_duration
 
-    seconds = parse_duration(older_than)
-    if seconds is None:
-        hint = "for example 30d, 12h or 90m"
-        fail(DagplanError([error("usage", f"--older-than {older_than!r} is not a duration", hint=hint)]))
     _known_statuses(statuses)
     try:
-        gone = api.prune(seconds, statuses, state_dir or ctx.obj["state_dir"], dry_run=dry_run)
+        gone = api.prune(older_than, statuses, state_dir or ctx.obj["state_dir"], dry_run=dry_run)
     except DagplanError as exc:
         reject(exc)
     for info in gone:

@@ -88,6 +88,7 @@ class Config:
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments ([ray] address = "...")
     pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
     mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers by name: their tables, checked
+    notify: Mapping[str, Any] = field(default_factory=dict)  # gates' notifiers by name: their tables, checked
     structured_output: str = "auto"  # how a model's answer is held to a schema (llm/constrained.py)
 
     @property
@@ -250,6 +251,67 @@ def server_problems(name: str, table: Any) -> list[str]:
     return out
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR}, ${VAR:-default}
+
+
+def expand_env(where: str, value: str) -> str:
+    """``${VAR}`` replaced by the environment's value (``${VAR:-default}``: the default when it is unset or
+    empty); a variable that is not set and has no default is a ``config`` error naming ``where``."""
+
+    def one(found: re.Match) -> str:
+        name, default = found.group(1), found.group(2)
+        if default is not None:
+            return os.environ.get(name) or default
+        if name not in os.environ:
+            raise RunError.make(
+                "config",
+                f"{where} uses ${{{name}}}, which is not set in the environment",
+                hint=f"export {name}=... before running (secrets stay out of the configuration file)",
+            )
+        return os.environ[name]
+
+    return _VARIABLE.sub(one, value)
+
+
+NOTIFIER_KEYS = {"webhook": 'a URL from the environment, "${SLACK_WEBHOOK_URL}"',
+                 "command": 'a command and its arguments, ["./notify.sh"]',
+                 "retries": "a number of attempts, at least 1", "timeout": "seconds per attempt, above 0"}  # fmt: skip
+
+
+def notifier_problems(name: str, table: Any) -> list[str]:
+    """What is wrong with one ``[notify.NAME]`` (each a sentence naming the key), or nothing. A webhook's URL
+    is a secret: it is written ``${VAR}`` and read from the environment when a gate waits."""
+    where = f"notify.{name}"
+    if not isinstance(table, dict):
+        return [f"{where} must be a table: [notify.{name}] with webhook = ... or command = [...]"]
+    out = []
+    for key in table:
+        if key not in NOTIFIER_KEYS:
+            hint = did_you_mean(key, NOTIFIER_KEYS, f"known keys: {', '.join(NOTIFIER_KEYS)}")
+            out.append(f"{where}: unknown key {key!r}" + (f" ({hint})" if hint else ""))
+    if ("webhook" in table) == ("command" in table):
+        out.append(f"{where}: give either webhook (a URL from the environment) or command")
+    hook = table.get("webhook")
+    if hook is not None and not (isinstance(hook, str) and _VARIABLE.fullmatch(hook.strip())):
+        out.append(f"{where}.webhook must be {NOTIFIER_KEYS['webhook']} (a URL written in the file is a secret in it)")
+    command = table.get("command")
+    if command is not None and not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        out.append(f"{where}.command must be {NOTIFIER_KEYS['command']}")
+    retries, timeout = table.get("retries", 3), table.get("timeout", 10)
+    if type(retries) is not int or retries < 1:
+        out.append(f"{where}.retries must be {NOTIFIER_KEYS['retries']}")
+    if type(timeout) not in (int, float) or timeout <= 0:
+        out.append(f"{where}.timeout must be {NOTIFIER_KEYS['timeout']}")
+    return out
+
+
+def unknown_notifier(step: Any, name: str, declared: Mapping[str, Any]) -> Any:
+    """The error of a gate naming a notifier the configuration does not declare (check and run alike)."""
+    hint = did_you_mean(name, declared, f'declare it in dagplan.toml: [notify.{name}] webhook = "${{VAR}}"')
+    return error("unknown-notifier", f"gate '{step.id}' notifies {name!r}, which the configuration does not declare",
+                 step.span.at("gate", "notify"), hint)  # fmt: skip
+
+
 MCP_SOURCE = "mcp:"  # a tool source naming a declared MCP server: mcp:NAME (interpreter/tools/mcp.py)
 
 # how a model's answer is held to a schema: by provider (auto), or forced (interpreter/llm/constrained.py)
@@ -278,6 +340,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "one of " + ", ".join(f'"{s}"' for s in STRUCTURED_OUTPUT) + " (how answers are held to a schema)",
     ),
     "mcp": (_table, 'a table of MCP servers: [mcp.NAME] command = "..." (stdio) or url = "..." (HTTP)'),
+    "notify": (_table, 'a table of notifiers for gates: [notify.NAME] webhook = "${VAR}" or command = [...]'),
 }
 
 
@@ -301,6 +364,11 @@ def _build(path: Path, table: dict) -> Config:
     for name, server in (servers if isinstance(servers, dict) else {}).items():
         problems += [
             error("config", message, _key_span(path, f"mcp.{name}")) for message in server_problems(name, server)
+        ]
+    notifiers = table.get("notify")
+    for name, notifier in (notifiers if isinstance(notifiers, dict) else {}).items():
+        problems += [
+            error("config", message, _key_span(path, f"notify.{name}")) for message in notifier_problems(name, notifier)
         ]
     given = table.get("resume")
     resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}

@@ -46,6 +46,10 @@ class ToolExit(Exception):
     """A tool called ``sys.exit()``: a failure of that step like any other, never the end of the run."""
 
 
+class GateTimeout(StepFailure):
+    """A gate's ``timeout`` passed with no answer and its ``on_timeout`` is ``fail`` (``catch:`` may route it)."""
+
+
 class Waiting(Exception):
     """An approval gate has no answer yet: ``request`` says what it waits for (JSON)."""
 

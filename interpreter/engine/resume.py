@@ -150,10 +150,12 @@ class Replay:
         units: Mapping[str, Recorded] | None = None,
         answers: Mapping[str, Any] | None = None,
         undecided: Mapping[str, str] | None = None,
+        waited: Mapping[str, Mapping[str, Any]] | None = None,
     ):
         self.units = dict(units or {})
         self.answers = dict(answers or {})
         self.undecided = dict(undecided or {})  # unit id -> purity: interrupted side effects nobody settled
+        self.waited = dict(waited or {})  # gate unit id -> the request it waited with (its deadline)
 
     def get(self, unit_id: str) -> Recorded | None:
         return self.units.get(unit_id)
@@ -193,7 +195,8 @@ class Replay:
             decided = _decided(journal, unit_id, found, action, adopted_output)
             if decided is not None:
                 units[unit_id] = decided
-        return cls(units, progress.answers, undecided)
+        waited = {uid: found.fields["request"] for uid, found in progress.steps.items() if found.fields.get("request")}
+        return cls(units, progress.answers, undecided, waited)
 
 
 def needs_decision(run_id: str, undecided: Mapping[str, str]) -> RunError:

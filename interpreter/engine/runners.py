@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Mapping
 
 from ...dsl.compose import is_refusal
-from ...dsl.ir import Step, StepKind
+from ...dsl.ir import Step, StepKind, format_duration
 from .attempts import StepFailure
 from ..core.context import Runner, StepContext
 from ..core.vocabulary import EventType
@@ -61,7 +61,14 @@ class GateRunner:
             "choices": list(gate.choices) if gate.choices else None,
             "schema": dict(gate.schema) if gate.schema else None,
         }
-        return check_answer(request, await ctx.answer(request))
+        if gate.timeout is not None:  # the deadline is counted from the first wait (ctx.answer keeps it)
+            request.update(timeout=gate.timeout, on_timeout=gate.on_timeout)
+        if gate.notify:
+            request["notify"] = list(gate.notify)
+        answer = await ctx.answer(request)
+        if request.get("timed_out") and is_refusal(answer):
+            raise StepFailure(f"no answer within {format_duration(gate.timeout or 0)}: {answer} (its on_timeout)")
+        return check_answer(request, answer)
 
 
 def check_answer(request: Mapping[str, Any], answer: Any) -> Any:

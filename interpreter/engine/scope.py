@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping
 
-from ...dsl.ir import Plan, Step
-from .attempts import StepFailure, Waiting
+from ...dsl.ir import Plan, Step, format_duration as format_seconds
+from .attempts import GateTimeout, StepFailure, Waiting
 from .resume import Replay, purity_of
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
@@ -43,6 +43,7 @@ class Options:
     backoff_scale: float = 1.0  # times each retry's backoff (0 in plan tests: retries do not wait)
     executor: str | None = None  # "ray": tool calls run as Ray tasks (a tool's own executor wins)
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
+    notifiers: Mapping[str, Any] = field(default_factory=dict)  # [notify.NAME]: who is told a gate waits
     given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
 
     def recorded(self) -> dict[str, Any]:
@@ -80,6 +81,7 @@ class Options:
             default_max_items=given.pop("default_max_items", config.max_items),
             executor=given.pop("executor", config.executor),
             ray=dict(config.ray),
+            notifiers=dict(getattr(config, "notify", {}) or {}),
             **given,
         )
 
@@ -170,6 +172,7 @@ class RunScope:
         self.executions: list[Any] = []  # the root and the running sub-plans (for a run-wide abort)
         self._budget: Any = None
         self._threads: WorkerThreads | None = None
+        self._notices: set[asyncio.Future] = set()  # gates' notices being sent
 
     # --- the one way an event leaves the engine ---
 
@@ -259,14 +262,35 @@ class RunScope:
         found, value = self.replay.answer(unit_id)
         if found:
             return value
+        if request.get("timeout") is not None and self._past_deadline(unit_id, request):
+            return self._timed_out(unit_id, request)
         ask = self.options.ask_gate
         if ask is None:
+            if request.get("notify") and unit_id not in self.replay.waited:  # told once: when it first waits
+                self._notify(unit_id, request)
             raise Waiting(request)
         value = ask(request)
         if asyncio.iscoroutine(value):
             value = await value
         value = json_value(value)
         self.emit(EventType.GATE_ANSWERED, unit_id, value=value)  # a resumed run must not ask again
+        return value
+
+    def _past_deadline(self, unit_id: str, request: dict) -> bool:
+        """A gate's deadline, counted from when it first waited (kept in its request across resumes)."""
+        earlier = self.replay.waited.get(unit_id) or {}
+        request["deadline"] = earlier.get("deadline") or round(time.time() + request["timeout"], 3)
+        return time.time() >= request["deadline"]
+
+    def _timed_out(self, unit_id: str, request: dict) -> Any:
+        """Nobody answered in time: ``on_timeout`` fails the gate (GateTimeout), or answers in a person's place
+        (recorded like an answer, marked ``timed_out``: a resumed run does not decide again)."""
+        request["timed_out"] = True
+        waited = format_seconds(request["timeout"])
+        if request.get("on_timeout", "fail") == "fail":
+            raise GateTimeout(f"no answer within {waited}")
+        value = request["on_timeout"]
+        self.emit(EventType.GATE_ANSWERED, unit_id, value=value, timed_out=True)
         return value
 
     def abort(self, reason: str) -> None:
@@ -277,6 +301,21 @@ class RunScope:
     def close(self) -> None:
         if self._threads is not None:
             self._threads.shutdown()
+
+    def _notify(self, unit_id: str, request: Mapping[str, Any]) -> None:
+        """The gate's notices, sent in a task of their own: the run goes on (to its waiting state)."""
+        from ..observe.notify import message, send
+
+        body = message(self.run_id, {**request, "step": unit_id})
+        self._notices.add(asyncio.ensure_future(send(self.options.notifiers, request["notify"], body)))
+
+    async def settle_notices(self) -> None:
+        """At the end of the run: wait a bounded time for notices still on their way (never raises)."""
+        if not self._notices:
+            return
+        from ..observe.notify import SETTLE
+
+        await asyncio.wait(self._notices, timeout=SETTLE)
 
     async def close_sources(self) -> None:
         """End what the run's tools called through (an MCP server's session, opened on its first call)."""

@@ -154,9 +154,27 @@ def _preflight(plan: Plan, options: Options, tools: Mapping[str, Tool]) -> None:
     if options.calls is None or not options.calls.offline:
         preflight(plan, options.model, options.completion_kwargs)
         used = {id(t.source): t.source for s in plan_steps(plan) if (t := tools.get(s.tool or "")) and t.source}
-        problems = [p for source in used.values() for p in source.preflight()]
+        problems = [p for source in used.values() for p in source.preflight()] + _notifier_problems(plan, options)
         if problems:
             raise RunError(problems)
+
+
+def _notifier_problems(plan: Plan, options: Options) -> list:
+    """A gate naming a notifier the configuration does not declare, or whose webhook's ``${VAR}`` is unset."""
+    from ..core.config import expand_env, unknown_notifier
+
+    out = []
+    for step in plan_steps(plan):
+        for name in step.gate.notify if step.gate is not None else ():
+            table = options.notifiers.get(name)
+            if table is None:
+                out.append(unknown_notifier(step, name, options.notifiers))
+            elif "webhook" in table:
+                try:
+                    expand_env(f"notify.{name}.webhook", table["webhook"])
+                except RunError as exc:
+                    out += exc.diagnostics
+    return out
 
 
 async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:
@@ -166,6 +184,7 @@ async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_jo
     finally:
         scope.close()
         await scope.close_sources()
+        await scope.settle_notices()
         if own_journal and scope.journal is not None:
             scope.journal.release()
 

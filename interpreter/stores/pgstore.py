@@ -44,7 +44,7 @@ from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids,
 from .journal import RUN_ID, new_run_id
 from ..core.vocabulary import STOPPED, Event, EventType, RunStatus
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE IF NOT EXISTS dagplan_runs (
@@ -70,6 +70,9 @@ MIGRATIONS: dict[int, list[str]] = {
     3: [  # the pool speaks the run statuses of the vocabulary ('done' was its own word for a finished run)
         "UPDATE dagplan_runs SET queue = 'completed' WHERE queue = 'done'",
     ],
+    4: [  # a waiting run whose gate deadline passed is claimable from then: its on_timeout applies
+        "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS wake double precision",
+    ],
 }
 LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
 # where a run stands for the pool (a RunStatus), from the last lifecycle event committed: the vocabulary's
@@ -81,6 +84,15 @@ _QUEUE = {
     **STOPPED,
 }
 CLAIMABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)  # with no owner holding the run's lock
+# a run of the pool in a claimable status, or any run waiting at a gate whose deadline passed (like an answer,
+# it puts the run in the pool): parameters, the claimable statuses and now
+_CLAIMABLE = "((r.pooled AND r.queue = ANY(%s)) OR (r.queue = 'waiting' AND r.wake <= %s))"
+
+
+def _wake(line: Mapping[str, Any]) -> float | None:
+    """When a waiting run should be taken up again: the earliest deadline of the gates it waits at."""
+    deadlines = [w["deadline"] for w in line.get("waiting") or () if isinstance(w, Mapping) and w.get("deadline")]
+    return min(deadlines) if deadlines else None
 
 
 def _connect(url: str, **kwargs: Any) -> Any:
@@ -264,9 +276,9 @@ class PgRegistry:
             else:
                 full = []
             rows = conn.execute(
-                f"SELECT r.id FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD} "
+                f"SELECT r.id FROM dagplan_runs r WHERE {_CLAIMABLE} AND NOT {_HELD} "
                 "AND NOT r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
-                ([str(s) for s in CLAIMABLE], full),
+                ([str(s) for s in CLAIMABLE], time.time(), full),
             ).fetchall()
             claimed = None
             for (run_id,) in rows:
@@ -283,8 +295,8 @@ class PgRegistry:
 
     def claimable(self) -> int:
         conn = self.connection()
-        query = f"SELECT count(*) FROM dagplan_runs r WHERE r.pooled AND r.queue = ANY(%s) AND NOT {_HELD}"
-        return int(conn.execute(query, ([str(s) for s in CLAIMABLE],)).fetchone()[0])
+        query = f"SELECT count(*) FROM dagplan_runs r WHERE {_CLAIMABLE} AND NOT {_HELD}"
+        return int(conn.execute(query, ([str(s) for s in CLAIMABLE], time.time())).fetchone()[0])
 
     def owner(self, run_id: str) -> int | None:
         return self._live().get(run_id)
@@ -358,6 +370,7 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self._seq = 0
         self._buf: list[tuple[int, str]] = []
         self._queue: RunStatus | None = None  # where the run stands for the pool, once the buffer commits
+        self._wake: float | None = None  # when a waiting run's first gate deadline passes
         self._io = threading.Lock()
         self._writer: Any = None  # the connection holding the run's lock
         self._inflight: asyncio.Future | None = None
@@ -453,6 +466,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             text = json_safe(json.dumps(line, ensure_ascii=False, default=str, separators=(",", ":")))
             self._buf.append((self._seq, text))
             self._queue = _QUEUE.get(event.type, self._queue)
+            if event.type in _QUEUE:
+                self._wake = _wake(line) if event.type is EventType.PLAN_WAITING else None
         fold(self._state, line)
         return line
 
@@ -468,8 +483,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             with conn.transaction():
                 self._copy(conn, rows)
                 # an answered gate puts any run in the pool, however it started: a worker goes on with it
-                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s WHERE id = %s",
-                             (str(queue), queue == RunStatus.QUEUED, self.id))  # fmt: skip
+                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s, wake = %s WHERE id = %s",
+                             (str(queue), queue == RunStatus.QUEUED, self._wake, self.id))  # fmt: skip
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:

@@ -33,7 +33,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +40,11 @@ from typing import Any, AsyncIterator, Mapping, cast
 
 from ...dsl.errors import RunError, Span, printable
 from ...dsl.ir import Purity
-from ..core.config import MCP_SOURCE
+from ..core.config import MCP_SOURCE, expand_env
 from .catalog import TransientError, Tool
 
 LOCK_NAME = "dagplan.lock"
 LOCK_VERSION = 1
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR}, ${VAR:-default}
 CONNECT_TIMEOUT = 30.0
 log = logging.getLogger("dagplan.mcp")
 
@@ -94,22 +92,8 @@ def declared(name: str, table: Mapping[str, Any], base: Path | None) -> Server:
 
 
 def expand(server: str, key: str, value: str) -> str:
-    """``${VAR}`` replaced by the environment's value (``${VAR:-default}``: the default when it is unset or
-    empty); a variable that is not set and has no default is the caller's error."""
-
-    def one(found: re.Match) -> str:
-        name, default = found.group(1), found.group(2)
-        if default is not None:
-            return os.environ.get(name) or default
-        if name not in os.environ:
-            raise RunError.make(
-                "config",
-                f"mcp.{server}.{key} uses ${{{name}}}, which is not set in the environment",
-                hint=f"export {name}=... before running (secrets stay out of the configuration file)",
-            )
-        return os.environ[name]
-
-    return _VARIABLE.sub(one, value)
+    """``${VAR}`` in ``mcp.SERVER.KEY`` read from the environment (the configuration's one rule)."""
+    return expand_env(f"mcp.{server}.{key}", value)
 
 
 # --- the lock ---------------------------------------------------------------------------------------
