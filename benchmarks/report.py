@@ -214,9 +214,17 @@ def _work(shape: str, size: int, folder: Path):
     from dagplan.dsl import check
 
     if shape == "check":
+        from dagplan.dsl.errors import Limits
+
         path = folder / "big.json"
         path.write_text(json.dumps(bc.generate(size)), encoding="utf-8")
-        return lambda: check(path)
+        roomy = Limits(max_bytes=1 << 30, max_nodes=100_000_000, max_steps=10_000_000)  # past the defaults' 16 MB
+
+        def checked() -> None:
+            result = check(path, limits=roomy)
+            assert result.ok, result.diagnostics[:2]
+
+        return checked
     if shape == "fan-out":
         plan = dagplan.load(text=json.dumps(be.items_doc(size, "anoop")), tools=be.TOOLS)
         return lambda: asyncio.run(dagplan.arun(plan, tools=be.TOOLS, max_concurrency=64))
