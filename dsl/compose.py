@@ -336,13 +336,47 @@ class Bounds:
         return {"steps": self.steps, "llm_steps": self.llm_steps}
 
 
+def items_bound(plan: Plan, step: Step, default_max_items: int | None) -> int:
+    """The most items a fan-out can have: its cap (``max_items``, else the configuration's), or fewer when
+    the schema of the list it goes over says ``maxItems`` (an input's, the state's)."""
+    assert step.for_each is not None
+    cap = step.for_each.max_items or default_max_items
+    over = over_schema(plan, step)
+    most = over.get("maxItems") if isinstance(over, Mapping) else None
+    if type(most) is int and most >= 0:
+        cap = most if cap is None else min(cap, most)
+    return cap or 1
+
+
+def over_schema(plan: Plan, step: Step) -> Any:
+    """The schema of the list a fan-out goes over, when the plan says it (None: unknown)."""
+    over = step.for_each.over if step.for_each is not None else None
+    return ref_schema(plan, over) if isinstance(over, Ref) else None
+
+
+def ref_schema(plan: Plan, ref: Ref, item: Any = None) -> Any:
+    """The JSON Schema a reference's value follows, as far as the plan says: an input's schema, the state's,
+    a fan-out item's (``item``), followed down the path (properties, items); None when unknown."""
+    from .validate_tools import _descend
+
+    if ref.root == "input":
+        schema: Any = plan.inputs.get(str(ref.path[0])) if plan.inputs and ref.path else None
+        path = ref.path[1:]
+    elif ref.root in ("state", "item"):
+        schema, path = (plan.state if ref.root == "state" else item), ref.path
+    else:
+        return None
+    found = _descend(schema, path) if schema is not None else None
+    return found if isinstance(found, Mapping) else None
+
+
 def worst_case(plan: Plan, default_max_items: int | None = None) -> Bounds:
     steps = llm = 0
     for step in plan.steps:
         inner = _step_bounds(step, default_max_items)
         times = 1
         if step.for_each is not None:
-            times = step.for_each.max_items or default_max_items or 1
+            times = items_bound(plan, step, default_max_items)
         steps += inner.steps * times
         llm += inner.llm_steps * times
     return Bounds(steps, llm)

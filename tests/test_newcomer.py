@@ -283,3 +283,23 @@ def test_a_default_is_a_literal_written_last(tmp_path):
             continue
         node = classify(text)
         assert node.has_default and node.default == default, (text, node)
+
+
+def test_a_fan_out_over_an_input_is_bounded_by_the_input_s_schema(tmp_path):
+    plan = """inputs:
+  parts:
+    type: array
+    maxItems: 10
+    items: {type: object, additionalProperties: false, properties: {body: {type: string, maxLength: 200}}}
+steps:
+  - {id: each, for_each: †input.parts, max_items: 50, llm: "Summarize: †item.body", model: openai/gpt-4o-mini,
+     output: †state.sums}
+result: †state.sums
+"""
+    (tmp_path / "p.yaml").write_text(plan, encoding="utf-8")
+    bounded = cli(tmp_path, "check", "p.yaml")
+    assert "p.yaml: worst case 10 steps, 10 LLM steps, 10 model calls, <= 1.5k input tokens" in bounded.stderr
+    assert "unbounded" not in bounded.stderr
+    (tmp_path / "p.yaml").write_text(plan.replace(", maxLength: 200", ""), encoding="utf-8")
+    unbounded = cli(tmp_path, "check", "p.yaml")
+    assert "input tokens unbounded (†item.body)" in unbounded.stderr, unbounded.stderr

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any, Iterator, Mapping
 
 from ...dsl.errors import Diagnostic, Span, error, warning
+from ...dsl.compose import items_bound, over_schema, ref_schema
 from ...dsl.ir import Placeholder, Plan, Ref, Step, Template
 
 CHARS_PER_TOKEN = 3
@@ -180,16 +181,19 @@ def diagnostics(found: Estimate, max_cost: float | None, plan: Plan) -> list[Dia
 def _llm_costs(plan: Plan, prefix: str, times: int, model: str | None, max_items: int | None,
                iterations: int) -> Iterator[StepCost]:  # fmt: skip
     for step in plan.steps:
-        n = times * ((step.for_each.max_items or max_items or 1) if step.for_each is not None else 1)
+        over = over_schema(plan, step)
+        n = times * (items_bound(plan, step, max_items) if step.for_each is not None else 1)
         if step.llm is not None:
-            yield _step_cost(plan, step, prefix + step.id, n, model, iterations)
+            item = over.get("items") if isinstance(over, Mapping) else None
+            yield _step_cost(plan, step, prefix + step.id, n, model, iterations, item)
         child = step.plan or (step.loop.child if step.loop is not None else None)
         if child is not None and child.plan is not None:
             loops = step.loop.max_iterations if step.loop is not None else 1
             yield from _llm_costs(child.plan, prefix + step.id + ".", n * loops, model, max_items, iterations)
 
 
-def _step_cost(plan: Plan, step: Step, full: str, times: int, default_model: str | None, iterations: int) -> StepCost:
+def _step_cost(plan: Plan, step: Step, full: str, times: int, default_model: str | None, iterations: int,
+               item: Any = None) -> StepCost:  # fmt: skip
     call = step.llm
     assert call is not None
     chosen = call.model or default_model
@@ -198,7 +202,7 @@ def _step_cost(plan: Plan, step: Step, full: str, times: int, default_model: str
     for template in (call.prompt, call.system):
         if template is None:
             continue
-        for part, chars in _parts(plan, template):
+        for part, chars in _parts(plan, template, item):
             if chars is None:
                 unbounded = unbounded or part
             elif tokens is not None:
@@ -218,7 +222,7 @@ def _step_cost(plan: Plan, step: Step, full: str, times: int, default_model: str
     return StepCost(full, chosen, times, calls, None if unbounded else tokens, output, unbounded, largest, step.span)
 
 
-def _parts(plan: Plan, template: Template) -> Iterator[tuple[str, int | None]]:
+def _parts(plan: Plan, template: Template, item: Any = None) -> Iterator[tuple[str, int | None]]:
     """Each part of a template and the most characters it can be (None: unbounded)."""
     for part in template.parts:
         if isinstance(part, str):
@@ -231,15 +235,7 @@ def _parts(plan: Plan, template: Template) -> Iterator[tuple[str, int | None]]:
                 bound = _schema_chars(producer.llm.output_schema) if producer and producer.llm else None
                 yield str(part), bound if part.view != "summary" or bound is not None else None
         elif isinstance(part, Ref):
-            bound = _input_chars(plan, part) if part.root == "input" else None
-            yield str(part), bound
-
-
-def _input_chars(plan: Plan, ref: Ref) -> int | None:
-    if not plan.inputs or not ref.path:
-        return None
-    schema = plan.inputs.get(str(ref.path[0]))
-    return _schema_chars(schema) if isinstance(schema, Mapping) and len(ref.path) == 1 else None
+            yield str(part), _schema_chars(ref_schema(plan, part, item))
 
 
 def _schema_chars(schema: Any, depth: int = 0) -> int | None:
