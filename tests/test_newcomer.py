@@ -303,3 +303,38 @@ result: †state.sums
     (tmp_path / "p.yaml").write_text(plan.replace(", maxLength: 200", ""), encoding="utf-8")
     unbounded = cli(tmp_path, "check", "p.yaml")
     assert "input tokens unbounded (†item.body)" in unbounded.stderr, unbounded.stderr
+
+
+def test_a_test_file_s_own_mocks_are_every_case_s_defaults_and_its_typos_get_a_did_you_mean(tmp_path):
+    root = _project(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    tests = """plan: weather.yaml
+tools: [tools.py]
+mocks:
+  tools:
+    getWeather: {result: {city: Rome, sky: sunny}}
+    findPark: {result: the park}
+    presentSuggestion: {result: done}
+cases:
+  - name: sunny by default
+    inputs: {city: Rome}
+    expect: {steps: {park: {status: completed, output: the park}, movie: {status: skipped}}}
+  - name: a case overrides a default by name
+    inputs: {city: Oslo}
+    mocks:
+      tools:
+        getWeather: {alternative: 1, result: {city: Oslo, sky: rainy}}
+        findMovie: {result: a film}
+    expect: {steps: {movie: {status: completed, output: a film}, park: {status: skipped}}}
+"""
+    (root / "weather.test.yaml").write_text(tests, encoding="utf-8")
+    ran = cli(root, "test", "weather.test.yaml")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    typos = tests.replace("inputs: {city: Oslo}", "inputs: {citty: Oslo}\n    real: [getWeathr]")
+    (root / "weather.test.yaml").write_text(typos, encoding="utf-8")
+    checked = cli(root, "check", "weather.test.yaml")
+    assert checked.returncode == 1
+    assert "weather.test.yaml:13:14: error test-file: input 'citty' is not one of the plan's inputs" in checked.stdout
+    assert "did you mean 'city'?" in checked.stdout and "did you mean 'getWeather'?" in checked.stdout
+    (root / "weather.test.yaml").write_text(tests.replace("    findPark: {result", "    findPak: {result"))
+    assert "'findPak' is not one of the plan's tools" in cli(root, "check", "weather.test.yaml").stdout

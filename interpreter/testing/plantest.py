@@ -218,21 +218,27 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
                     error("test-file", f"{name!r} is not one of the plan's {what}", suite.key_span(*path, name), hint)
                 )
 
+    def mocked(mocks: Mapping[str, Any], *path: str | int) -> None:
+        known(mocks.get("tools") or {}, tools, "tools", *path, "tools")
+        known(mocks.get("llm") or {}, llm, "LLM steps", *path, "llm")
+        known(mocks.get("gates") or {}, gates, "gates", *path, "gates")
+
+    mocked(suite.data.get("mocks") or {}, "mocks")
+    declared = suite.plan.inputs
     for index, case in enumerate(suite.cases):
-        mocks = case.get("mocks") or {}
-        known(mocks.get("tools") or {}, tools, "tools", "cases", index, "mocks", "tools")
-        known(mocks.get("llm") or {}, llm, "LLM steps", "cases", index, "mocks", "llm")
-        known(mocks.get("gates") or {}, gates, "gates", "cases", index, "mocks", "gates")
+        mocked(case.get("mocks") or {}, "cases", index, "mocks")
+        for name in case.get("inputs") or {} if declared is not None else ():
+            if name not in declared:
+                hint = did_you_mean(
+                    name, sorted(declared), f"the plan's inputs: {', '.join(sorted(declared)) or 'none'}"
+                )
+                out.append(error("test-file", f"input {name!r} is not one of the plan's inputs",
+                                 suite.key_span("cases", index, "inputs", name), hint))  # fmt: skip
         for i, name in enumerate(case.get("real") or []):
             if name not in suite.tools:
-                out.append(
-                    error(
-                        "test-file",
-                        f"real tool {name!r} is not among the test file's tools",
-                        suite.span("cases", index, "real", i),
-                        "list its file under tools:",
-                    )
-                )
+                hint = did_you_mean(name, sorted(suite.tools), "list its file under tools:")
+                out.append(error("test-file", f"real tool {name!r} is not among the test file's tools",
+                                 suite.span("cases", index, "real", i), hint))  # fmt: skip
         expect = case.get("expect") or {}
         known(expect.get("steps") or {}, set(steps), "steps", "cases", index, "expect", "steps")
         known(expect.get("calls") or {}, tools | llm, "tools and LLM steps", "cases", index, "expect", "calls")
@@ -276,6 +282,8 @@ def _matcher_problems(suite: Suite, case: Mapping[str, Any], index: int) -> list
     for key in ("expect", "mocks"):
         if key in case:
             visit(case[key], ("cases", index, key))
+    if index == 0 and "mocks" in suite.data:  # the file's own mocks, once
+        visit(suite.data["mocks"], ("mocks",))
     return out
 
 
@@ -372,12 +380,10 @@ def _calls(suite: Suite, index: int) -> Any:
     from .mocks import MockCalls
 
     case = suite.cases[index]
-    mocks = case.get("mocks") or {}
+    shared, own = suite.data.get("mocks") or {}, case.get("mocks") or {}
+    mocks = {kind: {**(shared.get(kind) or {}), **(own.get(kind) or {})} for kind in ("tools", "llm", "gates")}
     found = MockCalls(
-        tools=mocks.get("tools") or {},
-        llm=mocks.get("llm") or {},
-        gates=mocks.get("gates") or {},
-        real=frozenset(case.get("real") or ()),
+        tools=mocks["tools"], llm=mocks["llm"], gates=mocks["gates"], real=frozenset(case.get("real") or ())
     )
     if index in suite.cassettes:
         from .cassette import CassetteCalls
