@@ -83,8 +83,9 @@ def test_a_run_is_a_trace_of_steps_attempts_and_model_calls(stub):
     spans = json.loads(proc.stdout.strip().splitlines()[-1])
     by_name = {s["name"]: s for s in spans}
     assert len({s["trace"] for s in spans}) == 1  # one run, one trace
-    run = next(s for s in spans if s["name"].startswith("dagplan.run"))
+    run = next(s for s in spans if s["name"].startswith("invoke_agent "))
     assert run["parent"] is None and run["attributes"]["dagplan.run.status"] == "completed"
+    assert run["attributes"]["gen_ai.operation.name"] == "invoke_agent"
     for step in ("first", "each", "say"):
         assert by_name[f"dagplan.step {step}"]["parent"] == run["id"]
     each = by_name["dagplan.step each"]
@@ -96,6 +97,11 @@ def test_a_run_is_a_trace_of_steps_attempts_and_model_calls(stub):
                       key=lambda s: s["start"])  # fmt: skip
     assert [a["status"] for a in attempts] == ["ERROR", "UNSET"]
     assert attempts[0]["attributes"]["error.type"] == "TimeoutError"
+    tools = sorted((s for s in spans if s["name"].startswith("execute_tool ") and s["parent"] in
+                    {a["id"] for a in attempts}), key=lambda s: s["start"])  # fmt: skip
+    assert [(t["parent"], t["status"]) for t in tools] == [(attempts[0]["id"], "ERROR"), (attempts[1]["id"], "UNSET")]
+    assert tools[0]["attributes"]["gen_ai.operation.name"] == "execute_tool"
+    assert tools[0]["attributes"]["gen_ai.tool.name"] == tools[0]["name"].split(" ", 1)[1]
     assert first["attributes"]["dagplan.step.status"] == "completed"
     chat = by_name["chat openai/gpt-4o-mini"]
     say_attempt = next(

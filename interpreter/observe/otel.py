@@ -91,6 +91,7 @@ class _Spans:
         self.run: Any = None
         self.units: dict[str, Any] = {}
         self.attempts: dict[str, tuple[Any, int]] = {}
+        self.tools: dict[str, Any] = {}  # a unit's tool call in flight: ``execute_tool NAME``
 
     def __call__(self, event: Event) -> None:
         handler = _HANDLERS.get(event.type)
@@ -101,10 +102,17 @@ class _Spans:
 
     def _run_started(self, event: Event) -> None:
         if self.run is None:
-            self.run = self.tracer.start_span(
-                f"dagplan.run {os.path.basename(self.plan_name) or 'plan'}",
+            name = os.path.basename(self.plan_name) or "plan"
+            self.run = self.tracer.start_span(  # GenAI conventions: a run is an agent's invocation
+                f"invoke_agent {name}",
                 start_time=_ns(event.ts),
-                attributes={"dagplan.run.id": event.run_id, "dagplan.plan": self.plan_name},
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": name,
+                    "gen_ai.conversation.id": event.run_id,
+                    "dagplan.run.id": event.run_id,
+                    "dagplan.plan": self.plan_name,
+                },  # fmt: skip
             )
 
     def _run_stopped(self, event: Event) -> None:
@@ -198,6 +206,24 @@ class _Spans:
         )
         span.end(end_time=_ns(event.ts))
 
+    def _tool(self, event: Event) -> None:
+        """A tool call (GenAI conventions: ``execute_tool {name}``), under the attempt making it; it ends
+        with the attempt, or when the unit calls its next tool (an LLM step's tool loop)."""
+        unit_id = event.step or ""
+        self._end_tool(unit_id, event.ts)
+        parent = (self.attempts.get(unit_id) or (None, 0))[0] or self.units.get(unit_id) or self.run
+        name = str(event.data.get("name") or "")
+        self.tools[unit_id] = self._start(f"execute_tool {name}", parent, event.ts, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.type": "function",
+            "dagplan.step.id": unit_id})  # fmt: skip
+
+    def _end_tool(self, unit_id: str, ts: float, error: Mapping[str, Any] | None = None) -> None:
+        span = self.tools.pop(unit_id, None)
+        if span is not None:
+            if error:
+                self._error(span, f"{error.get('type')}: {error.get('message')}", error.get("type"))
+            span.end(end_time=_ns(ts))
+
     # --- helpers ---
 
     def _start(self, name: str, parent: Any, ts: float, attributes: Mapping[str, Any]) -> Any:
@@ -207,6 +233,7 @@ class _Spans:
         return self.tracer.start_span(name, context=context, start_time=_ns(ts), attributes=dict(attributes))
 
     def _end_attempt(self, unit_id: str, ts: float, error: Mapping[str, Any] | None = None) -> None:
+        self._end_tool(unit_id, ts, error)
         found = self.attempts.pop(unit_id, None)
         if found is None:
             return
@@ -252,4 +279,5 @@ _HANDLERS: dict[EventType, Callable[[_Spans, Event], None]] = {
     EventType.STEP_WAITING: _Spans._settled,
     EventType.STEP_SKIPPED: _Spans._skipped,
     EventType.MODEL_CALLED: _Spans._model,
+    EventType.TOOL_CALLED: _Spans._tool,
 }
