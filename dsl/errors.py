@@ -89,7 +89,7 @@ class Diagnostic:
         }
 
     def sort_key(self) -> tuple:
-        return (self.span.file, self.span.line, self.span.col, self.severity != "error", self.code)
+        return (self.span.file, self.severity != "error", self.span.line, self.span.col, self.code)  # causes first
 
 
 def did_you_mean(word: Any, choices: Iterable[str], otherwise: str | None = None, cutoff: float = 0.6) -> str | None:

@@ -302,12 +302,17 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
             )
 
 
-_FOREIGN = re.compile(r"\{\{\s*\$?(input|state)((?:\.[A-Za-z_]\w*)+)\s*\}\}|\$\{(input|state)((?:\.[A-Za-z_]\w*)+)\}")
+_FOREIGN = re.compile(
+    r"\{\{\s*\$?(input|state|item|index)((?:\.[A-Za-z_]\w*)*)\s*\}\}"
+    r"|\$\{(input|state|item|index)((?:\.[A-Za-z_]\w*)*)\}"
+)
 
 
 def foreign_templates(facts: Facts) -> Iterator[Diagnostic]:
     """``{{ input.topic }}`` / ``${state.s}`` (Jinja, shell) stay literal text here: say how to write them."""
     for step in facts.plan.steps:
+        if not _braces(step.args) and (step.llm is None or not _braces(step.llm.prompt)):
+            continue  # the common case, without building paths
         texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
         if step.llm is not None:
             texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
@@ -322,6 +327,57 @@ def foreign_templates(facts: Facts) -> Iterator[Diagnostic]:
                     _at(step, *path),
                     f"write \u2020{root}{rest} (or ${root}{rest})",
                 )
+
+
+def _braces(value: Any) -> bool:
+    """Whether some text inside ``value`` has ``{{`` or ``${`` (what a foreign template needs)."""
+    kind = type(value)
+    if kind is str:
+        return "{" in value and ("{{" in value or "${" in value)
+    if kind is Template:
+        return any(type(p) is str and _braces(p) for p in value.parts)
+    if kind is MappingProxyType or kind is dict:
+        return any(type(v) is not int and _braces(v) for v in value.values())
+    if kind is tuple or kind is list:
+        return any(_braces(v) for v in value)
+    return isinstance(value, Mapping) and any(_braces(v) for v in value.values())
+
+
+def length_keys(facts: Facts) -> Iterator[Diagnostic]:
+    """``†state.summary.length`` where the summary is text or a list (a model's text answer, a schema's
+    string or array): a key that is not there, so the read is never written; the length is ``len(...)``."""
+    for ref in facts.read_refs[0] + facts.read_refs[1]:
+        if not ref.path or ref.path[-1] not in ("length", "size", "count") or len(ref.path) < 2:
+            continue
+        parent = Ref(ref.root, ref.path[:-1], ref.span)
+        kind = _known_kind(facts, parent)
+        if kind in ("string", "array"):
+            yield warning(
+                "length-key",
+                f"{ref} reads a key {ref.path[-1]!r} of {parent}, which is {'text' if kind == 'string' else 'a list'}: "
+                "it has no keys, so the read is never written",
+                ref.span,
+                f"its length is len({parent}), in a `when:` condition (`when: len({parent}) > 0`)",
+            )
+
+
+def _known_kind(facts: Facts, ref: Ref) -> str | None:
+    """What a reference holds when the plan says it: "string" (a model's text answer, a schema's string),
+    "array", or None when unknown."""
+    from .compose import ref_schema
+
+    schema = ref_schema(facts.plan, ref)
+    if schema is None and ref.root == "state":
+        for writer, _ in facts.writers(ref):
+            step = facts.plan.by_id[writer]
+            written = step.output.alternatives[0][0].path if step.output is not None else None
+            if step.llm is not None and written == ref.path and step.for_each is None:
+                return "string" if step.llm.output_schema is None else step.llm.output_schema.get("type")
+            tool = (facts.tools or {}).get(step.tool or "")
+            if tool is not None and tool.output_schema and written == ref.path and step.for_each is None:
+                schema = tool.output_schema
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str]]:
@@ -735,6 +791,7 @@ RULES: tuple[Rule, ...] = (
     input_schemas,
     conditions,
     foreign_templates,
+    length_keys,
     cycles,
     conflicting_writers,
     maybe_unset,

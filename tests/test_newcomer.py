@@ -338,3 +338,30 @@ cases:
     assert "did you mean 'city'?" in checked.stdout and "did you mean 'getWeather'?" in checked.stdout
     (root / "weather.test.yaml").write_text(tests.replace("    findPark: {result", "    findPak: {result"))
     assert "'findPak' is not one of the plan's tools" in cli(root, "check", "weather.test.yaml").stdout
+
+
+def test_diagnostics_a_newcomer_needs_causes_first_templates_and_lengths(tmp_path):
+    (tmp_path / "p.yaml").write_text(
+        """inputs:
+  tags: {type: array, items: {type: string}}
+steps:
+  - {id: summarize, llm: "Summarize †input.tags", model: openai/gpt-4o-mini, output: †state.summary}
+  - id: each
+    for_each: †input.tags
+    max_items: 5
+    tool: t
+    args: {text: "{{item.body}}", n: †state.summary.length}
+    output: †state.r
+  - {id: tell, tool: t, args: {text: "#summarise"}, output: †state.told}
+result: "†state.r †state.told"
+""",
+        encoding="utf-8",
+    )
+    out = cli(tmp_path, "check", "p.yaml")
+    lines = [line for line in out.stdout.splitlines() if line.startswith("p.yaml:")]
+    assert "error unknown-step" in lines[0] and "'summarise'" in lines[0], out.stdout  # the cause, first
+    assert any("warning foreign-template: step 'each': '{{item.body}}'" in line for line in lines)
+    assert "write †item.body" in out.stdout
+    length = next(line for line in lines if "length-key" in line)
+    assert "†state.summary.length reads a key 'length' of †state.summary, which is text" in length
+    assert "len(†state.summary)" in out.stdout

@@ -78,7 +78,7 @@ def test_all_errors_collected_with_messages_and_positions():
         (
             11,
             14,
-            "timeout in step 'b/c' must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, not [1]",
+            "timeout in step 'b/c' must be a number of seconds or a duration like 500ms, 30s, 2m, 1h, 2d, not [1]",
             None,
         ),
         (14, 20, "retry.limit in step 'c' must be at least 0, not -1", None),
