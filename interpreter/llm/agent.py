@@ -91,16 +91,27 @@ class _Loop:
     memo: Memo | None
     budget: Budget | None
     spent: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0})
+    output_schema: Mapping[str, Any] | None = None
+    structured_output: str = "auto"
 
-    async def ask(self, messages: list[dict], turn: int) -> str:
+    def params(self, live: Mapping[str, Any], inputs: bool) -> dict[str, Any]:
+        """The answer held to the turn's shape for this catalog (:func:`.constrained.agent_schema`; for the
+        local model, reads are the live state's paths), in the form the provider takes; else JSON mode."""
+        from .constrained import agent_schema, response_params
+        from .local import is_local
+
+        small = dict(live) if is_local(self.model) else None
+        schema = agent_schema(self.tools, self.output_schema, live=small, inputs=inputs)
+        held = response_params(schema, self.model, self.structured_output, "turn")
+        return held or {"response_format": {"type": "json_object"}}
+
+    async def ask(self, messages: list[dict], turn: int, params: Mapping[str, Any] | None = None) -> str:
         key = memo_key("agent", f"turn-{turn}", self.model, messages)
         hit, record = self.memo.memo_get(key) if self.memo else (False, {})
         if not hit:
             if self.budget:
                 self.budget.check("agent")
-            record = await complete(
-                self.model, messages, {"response_format": {"type": "json_object"}}, self.completion_kwargs, "agent"
-            )
+            record = await complete(self.model, messages, params or {}, self.completion_kwargs, "agent")
             if self.memo:
                 self.memo.memo_put(key, record)
                 commit = getattr(self.memo, "commit", None)
@@ -146,14 +157,16 @@ async def agent_loop(
     if run is not None and memo is None:
         memo = StepMemo(run, "agent")
     recorded = recorded_turns(run) if run is not None else {}
-    loop = _Loop(model, tools, completion_kwargs, memo, budget)
+    loop = _Loop(model, tools, completion_kwargs, memo, budget, output_schema=output_schema)
     live, current, turns = dict(state or {}), plan, []
     for number in range(1, max_turns + 1):
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": _context(task_or_input, tools, current, live, output_schema)},
         ]
-        answer, solution, checked, diags = await _valid_turn(loop, messages, live, number, repair, output_schema)
+        params = loop.params(live, inputs=isinstance(task_or_input, Mapping))
+        answer, solution, checked, diags = await _valid_turn(loop, messages, live, number, repair, output_schema,
+                                                             params)  # fmt: skip
         final = solution.get("output") is not None
         ran = None if checked is None else (checked.plan if final or batch == "plan" else first_batch(checked))
         done = recorded.get(number)
@@ -186,12 +199,18 @@ async def agent_loop(
 
 
 async def _valid_turn(
-    loop: _Loop, messages: list[dict], live: dict, number: int, repair: int, output_schema: Mapping[str, Any] | None
+    loop: _Loop,
+    messages: list[dict],
+    live: dict,
+    number: int,
+    repair: int,
+    output_schema: Mapping[str, Any] | None,
+    params: Mapping[str, Any] | None = None,
 ):
     """One answer that parses, validates against the live state and the output schema (with repairs)."""
     asked: list[Diagnostic] = []
     for _ in range(repair + 1):
-        answer = await loop.ask(messages, number)
+        answer = await loop.ask(messages, number, params)
         solution, checked, problems = _judge(answer, live, loop.tools, output_schema, number)
         if not problems:
             return answer, solution, checked, tuple(asked)

@@ -75,6 +75,51 @@ def catalog_schema(
     return plan
 
 
+def agent_schema(tools: Mapping[str, ToolSpec], output_schema: Mapping[str, Any] | None = None, max_calls: int = 7,
+                 live: Mapping[str, Any] | None = None, inputs: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The JSON Schema of an agent turn (:mod:`.agent`): the next calls, each a call of one tool of the catalog
+    in the calls dialect (``_tool``, its own arguments, ``_outputPath``), and the final ``output`` (the output
+    schema's shape) or null while work remains. An argument is its declared type or a reference; with
+    ``live`` (the live state, for a small model) a reference is one of the state's own paths (a grammar
+    cannot tie a read to a path a call of the same turn writes, and a small model invents the rest), and an
+    argument that is a free-form object or list is a reference only (a small model garbles those)."""
+    if live is None:
+        reference: dict[str, Any] | None = {"type": "string", "pattern": REFERENCE}
+    else:
+        known = [f"$state.{key}" for key in sorted(live) if str(key).isidentifier()]
+        reference = {"enum": known} if known else None
+        if inputs:
+            reference = {"anyOf": [r for r in (reference, {"type": "string", "pattern": INPUT_REFERENCE}) if r]}
+    variants = []
+    for name, spec in sorted(tools.items()):
+        params = spec.parameters or {}
+        properties: dict[str, Any] = {"_tool": {"const": name}}
+        for arg, schema in (params.get("properties") or {}).items():
+            if arg == "idempotency_key":
+                continue
+            value = _value_schema(schema)
+            free = value.get("type") in ("object", "array") and not value.get("properties") and not value.get("items")
+            if live is not None and free:
+                if reference is not None:
+                    properties[arg] = reference
+                continue
+            properties[arg] = {"anyOf": [value, reference]} if reference is not None else value
+        properties["_outputPath"] = {"type": "string", "pattern": OUTPUT}
+        required = ["_tool", *(a for a in params.get("required") or () if a in properties), "_outputPath"]
+        variants.append({"type": "object", "properties": properties, "required": required,
+                         "additionalProperties": False})  # fmt: skip
+    output = _plain(output_schema) if output_schema else {"type": "string", "pattern": TEXT}
+    return {
+        "type": "object",
+        "properties": {
+            "calls": {"type": "array", "maxItems": max_calls, "items": {"anyOf": variants}},
+            "output": {"anyOf": [output, {"type": "null"}]},
+        },
+        "required": ["calls", "output"],
+        "additionalProperties": False,
+    }
+
+
 def _tool_step(spec: ToolSpec, reference: str | None) -> dict[str, Any]:
     params = spec.parameters or {}
     properties = {

@@ -238,9 +238,6 @@ async def complete(
     from .local import complete_local, is_local
 
     if is_local(model):  # the bundled small model, in-process (no litellm, no network)
-        if params.get("tools"):
-            raise _fail("llm-call-failed", step_id, "the local model cannot call tools",
-                        hint="drop the step's tools, or use a hosted or served model for it")  # fmt: skip
         try:
             return await complete_local(model, messages, params)
         except DagplanError:

@@ -6,13 +6,15 @@ context). A schema in the request (``response_format`` ``json_object`` + ``schem
 LLM steps with an ``output_schema`` ask) becomes a llama.cpp grammar, so the answer is held to it.
 
 What a 135M model can do: follow a constrained plan shape for a short task over a small catalog, short
-text. What it cannot: reason over long inputs, call tools reliably, write good prose. Point
+text, a tool call held by a grammar (:func:`complete_local` with ``tools``). What it cannot: reason over
+long inputs, choose tools well, write good prose. Point
 ``--model`` at a real model (hosted, or a local server: ``openai/NAME`` with ``api_base``) for those.
 ``local:PATH`` runs another GGUF file the same way.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -74,9 +76,14 @@ def _close() -> None:
 
 
 async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict:
-    """One call of the local model -> the record :func:`.conversation.complete` returns for any model."""
+    """One call of the local model -> the record :func:`.conversation.complete` returns for any model.
+
+    With ``tools``: SmolLM2 has no tool-calling format of its own, so the answer is held by a grammar to
+    a choice, ``{"call": NAME, "arguments": {...}}`` (the tool's own argument schema) or ``{"answer": ...}``,
+    and returned as a provider's ``tool_calls`` would be; the conversation runs the tools as for any model."""
+    tools = params.get("tools") or ()
     arguments: dict[str, Any] = {
-        "messages": [dict(m) for m in messages],
+        "messages": _as_chat(messages, tools),
         "temperature": float(params.get("temperature", 0.0)),
         "repeat_penalty": float(params.get("repeat_penalty", REPEAT_PENALTY)),
         "max_tokens": int(params.get("max_tokens") or MAX_TOKENS),
@@ -84,6 +91,10 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
     fmt = params.get("response_format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":  # the hosted form, taken as a grammar
         fmt = {"type": "json_object", "schema": (fmt.get("json_schema") or {}).get("schema")}
+    structured = isinstance(fmt, Mapping) and isinstance(fmt.get("schema"), Mapping)
+    if tools:  # the step's own output schema, if any, is what the answer must follow
+        answer = fmt["schema"] if structured else {"type": "string"}
+        fmt = {"type": "json_object", "schema": _choice(tools, answer, _must_call(params, messages))}
     if isinstance(fmt, Mapping):
         arguments["response_format"] = dict(fmt)
 
@@ -95,8 +106,9 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
 
     response = await asyncio.to_thread(call)
     usage = response.get("usage") or {}
+    content = response["choices"][0]["message"].get("content") or ""
     return {
-        "message": {"role": "assistant", "content": response["choices"][0]["message"].get("content") or ""},
+        "message": _tool_message(content, structured) if tools else {"role": "assistant", "content": content},
         "usage": {
             "prompt_tokens": int(usage.get("prompt_tokens", 0)),
             "completion_tokens": int(usage.get("completion_tokens", 0)),
@@ -104,3 +116,71 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
         "cost": 0.0,
         "model": model,
     }
+
+
+def _choice(tools: Sequence[Mapping[str, Any]], answer: Mapping[str, Any], must_call: bool) -> dict[str, Any]:
+    """The grammar of a turn with tools: call one of them with its own arguments, or (unless ``must_call``)
+    answer."""
+    from .constrained import _plain
+
+    calls = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        parameters = _plain(function.get("parameters")) or {"type": "object"}
+        properties = {"call": {"const": function.get("name")}, "arguments": parameters}
+        calls.append({"type": "object", "properties": properties, "required": ["call", "arguments"]})
+    answered = {"type": "object", "properties": {"answer": _plain(answer) or {"type": "string"}}}
+    return {"anyOf": calls if must_call else [*calls, {**answered, "required": ["answer"]}]}
+
+
+def _must_call(params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> bool:
+    """``tool_choice: required``: the first answer calls a tool (later ones, a tool's result in hand, may answer:
+    the step's turns are bounded by max_iterations, and a model held to calls forever would only use them up)."""
+    return params.get("tool_choice") == "required" and not any(m.get("role") == "tool" for m in messages)
+
+
+def _as_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The conversation in the roles SmolLM2's template knows: the tools described in the system text, a
+    tool call as the JSON the model wrote, a tool's result as the user's message."""
+    out = [dict(m) for m in messages]
+    if not tools:
+        return out
+    listed = "\n".join(f"- {t['function']['name']}: {t['function'].get('description', '')}" for t in tools)
+    how = ('Answer with JSON: {"call": TOOL, "arguments": {...}} to call a tool, then wait for its result; '
+           'or {"answer": ...} when you can answer. Tools:\n' + listed)  # fmt: skip
+    chat: list[dict] = [{"role": "system", "content": how}]
+    for message in out:
+        if message.get("role") == "system":
+            chat[0]["content"] = f"{message.get('content') or ''}\n\n{how}"
+        elif message.get("role") == "tool":
+            name = message.get("name") or "the tool"
+            chat.append({"role": "user", "content": f"Result of {name}: {message.get('content')}"})
+        elif message.get("tool_calls"):
+            function = message["tool_calls"][0]["function"]
+            chat.append(
+                {
+                    "role": "assistant",
+                    "content": json.dumps(
+                        {"call": function["name"], "arguments": json.loads(function.get("arguments") or "{}")}
+                    ),
+                }
+            )
+        else:
+            chat.append(message)
+    return chat
+
+
+def _tool_message(content: str, structured: bool) -> dict[str, Any]:
+    """The model's JSON choice as a provider's assistant message: a tool call, or the answer's content."""
+    try:
+        chosen = json.loads(content)
+    except ValueError:
+        return {"role": "assistant", "content": content}
+    if isinstance(chosen, dict) and "call" in chosen:
+        arguments = chosen.get("arguments") if isinstance(chosen.get("arguments"), dict) else {}
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{abs(hash(content)) % 10**8}", "type": "function",
+            "function": {"name": str(chosen["call"]), "arguments": json.dumps(arguments)}}]}  # fmt: skip
+    answer = chosen.get("answer", "") if isinstance(chosen, dict) else chosen
+    text = answer if isinstance(answer, str) and not structured else json.dumps(answer)
+    return {"role": "assistant", "content": text}
