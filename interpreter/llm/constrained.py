@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from ...dsl.ir import ToolSpec
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
+from .grammar import plain as _plain
 
 # patterns written with character classes only ([$], [.]): llama.cpp's grammar parser takes no \$ escape,
 # and unbounded repetition keeps the grammar small (a {0,30} unrolls into 30 nested rules per use)
@@ -32,7 +33,6 @@ INPUT_REFERENCE = "^[$]input[.][A-Za-z_][A-Za-z0-9_]*$"
 # string with a stray $ is read as an expression), no quote, backslash or control character
 PLAIN_TEXT = '^[^$#\u2020"\\\\\\x00-\\x1f]*$'
 TEXT = '^[^"\\\\\\x00-\\x1f]*$'
-_KEPT = ("type", "enum", "const", "items", "properties", "required", "minimum", "maximum", "minItems", "maxItems")
 
 
 def catalog_schema(
@@ -177,27 +177,6 @@ def _value_schema(schema: Any) -> dict[str, Any]:
     out = _plain(schema)
     if out.get("type") == "string" and "enum" not in out and "const" not in out:
         out["pattern"] = PLAIN_TEXT
-    return out
-
-
-def _plain(schema: Any) -> dict[str, Any]:
-    """A tool's argument schema kept to what grammar engines take (no titles, formats, $refs)."""
-    if not isinstance(schema, Mapping):
-        return {}
-    out: dict[str, Any] = {}
-    for key in _KEPT:
-        if key not in schema:
-            continue
-        value = schema[key]
-        if key == "items":
-            value = _plain(value)
-        elif key == "properties":
-            value = {k: _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-        elif isinstance(value, (list, tuple)):
-            value = list(value)
-        out[key] = value
-    if "anyOf" in schema and isinstance(schema["anyOf"], (list, tuple)):
-        out["anyOf"] = [_plain(s) for s in schema["anyOf"]]
     return out
 
 

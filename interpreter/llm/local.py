@@ -121,7 +121,7 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
 def _choice(tools: Sequence[Mapping[str, Any]], answer: Mapping[str, Any], must_call: bool) -> dict[str, Any]:
     """The grammar of a turn with tools: call one of them with its own arguments, or (unless ``must_call``)
     answer."""
-    from .constrained import _plain
+    from .grammar import plain as _plain
 
     calls = []
     for tool in tools:
