@@ -262,7 +262,7 @@ class RunScope:
         found, value = self.replay.answer(unit_id)
         if found:
             return value
-        if request.get("timeout") is not None and self._past_deadline(unit_id, request):
+        if isinstance(request, dict) and request.get("timeout") is not None and self._past_deadline(unit_id, request):
             return self._timed_out(unit_id, request)
         ask = self.options.ask_gate
         if ask is None:

@@ -93,7 +93,7 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
         fmt = {"type": "json_object", "schema": (fmt.get("json_schema") or {}).get("schema")}
     structured = isinstance(fmt, Mapping) and isinstance(fmt.get("schema"), Mapping)
     if tools:  # the step's own output schema, if any, is what the answer must follow
-        answer = fmt["schema"] if structured else {"type": "string"}
+        answer = fmt.get("schema") if structured and isinstance(fmt, Mapping) else None
         fmt = {"type": "json_object", "schema": _choice(tools, answer, _must_call(params, messages))}
     if isinstance(fmt, Mapping):
         arguments["response_format"] = dict(fmt)
@@ -118,7 +118,7 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
     }
 
 
-def _choice(tools: Sequence[Mapping[str, Any]], answer: Mapping[str, Any], must_call: bool) -> dict[str, Any]:
+def _choice(tools: Sequence[Mapping[str, Any]], answer: Any, must_call: bool) -> dict[str, Any]:
     """The grammar of a turn with tools: call one of them with its own arguments, or (unless ``must_call``)
     answer."""
     from .grammar import plain as _plain

@@ -227,8 +227,8 @@ def _reference_problems(suite: Suite) -> list[Diagnostic]:
     declared = suite.plan.inputs
     for index, case in enumerate(suite.cases):
         mocked(case.get("mocks") or {}, "cases", index, "mocks")
-        for name in case.get("inputs") or {} if declared is not None else ():
-            if name not in declared:
+        for name in case.get("inputs") or {}:
+            if declared is not None and name not in declared:
                 hint = did_you_mean(
                     name, sorted(declared), f"the plan's inputs: {', '.join(sorted(declared)) or 'none'}"
                 )
