@@ -113,8 +113,11 @@ def read_file(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> bytes
                 "give the path of a plan file",
             )
         _check_size(info.st_size, name, limits)  # before reading a byte of it
-        with open(name, "rb") as handle:
-            return handle.read(limits.max_bytes + 1)
+        with open(name, "rb") as handle:  # read(n) allocates n bytes first: ask for what stat saw, then the rest
+            data = handle.read(min(info.st_size, limits.max_bytes) + 1)
+            if len(data) > info.st_size:  # it grew since: read on, to the limit (the size check follows)
+                data += handle.read(limits.max_bytes + 1 - len(data))
+            return data
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise LoadError.make("io", f"cannot read {name!r}: {reason}", Span(_printable(name))) from None

@@ -217,3 +217,20 @@ def test_alias_sizes_count_inside_nested_collections():
         load.load_text(text, "f", Limits(max_nodes=58))
     assert info.value.code == "too-many-nodes"
     load.load_text(text, "f", Limits(max_nodes=59))  # keys count too; an alias counts its whole value
+
+
+def test_reading_a_small_plan_allocates_about_its_size_not_the_limit(tmp_path):
+    """read(n) allocates n bytes first: asking for the 16 MB limit cost 16 MB for a 100-byte plan."""
+    import tracemalloc
+
+    from dagplan.dsl.load import read_file
+
+    path = tmp_path / "p.yaml"
+    path.write_text("steps: [{id: a, tool: t}]\n")
+    tracemalloc.start()
+    try:
+        assert read_file(path) == path.read_bytes()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak
