@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .dsl import CheckResult
-from .dsl.errors import Diagnostic
+from .dsl.errors import Diagnostic, counted
 from .dsl.ir import Plan, format_path
 from .dsl.schedule import Analysis, state_refs, writers_of
 
@@ -81,12 +81,8 @@ def summarize(results: Sequence[CheckResult], strict: bool = False) -> dict:
 def summary_line(results: Sequence[CheckResult], strict: bool = False) -> str:
     """``3 files checked: 2 valid, 1 invalid (4 errors, 1 warning)`` (``strict``: a warning invalidates)."""
     s = summarize(results, strict)
-    head = f"{_count(s['files'], 'file')} checked: {s['valid']} valid, {s['invalid']} invalid"
-    return f"{head} ({_count(s['errors'], 'error')}, {_count(s['warnings'], 'warning')})"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    head = f"{counted(s['files'], 'file')} checked: {s['valid']} valid, {s['invalid']} invalid"
+    return f"{head} ({counted(s['errors'], 'error')}, {counted(s['warnings'], 'warning')})"
 
 
 def render_json(results: Sequence[CheckResult], worst: Mapping[str, Any] | None = None) -> str:

@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from typing import Any, TextIO
 
-from .dsl.errors import printable
+from .dsl.errors import counted, printable
 from .interpreter.core.vocabulary import EventType, StepStatus, step_status_after
 
 DESCRIPTION_WIDTH = 60
@@ -44,7 +44,7 @@ def preview_text(preview: Any, run_command: str | None = None) -> str:
         lines.append(f"Result: {preview.result}")
     worst = getattr(preview, "worst_case", None)
     if worst and any(s.repeat or s.children for s in preview.steps):
-        lines.append(f"Worst case: {worst['steps']} steps, {worst['llm_steps']} LLM steps")
+        lines.append(f"Worst case: {counted(worst['steps'], 'step')}, {counted(worst['llm_steps'], 'LLM step')}")
     cost = getattr(preview, "cost", None)
     if cost:
         lines.append(f"Cost (worst case): {cost['summary']}")
@@ -120,7 +120,7 @@ class PlainProgress:
         self.done = 0
 
     def start(self) -> None:
-        self._print(f"Plan with {self.total} step{'' if self.total == 1 else 's'}:")
+        self._print(f"Plan with {counted(self.total, 'step')}:")
         for step in self.plan.steps:
             self._print(f"  - {cut(step.label)}")
 

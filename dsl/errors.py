@@ -92,6 +92,11 @@ class Diagnostic:
         return (self.span.file, self.severity != "error", self.span.line, self.span.col, self.code)  # causes first
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 step``, ``3 steps``: the one way a count is written (nouns here take an s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def did_you_mean(word: Any, choices: Iterable[str], otherwise: str | None = None, cutoff: float = 0.6) -> str | None:
     """The one did-you-mean hint: ``did you mean 'x'?`` for the closest of ``choices``, else ``otherwise``."""
     import difflib
@@ -160,7 +165,8 @@ class PlanInvalid(DagplanError):
             return super().__str__()
         ordered = sorted(self.diagnostics, key=Diagnostic.sort_key)
         errors, others = sum(d.severity == "error" for d in ordered), sum(d.severity != "error" for d in ordered)
-        head = f"{errors} errors:" if not others else f"{len(ordered)} problems ({errors} errors, {others} warnings):"
+        kinds = f"{counted(errors, 'error')}, {counted(others, 'warning')}"
+        head = f"{counted(errors, 'error')}:" if not others else f"{counted(len(ordered), 'problem')} ({kinds}):"
         return "\n".join([head, *(d.format() for d in ordered)])
 
 

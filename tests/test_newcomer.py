@@ -365,3 +365,8 @@ result: "†state.r †state.told"
     length = next(line for line in lines if "length-key" in line)
     assert "†state.summary.length reads a key 'length' of †state.summary, which is text" in length
     assert "len(†state.summary)" in out.stdout
+
+
+def test_counts_are_written_in_the_singular_when_there_is_one():
+    out = cli(ROOT, "check", "examples/refund.yaml")
+    assert "worst case 3 steps, 1 LLM step, 1 model call, <= " in out.stderr, out.stderr

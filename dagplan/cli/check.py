@@ -73,7 +73,7 @@ def _exit_code(results, strict: bool) -> Exit:
 def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
     from .. import check_files, load_config
-    from ..dsl.errors import DagplanError
+    from ..dsl.errors import DagplanError, counted
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
     try:
@@ -100,7 +100,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
             text = (
                 bounds.summary()
                 if hasattr(bounds, "summary")
-                else (f"worst case {bounds.steps} steps, {bounds.llm_steps} LLM steps")
+                else (f"worst case {counted(bounds.steps, 'step')}, {counted(bounds.llm_steps, 'LLM step')}")
             )
             click.echo(f"{name}: {text}", err=True)
         click.echo(summary_line(results, strict), err=True)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import click
 
 from .. import DagplanError
-from ..dsl.errors import error, printable
+from ..dsl.errors import counted, error, printable
 from .common import fail, raw_stream, state_dir_option, tools_option
 from .run import output_options
 
@@ -162,7 +162,7 @@ def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_ru
         reject(exc)
     for info in gone:
         click.echo(f"{info.id}  {info.plan_name}  {info.status}")
-    click.echo(f"{len(gone)} run{'' if len(gone) == 1 else 's'} {'would be ' if dry_run else ''}pruned", err=True)
+    click.echo(f"{counted(len(gone), 'run')} {'would be ' if dry_run else ''}pruned", err=True)
 
 
 @runs.command("export")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterator, Mapping
 
-from ...dsl.errors import Diagnostic, Span, error, warning
+from ...dsl.errors import Diagnostic, Span, counted, error, warning
 from ...dsl.compose import items_bound, over_schema, ref_schema
 from ...dsl.ir import Placeholder, Plan, Ref, Step, Template
 
@@ -78,9 +78,9 @@ class Estimate:
     def summary(self, steps: bool = True) -> str:
         """``worst case 61 steps, 12 LLM steps, 12 model calls, <= 38k input tokens, <= $0.19`` (``steps``:
         with the step counts; without, the model calls on)."""
-        parts = [f"worst case {self.steps} steps", f"{self.llm_steps} LLM steps"] if steps else []
+        parts = [f"worst case {counted(self.steps, 'step')}", counted(self.llm_steps, "LLM step")] if steps else []
         if self.llm:
-            parts.append(f"{self.model_calls} model calls")
+            parts.append(counted(self.model_calls, "model call"))
             tokens = self.input_tokens
             if tokens is None:
                 names = ", ".join(sorted({s.unbounded_by or s.step for s in self.unbounded})[:3])
