@@ -227,11 +227,7 @@ def server_problems(name: str, table: Any) -> list[str]:
         return [f"{where}: a server's name is a word (letters, digits, _ and -): its tools are named {name}.TOOL"]
     if not isinstance(table, dict):
         return [f"{where} must be a table: [mcp.{name}] with command = ... or url = ..."]
-    out = []
-    for key in table:
-        if key not in SERVER_KEYS:
-            hint = did_you_mean(key, SERVER_KEYS, f"known keys: {', '.join(SERVER_KEYS)}")
-            out.append(f"{where}: unknown key {key!r}" + (f" ({hint})" if hint else ""))
+    out = _unknown_keys(where, table, SERVER_KEYS)
     if ("command" in table) == ("url" in table):
         out.append(f"{where}: give either command (a server started over stdio) or url (streamable HTTP)")
     for key in ("command", "cwd", "url"):
@@ -278,17 +274,23 @@ NOTIFIER_KEYS = {"webhook": 'a URL from the environment, "${SLACK_WEBHOOK_URL}"'
                  "retries": "a number of attempts, at least 1", "timeout": "seconds per attempt, above 0"}  # fmt: skip
 
 
+def _unknown_keys(where: str, table: Mapping[str, Any], known: Mapping[str, str]) -> list[str]:
+    """A sub-table's keys it does not know, each with did-you-mean (an MCP server's, a notifier's)."""
+    out = []
+    for key in table:
+        if key not in known:
+            hint = did_you_mean(key, known, f"known keys: {', '.join(known)}")
+            out.append(f"{where}: unknown key {key!r}" + (f" ({hint})" if hint else ""))
+    return out
+
+
 def notifier_problems(name: str, table: Any) -> list[str]:
     """What is wrong with one ``[notify.NAME]`` (each a sentence naming the key), or nothing. A webhook's URL
     is a secret: it is written ``${VAR}`` and read from the environment when a gate waits."""
     where = f"notify.{name}"
     if not isinstance(table, dict):
         return [f"{where} must be a table: [notify.{name}] with webhook = ... or command = [...]"]
-    out = []
-    for key in table:
-        if key not in NOTIFIER_KEYS:
-            hint = did_you_mean(key, NOTIFIER_KEYS, f"known keys: {', '.join(NOTIFIER_KEYS)}")
-            out.append(f"{where}: unknown key {key!r}" + (f" ({hint})" if hint else ""))
+    out = _unknown_keys(where, table, NOTIFIER_KEYS)
     if ("webhook" in table) == ("command" in table):
         out.append(f"{where}: give either webhook (a URL from the environment) or command")
     hook = table.get("webhook")
