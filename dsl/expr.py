@@ -20,7 +20,7 @@ from typing import Any, cast, get_args
 
 
 from .errors import PlanInvalid, Span, did_you_mean, error
-from .ir import AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View, view_length
+from .ir import BAD_LITERAL, AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View, literal_value, view_length
 
 SPECIAL = re.compile(r"[\u2020$#\\]")
 # "The whole string is an expression": it starts with a sigil and either is one
@@ -312,15 +312,11 @@ def _with_default(text: str, fallback: re.Match, span: Span) -> AnyOf:
 
 
 def _literal_value(token: str, text: str, span: Span) -> Any:
-    import json
-
-    if token.startswith("'"):  # 'it\'s': JSON's escapes, quotes swapped
-        token = '"' + re.sub(r"\\.|\"", lambda m: {"\\'": "'", '"': '\\"'}.get(m.group(), m.group()), token[1:-1]) + '"'
-    try:
-        return json.loads(token)
-    except ValueError:
+    value = literal_value(token)
+    if value is BAD_LITERAL:
         raise PlanInvalid(error("syntax", f"the default {token} is not a valid literal in {text!r}", span,
-                                'a default is a string in quotes, a number, true, false or null'))  # fmt: skip
+                                "a default is a string in quotes, a number, true, false or null"))  # fmt: skip
+    return value
 
 
 def _rebase(node: Any, span: Span) -> Any:

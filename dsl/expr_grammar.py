@@ -7,7 +7,6 @@ of the common forms the fast paths of :mod:`.expr` read themselves.
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any, cast
@@ -16,7 +15,6 @@ from lark import Lark, Token, Transformer, UnexpectedInput  # noqa: F401 - Unexp
 
 from .errors import Span
 from .ir import (
-    BAD_LITERAL,
     BoolOp,
     Compare,
     Const,
@@ -28,6 +26,7 @@ from .ir import (
     Root,
     Template,
     View,
+    literal_value,
     view_length,
 )
 
@@ -113,26 +112,8 @@ class _Build(Transformer):
         return Const(_literal(tok), Span(offset=tok.start_pos), str(tok))
 
 
-_SQ_ESCAPES = re.compile(r'\\.|"')  # an escape (kept whole) or a bare double quote
-_SQ_SWAP = {"\\'": "'", '"': '\\"'}
-
-
 def _literal(tok: Token) -> Any:
-    text = str(tok)
-    try:
-        if tok.type == "STRING":
-            return json.loads(text)
-        if tok.type == "SQ_STRING":  # 'it\'s': the same escapes as JSON, quotes swapped
-            inner = _SQ_ESCAPES.sub(lambda m: _SQ_SWAP.get(m.group(), m.group()), text[1:-1])
-            return json.loads(f'"{inner}"')
-        if tok.type == "NUMBER":
-            if not any(c in text for c in ".eE"):
-                return int(text)
-            number = float(text)
-            return number if number not in (float("inf"), float("-inf")) else BAD_LITERAL
-    except (ValueError, OverflowError):  # a bad escape, a number past Python's digit limit
-        return BAD_LITERAL
-    return {"TRUE": True, "FALSE": False, "NULL": None}[tok.type]
+    return literal_value(str(tok))
 
 
 _BUILD = _Build()

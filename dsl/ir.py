@@ -80,6 +80,28 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda s: "MISSING", "__bool__":
 """No value at a path (nobody wrote it): the one sentinel of the dsl and the interpreter."""
 
 BAD_LITERAL = object()  # a literal the parser could not read (judged by the validator, never evaluated)
+_SQ_ESCAPES = re.compile(r'\\.|"')  # in a 'single-quoted' literal: an escape (kept whole) or a bare double quote
+_SQ_SWAP = {"\\'": "'", '"': '\\"'}
+
+
+def literal_value(text: str) -> Any:
+    """A literal as written in a condition or an argument's default: ``"a"``, ``'it\\'s'`` (JSON's escapes,
+    quotes swapped), a number, ``true``, ``false``, ``null``; BAD_LITERAL when it cannot be read."""
+    import json
+
+    if text in ("true", "false", "null"):
+        return {"true": True, "false": False, "null": None}[text]
+    if text.startswith("'"):
+        text = '"' + _SQ_ESCAPES.sub(lambda m: _SQ_SWAP.get(m.group(), m.group()), text[1:-1]) + '"'
+    try:
+        if text.startswith('"'):
+            return json.loads(text)
+        if not any(c in text for c in ".eE"):
+            return int(text)
+        number = float(text)
+        return number if number not in (float("inf"), float("-inf")) else BAD_LITERAL
+    except (ValueError, OverflowError):  # a bad escape, a number past Python's digit limit
+        return BAD_LITERAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,13 @@ class GateTimeout(StepFailure):
     """A gate's ``timeout`` passed with no answer and its ``on_timeout`` is ``fail`` (``catch:`` may route it)."""
 
 
+def no_answer_within(seconds: float) -> str:
+    """The words of a gate nobody answered in time (its failure, or its refusal given in a person's place)."""
+    from ...dsl.ir import format_duration
+
+    return f"no answer within {format_duration(seconds)}"
+
+
 class Waiting(Exception):
     """An approval gate has no answer yet: ``request`` says what it waits for (JSON)."""
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any, Awaitable, Mapping
 
 from ...dsl.compose import is_refusal
-from ...dsl.ir import Step, StepKind, format_duration
-from .attempts import StepFailure
+from ...dsl.ir import Step, StepKind
+from .attempts import StepFailure, no_answer_within
 from ..core.context import Runner, StepContext
 from ..core.vocabulary import EventType
 
@@ -67,7 +67,7 @@ class GateRunner:
             request["notify"] = list(gate.notify)
         answer = await ctx.answer(request)
         if request.get("timed_out") and is_refusal(answer):
-            raise StepFailure(f"no answer within {format_duration(gate.timeout or 0)}: {answer} (its on_timeout)")
+            raise StepFailure(f"{no_answer_within(gate.timeout or 0)}: {answer} (its on_timeout)")
         return check_answer(request, answer)
 
 

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping
 
-from ...dsl.ir import Plan, Step, format_duration as format_seconds
-from .attempts import GateTimeout, StepFailure, Waiting
+from ...dsl.ir import Plan, Step
+from .attempts import GateTimeout, StepFailure, Waiting, no_answer_within
 from .resume import Replay, purity_of
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
@@ -286,9 +286,8 @@ class RunScope:
         """Nobody answered in time: ``on_timeout`` fails the gate (GateTimeout), or answers in a person's place
         (recorded like an answer, marked ``timed_out``: a resumed run does not decide again)."""
         request["timed_out"] = True
-        waited = format_seconds(request["timeout"])
         if request.get("on_timeout", "fail") == "fail":
-            raise GateTimeout(f"no answer within {waited}")
+            raise GateTimeout(no_answer_within(request["timeout"]))
         value = request["on_timeout"]
         self.emit(EventType.GATE_ANSWERED, unit_id, value=value, timed_out=True)
         return value

@@ -33,11 +33,6 @@ def message(run_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
     return {"text": text, "run_id": run_id, **fields}
 
 
-def unknown(names: Sequence[str], declared: Mapping[str, Any]) -> list[str]:
-    """The names a gate uses that the configuration does not declare."""
-    return [n for n in names if n not in declared]
-
-
 async def send(notifiers: Mapping[str, Any], names: Sequence[str], body: Mapping[str, Any]) -> dict[str, str]:
     """Each named notifier told, retried; returns what failed (name -> why), never raises."""
     failed: dict[str, str] = {}
