@@ -111,7 +111,44 @@ def _hint_for(text: str, offset: int) -> str:
 
 @lru_cache(maxsize=65536)
 def _template(text: str) -> Template:
-    return _scan_template(text) or _lark_parse("template", text)
+    template = _scan_template(text) or _lark_parse("template", text)
+    return _with_alternatives(template) if "||" in text else template
+
+
+_DQ = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
+_SQ = r"'(?:[^'\\\x00-\x1f]|\\.)*'"
+_TEXT_OR = re.compile(r"[ \t]*\|\|[ \t]*")
+_TEXT_DEFAULT = re.compile(r"[ \t]*\|\|[ \t]*(" + _DQ + "|" + _SQ + r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\b|true\b|false\b|null\b)")  # noqa: E501
+
+
+def _with_alternatives(template: Template) -> Template:
+    """``Review: †state.review || "none".`` in text: the references joined by ``||`` read as one
+    :class:`AnyOf` (the first written), with the literal after the last ``||`` as its default."""
+    parts = list(template.parts)
+    out: list = []
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if type(part) is not Ref:
+            out.append(part)
+            i += 1
+            continue
+        options = [part]
+        while i + 2 < len(parts) and type(parts[i + 2]) is Ref and type(parts[i + 1]) is str and _TEXT_OR.fullmatch(parts[i + 1]):
+            options.append(parts[i + 2])
+            i += 2
+        rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else None
+        fallback = _TEXT_DEFAULT.match(rest) if rest else None
+        value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
+        if fallback is not None and value is not BAD_LITERAL:
+            out.append(AnyOf(tuple(options), part.span, value, True))
+            if fallback.end() < len(rest):
+                out.append(rest[fallback.end() :])
+            i += 2
+        else:
+            out.append(AnyOf(tuple(options), part.span) if len(options) > 1 else part)
+            i += 1
+    return Template(tuple(out), template.span)
 
 
 @lru_cache(maxsize=65536)
@@ -290,8 +327,6 @@ def classify(text: str, span: Span = Span()) -> Any:
     return template
 
 
-_DQ = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
-_SQ = r"'(?:[^'\\\x00-\x1f]|\\.)*'"
 _DEFAULT = re.compile(r"\s*\|\|\s*(" + _DQ + "|" + _SQ +
                       r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)\s*\Z")  # fmt: skip
 
@@ -328,4 +363,7 @@ def _rebase(node: Any, span: Span) -> Any:
         return Ref(node.root, node.path, _with_offset(span, node.span.offset))
     if isinstance(node, Placeholder):
         return Placeholder(node.step, node.view, node.n, _with_offset(span, node.span.offset))
+    if isinstance(node, AnyOf):
+        options = tuple(_rebase(r, span) for r in node.options)
+        return AnyOf(options, _with_offset(span, node.span.offset), node.default, node.has_default)
     return node

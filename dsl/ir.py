@@ -187,9 +187,10 @@ class Placeholder:
 
 @dataclass(frozen=True, slots=True)
 class Template:
-    """Text with references and placeholders interpolated as text."""
+    """Text with references and placeholders interpolated as text; ``†a || †b || "none"`` in it is one
+    :class:`AnyOf` part (the first written, else the default)."""
 
-    parts: tuple[Union[str, Ref, Placeholder], ...]
+    parts: tuple[Union[str, Ref, AnyOf, Placeholder], ...]
     span: Span = _span()
 
     def __str__(self) -> str:

@@ -234,6 +234,26 @@ def test_optional_reads_a_default_a_trigger_rule_and_a_warning_for_neither(tmp_p
     assert "no park" not in sunny["steps"]["a"]["output"]
 
 
+def test_a_default_inside_text_reads_like_one_in_an_argument(tmp_path):
+    root = _project(tmp_path)
+    plan = OPTIONAL.split("  - id: a")[0] + """  - id: t
+    tool: presentSuggestion
+    args: {suggestion: 'Park: †state.park || †state.sunny || "none" (checked), then †state.park || not'}
+    output: †state.t
+    trigger: all_done
+  - {id: u, tool: presentSuggestion, args: {suggestion: 'Park: †state.park || "none".'}, output: †state.u}
+"""
+    (root / "p.yaml").write_text(plan, encoding="utf-8")
+    checked = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert checked.returncode == 0 and "maybe-unset" not in checked.stdout, checked.stdout
+    steps = json.loads(cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Paris", "--format", "json").stdout)
+    assert steps["steps"]["u"]["output"] == "Today I suggest Park: none.."
+    # `|| not` is no literal: it stays text, and under `trigger: all_done` the unwritten read is null
+    assert steps["steps"]["t"]["output"] == "Today I suggest Park: none (checked), then null || not."
+    sunny = json.loads(cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Rome", "--format", "json").stdout)
+    assert "none" not in sunny["steps"]["u"]["output"] and sunny["steps"]["u"]["status"] == "completed"
+
+
 def test_trigger_rules_decide_by_what_the_dependencies_did():
     import dagplan
 

@@ -233,7 +233,7 @@ class Resolver:
             return part
         if isinstance(part, Placeholder):
             return view_text(self.placeholder_text(part.step), part.view, part.n)
-        return as_text(self.ref(part))
+        return as_text(self.any_of(part) if type(part) is AnyOf else self.ref(part))
 
 
 class Lenient(Resolver):

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 
 from ...dsl.errors import Diagnostic, Span, counted, error, warning
 from ...dsl.compose import items_bound, over_schema, ref_schema
-from ...dsl.ir import Placeholder, Plan, Ref, Step, Template
+from ...dsl.ir import AnyOf, Placeholder, Plan, Ref, Step, Template
 
 CHARS_PER_TOKEN = 3
 _MESSAGE_OVERHEAD = 8  # tokens of role and framing per message
@@ -236,6 +236,11 @@ def _parts(plan: Plan, template: Template, item: Any = None) -> Iterator[tuple[s
                 yield str(part), bound if part.view != "summary" or bound is not None else None
         elif isinstance(part, Ref):
             yield str(part), _schema_chars(ref_schema(plan, part, item))
+        elif isinstance(part, AnyOf):  # the longest alternative, or the default's text
+            bounds = [_schema_chars(ref_schema(plan, r, item)) for r in part.options]
+            if part.has_default:
+                bounds.append(len(json.dumps(part.default, ensure_ascii=False)))
+            yield str(part), None if None in bounds else max(bounds)
 
 
 def _schema_chars(schema: Any, depth: int = 0) -> int | None:
