@@ -118,7 +118,13 @@ def _template(text: str) -> Template:
 _DQ = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
 _SQ = r"'(?:[^'\\\x00-\x1f]|\\.)*'"
 _TEXT_OR = re.compile(r"[ \t]*\|\|[ \t]*")
-_TEXT_DEFAULT = re.compile(r"[ \t]*\|\|[ \t]*(" + _DQ + "|" + _SQ + r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\b|true\b|false\b|null\b)")  # noqa: E501
+_TEXT_DEFAULT = re.compile(
+    r"[ \t]*\|\|[ \t]*("
+    + _DQ
+    + "|"
+    + _SQ
+    + r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\b|true\b|false\b|null\b)"
+)  # noqa: E501
 
 
 def _with_alternatives(template: Template) -> Template:
@@ -134,7 +140,7 @@ def _with_alternatives(template: Template) -> Template:
             i += 1
             continue
         options = [part]
-        while i + 2 < len(parts) and type(parts[i + 2]) is Ref and type(parts[i + 1]) is str and _TEXT_OR.fullmatch(parts[i + 1]):
+        while i + 2 < len(parts) and type(parts[i + 2]) is Ref and _TEXT_OR.fullmatch(str(parts[i + 1])):
             options.append(parts[i + 2])
             i += 2
         rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else None

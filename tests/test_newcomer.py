@@ -236,13 +236,16 @@ def test_optional_reads_a_default_a_trigger_rule_and_a_warning_for_neither(tmp_p
 
 def test_a_default_inside_text_reads_like_one_in_an_argument(tmp_path):
     root = _project(tmp_path)
-    plan = OPTIONAL.split("  - id: a")[0] + """  - id: t
+    plan = (
+        OPTIONAL.split("  - id: a")[0]
+        + """  - id: t
     tool: presentSuggestion
     args: {suggestion: 'Park: †state.park || †state.sunny || "none" (checked), then †state.park || not'}
     output: †state.t
     trigger: all_done
   - {id: u, tool: presentSuggestion, args: {suggestion: 'Park: †state.park || "none".'}, output: †state.u}
 """
+    )
     (root / "p.yaml").write_text(plan, encoding="utf-8")
     checked = cli(root, "check", "p.yaml", "--tools", "tools.py")
     assert checked.returncode == 0 and "maybe-unset" not in checked.stdout, checked.stdout
