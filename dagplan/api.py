@@ -10,7 +10,7 @@ import os
 from typing import Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
-from .dsl.errors import PlanInvalid
+from .dsl.errors import DagplanError, PlanInvalid
 from .dsl.ir import Plan
 from .dsl.files import write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
@@ -169,8 +169,13 @@ async def arun(
     from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
+    recorded = _cassette(cassette)
+    if tools is None and recorded is not None and not isinstance(plan, Plan):
+        from .interpreter.testing.cassette import replay_tools
+
+        tools = replay_tools(recorded[0]) or None  # a replay checks the plan against the recorded catalog
     plan = _as_plan(plan, tools, cfg)
-    replay = _replaying(cassette, ask_gate, model or cfg.default_model)
+    replay = _replaying(recorded, ask_gate, model or cfg.default_model)
     options = Options.from_config(
         cfg,
         max_concurrency=max_concurrency,
@@ -486,16 +491,26 @@ def untested_paths(report: Any, plan_path: str, limit: int = 64):
 
 
 def export_cassette(
-    run_id: str, path: str | os.PathLike | None = None, state_dir: Any = None, config: Any = None
-) -> dict:
-    """The cassette of a recorded run (every tool and model call, secrets redacted); written to
-    ``path`` when given. Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case."""
+    run_id: str, path: str | os.PathLike | None = None, state_dir: Any = None, config: Any = None,
+    tools: ToolsArg = None,
+) -> dict:  # fmt: skip
+    """The cassette of a recorded run (every tool and model call, secrets redacted, and the catalog of
+    its tools: ``tools``, else those of the sources the run recorded); written to ``path`` when given.
+    Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case (no tools needed)."""
     from .interpreter.testing import cassette
     from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.sources import load_tool_specs, recorded_sources
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
     found = cassette.from_journal(journal, cfg.redact)
+    if tools is not None:
+        found = cassette.with_tools(found, _specs(tools).values())
+    elif journal.meta.get("tool_sources"):
+        try:
+            found = cassette.with_tools(found, load_tool_specs(recorded_sources(journal.meta["tool_sources"])).values())
+        except DagplanError:  # the run's tool files moved or broke since: the calls are still worth having
+            pass
     if path is not None:
         cassette.write(found, path)
     return found
@@ -505,6 +520,14 @@ def read_cassette(path: str | os.PathLike) -> dict:
     from .interpreter.testing.cassette import read
 
     return read(path)
+
+
+def cassette_tools(path: str | os.PathLike) -> dict:
+    """The tools a replay of the cassette at ``path`` checks its plan against (the catalog it recorded;
+    none is ever called)."""
+    from .interpreter.testing.cassette import replay_tools
+
+    return replay_tools(read_cassette(path))
 
 
 def submit(
@@ -676,15 +699,25 @@ def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any
     return plan if isinstance(plan, Plan) else load(plan, tools=tools, config=config)
 
 
-def _replaying(cassette: Any, ask_gate: Any, model: str | None) -> dict[str, Any]:
+def _cassette(cassette: Any) -> tuple[Mapping[str, Any], str] | None:
+    """A cassette given as a file or as its data: (its data, how messages name it)."""
+    if cassette is None:
+        return None
+    if isinstance(cassette, Mapping):
+        return cassette, "the cassette"
+    from .interpreter.testing.cassette import read
+
+    return read(cassette), f"cassette {os.fspath(cassette)}"
+
+
+def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, model: str | None) -> dict[str, Any]:
     """The options of a run replaying ``cassette`` (its calls, its gate answers, the model it
     recorded when none is given; retries do not wait), or none."""
     if cassette is None:
         return {}
-    from .interpreter.testing.cassette import CassetteCalls, read
+    from .interpreter.testing.cassette import CassetteCalls
 
-    data = cassette if isinstance(cassette, Mapping) else read(cassette)
-    name = "the cassette" if isinstance(cassette, Mapping) else f"cassette {os.fspath(cassette)}"
+    data, name = cassette
     calls = CassetteCalls(data, name=name, patterns=tuple(load_config().redact))
     return {
         "calls": calls,

@@ -138,8 +138,8 @@ class PlainProgress:
         label = cut(self.plan.by_id[event.step].label) if event.step else ""
         if event.type is EventType.STEP_PROGRESS:  # fan-out and loops
             return f"    {label}: {progress_text(event.data)}"
-        if event.type is EventType.STEP_STARTED:
-            return f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] {label} ..."
+        if event.type is EventType.STEP_STARTED:  # no count: steps started together would share one
+            return f"{'':>{2 * len(str(self.total)) + 3}} {label} ..."
         if event.type in _SETTLING:
             self.done += 1
             return f"[{self.done:>{len(str(self.total))}}/{self.total}] {label}: {_outcome(event)}"

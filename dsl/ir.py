@@ -11,7 +11,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Iterator, Literal, Mapping, Union
 
 from .errors import NOSPAN, Span
 
@@ -423,6 +423,16 @@ class Plan:
 
     def step(self, step_id: str) -> Step:
         return self.by_id[step_id]
+
+
+def walk(plan: Plan, prefix: str = "") -> Iterator[tuple[str, Step]]:
+    """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``, ``poll.check``)."""
+    for step in plan.steps:
+        full = prefix + step.id
+        yield full, step
+        child = step.plan or (step.loop.child if step.loop is not None else None)
+        if child is not None and child.plan is not None:
+            yield from walk(child.plan, full + ".")
 
 
 # --- canonical spelling ----------------------------------------------------------------

@@ -393,3 +393,88 @@ result: "†state.r †state.told"
 def test_counts_are_written_in_the_singular_when_there_is_one():
     out = cli(ROOT, "check", "examples/refund.yaml")
     assert "worst case 3 steps, 1 LLM step, 1 model call, <= " in out.stderr, out.stderr
+
+
+# --- cassettes ---------------------------------------------------------------------------------
+
+
+def test_a_replay_needs_no_tools_and_a_miss_fails_its_step_once(tmp_path):
+    root = _project(tmp_path)
+    weather = str(ROOT / "examples" / "weather.yaml")
+    recorded = cli(root, "run", weather, "--tools", "tools.py", "-i", "city=Rome", "--record", "c.json")
+    assert recorded.returncode == 0 and "calls recorded in c.json" in recorded.stderr
+    elsewhere = tmp_path / "ci"
+    elsewhere.mkdir()
+    shutil.move(root / "c.json", elsewhere / "c.json")
+    (root / "tools.py").unlink()  # the replay has only the cassette: the catalog it recorded, no code
+    again = cli(elsewhere, "run", weather, "--replay", "c.json", "-i", "city=Rome", "--format", "json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["result"] == "Today I suggest a walk in the biggest park of Rome."
+    miss = cli(elsewhere, "run", weather, "--replay", "c.json", "-i", "city=Paris")
+    assert miss.returncode == 1
+    said = miss.stdout + miss.stderr
+    assert said.count("--- recorded") == 1, said  # the difference, told once
+    rows = {line.split()[0]: line.split()[2] for line in miss.stdout.splitlines() if line.startswith(("weather", "park"))}
+    assert rows == {"weather": "failed", "park": "skipped"}, miss.stdout  # a miss is no handled failure
+    assert "[3/4] Find a park: skipped (the run stopped at step weather (CassetteMiss))" in miss.stderr
+
+
+def test_a_recording_goes_through_a_gate_and_a_resume(tmp_path):
+    root = _project(tmp_path)
+    plan = str(ROOT / "examples" / "approve_refund.yaml")
+    args = ("-i", "customerId=c", "-i", "amount=5")
+    waiting = cli(root, "run", plan, "--tools", "tools.py", *args, "--record", "g.json")
+    hint = next(line for line in waiting.stderr.splitlines() if line.startswith("waiting for an answer"))
+    assert hint.endswith("--record g.json"), hint
+    assert cli(root, "answer", "@last", "approve", "approve").returncode == 0
+    resumed = cli(root, *hint.split("then: dagplan ")[1].split())
+    assert resumed.returncode == 0 and "3 calls recorded in g.json" in resumed.stderr, resumed.stderr
+    calls = json.loads((root / "g.json").read_text(encoding="utf-8"))["calls"]
+    assert [(c["kind"], c["step"]) for c in calls] == [("tool", "history"), ("gate", "approve"), ("tool", "refund")]
+    replayed = cli(root, "run", plan, *args, "--replay", "g.json", "--format", "json")
+    assert replayed.returncode == 0 and json.loads(replayed.stdout)["status"] == "completed", replayed.stderr
+
+
+def test_a_cassette_s_catalog_of_the_wrong_shape_is_a_clear_error(tmp_path):
+    root = _project(tmp_path)
+    (root / "c.json").write_text('{"dagplan_cassette": 1, "calls": [],\n "tools": [{"name": "x", "parameters": 3}]}')
+    done = cli(root, "run", str(ROOT / "examples" / "weather.yaml"), "--replay", "c.json", "-i", "city=Rome")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "c.json:2:" in done.stderr and "tools[0].parameters must be a JSON Schema object" in done.stderr
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+
+def test_progress_counts_each_step_once_when_steps_start_together(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text("steps:\n" + "".join(
+        f"  - {{id: s{i}, tool: presentSuggestion, args: {{suggestion: C{i}}}, output: †state.s{i}}}\n" for i in range(4)
+    ) + "result: †state.s0 †state.s1 †state.s2 †state.s3\n")  # fmt: skip
+    done = cli(root, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 0, done.stderr
+    counters = [line.split("]")[0] + "]" for line in done.stderr.splitlines() if line.startswith("[")]
+    assert counters and len(counters) == len(set(counters)), done.stderr
+    started = [line for line in done.stderr.splitlines() if line.endswith(" ...")]
+    assert started and not any(line.lstrip().startswith("[") for line in started)
+
+
+WARM = """
+import sys, dagplan
+seen = {}
+def watch(event):
+    if event.type.value == "plan_started":
+        seen["litellm"] = "litellm" in sys.modules
+plan = dagplan.load(text="steps: [{id: a, llm: 'Say hi', model: openai/gpt-4o-mini, output: †state.a}]")
+dagplan.run(plan, subscribers=[watch], completion_kwargs={"api_base": "http://127.0.0.1:9", "api_key": "x"},
+            on_limit_exceeded=lambda *a: False)
+print(seen)
+"""
+
+
+def test_a_library_a_step_needs_is_loaded_before_the_run_s_clock_starts(tmp_path):
+    """A step's duration is its own work: litellm (about 3 s to import) is loaded before the run starts."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", WARM], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.stdout.strip() == "{'litellm': True}", done.stdout + done.stderr

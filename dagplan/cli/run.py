@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import sys
 from typing import Any, Callable, Coroutine
 
@@ -47,6 +48,16 @@ def output_options(f):
     f = click.option("--max-concurrency", type=click.IntRange(1), default=None, help="Steps running at once.")(f)
     f = click.option("--model", default=None, help="Default model of LLM steps (litellm name).")(f)
     return f
+
+
+record_option = click.option(
+    "--record",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write every tool and model call of this run to a cassette FILE (from its journal; secrets redacted;"
+    " a resume with --record writes the whole run's, gate answers included).",
+)
 
 
 def load_tools(sources: tuple[str, ...], config: Any) -> dict:
@@ -97,13 +108,7 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
 @click.option("--input-file", type=click.Path(dir_okay=False, exists=True), help="Run inputs from a JSON/YAML file.")
 @click.option("--dry-run", is_flag=True, help="Preview only (same as `dagplan preview`).")
 @click.option("--ephemeral", is_flag=True, help="Do not checkpoint this run (it cannot be resumed).")
-@click.option(
-    "--record",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write every tool and model call of this run to a cassette FILE (from its journal; secrets redacted).",
-)
+@record_option
 @click.option(
     "--replay",
     type=click.Path(dir_okay=False),
@@ -146,8 +151,7 @@ def run(
 ) -> None:
     """Run the plan in FILE."""
 
-    if record is not None and (not record or "\0" in record):
-        die(f"--record {record!r} cannot name a cassette file: give a file path", EXIT_USAGE)
+    check_record(record)
     if record and ephemeral:
         die("--record writes the cassette from the run's journal: it cannot be combined with --ephemeral", EXIT_USAGE)
     if dry_run:
@@ -156,7 +160,7 @@ def run(
         return
     from .. import api
 
-    config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
+    config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file, replay)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
@@ -174,14 +178,18 @@ def run(
     session.execute(api.arun, plan, **kwargs)
 
 
-def prepare(file: str, tool_sources: tuple[str, ...], pairs: tuple[str, ...], input_file: str | None) -> tuple:
-    """What `run` and `submit` start from: the configuration, the tools, the plan checked against them, and
-    the inputs (a plan problem exits by the usual rule; an input problem is always the caller's: exit 2)."""
-    from .. import load_config
+def prepare(
+    file: str, tool_sources: tuple[str, ...], pairs: tuple[str, ...], input_file: str | None, replay: str | None = None
+) -> tuple:
+    """What `run` and `submit` start from: the configuration, the tools (a replay given none: the catalog its
+    cassette recorded), the plan checked against them, and the inputs (a plan problem exits by the usual
+    rule; an input problem is always the caller's: exit 2)."""
+    from .. import api, load_config
 
     try:
         config = load_config()
-        tools = load_tools(tool_sources, config)
+        given = tool_sources or config.tools or not replay
+        tools = load_tools(tool_sources, config) if given else api.cassette_tools(replay)
         plan = load_plan(file, tools)
     except DagplanError as exc:
         fail(exc)
@@ -224,12 +232,18 @@ def ask_gate_on_terminal(request: dict) -> Any:
         return raw
 
 
-def _waiting_hint(result: Any) -> None:
+def check_record(record: str | None) -> None:
+    if record is not None and (not record or "\0" in record):
+        die(f"--record {record!r} cannot name a cassette file: give a file path", EXIT_USAGE)
+
+
+def _waiting_hint(result: Any, record: str | None) -> None:
+    then = f"dagplan resume {result.run_id}" + (f" --record {shlex.quote(record)}" if record else "")
     for request in result.waiting:
         step_id = request["step"]
         click.echo(
             f"waiting for an answer at {step_id}; answer with: dagplan answer {result.run_id} {step_id} VALUE"
-            f", then: dagplan resume {result.run_id}",
+            f", then: {then}",
             err=True,
         )
 
@@ -270,7 +284,7 @@ class Session:
         if self.record:
             self._write_cassette(result.run_id, kwargs.get("state_dir"))
         if result.waiting:
-            _waiting_hint(result)
+            _waiting_hint(result, self.record)
             finish(EXIT_WAITING)
         finish(EXIT_FAILED if result.had_errors or result.status is not RunStatus.COMPLETED else EXIT_OK)
 

@@ -16,7 +16,7 @@ import click
 from .. import DagplanError
 from ..dsl.errors import counted, error, printable
 from .common import fail, raw_stream, state_dir_option, tools_option
-from .run import output_options
+from .run import output_options, record_option
 
 
 def format_option(*choices: str):
@@ -257,6 +257,7 @@ def _step_detail(s: Any) -> str:
     is_flag=True,
     help="With --from: run side-effecting steps that already ran again (refused without it).",
 )
+@record_option
 @tools_option
 @output_options
 def resume(
@@ -266,6 +267,7 @@ def resume(
     adopted_output,
     dry_run,
     rerun_side_effects,
+    record,
     tool_sources,
     fmt,
     events,
@@ -277,8 +279,9 @@ def resume(
 ) -> None:
     """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
     from .. import api
-    from .run import Session, load_tools
+    from .run import Session, check_record, load_tools
 
+    check_record(record)
     try:
         config = api.run_config(run_id, state_dir)  # here, else the configuration the run started with
         if not tool_sources:  # the tools the run was started with, unless others are given
@@ -295,7 +298,7 @@ def resume(
         plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
     except DagplanError as exc:
         reject(exc)
-    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input)
+    session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
     session.execute(
         api.aresume,
         run_id,

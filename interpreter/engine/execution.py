@@ -128,6 +128,7 @@ class Execution(UnitLife):
         self._aborted = False
         self._aborting: asyncio.Task | None = None
         self.abort_reason = ""
+        self.skip_reason = ""  # what the steps an abort never started say (the abort's reason by default)
         limit = max(1, scope.options.max_concurrency)
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
         self._journal = scope.journal
@@ -139,6 +140,7 @@ class Execution(UnitLife):
         self._finished = self._loop.create_future()
         self.scope.executions.append(self)
         if self.root:
+            await self.scope.warm_up(self.plan)
             self.scope.emit(EventType.PLAN_STARTED, steps=len(self.units), resumed=bool(self.scope.replay.units))
         try:
             await self.scope.commit()
@@ -262,7 +264,7 @@ class Execution(UnitLife):
             return None  # waiting for a person: start nothing new, leave it pending (not settled)
         unit = self.units[sid]
         step = unit.step
-        blocked = self.abort_reason if self._aborted else self._blocked_by(step)
+        blocked = self.skip_reason if self._aborted else self._blocked_by(step)
         recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
             self._skip(unit, blocked, Cause.ABORTED if self._aborted else Cause.BLOCKED)
@@ -334,7 +336,7 @@ class Execution(UnitLife):
                 if not self._aborted:
                     unit.status = StepStatus.INTERRUPTED
                     raise
-                unit.status, unit.reason = StepStatus.SKIPPED, self.abort_reason
+                unit.status, unit.reason = StepStatus.SKIPPED, self.skip_reason
                 self._release(self._settle(unit.step.id))
                 return
 
@@ -362,13 +364,13 @@ class Execution(UnitLife):
 
     # --- settling -----------------------------------------------------------------------
 
-    def abort(self, reason: str = "the run was aborted") -> None:
+    def abort(self, reason: str = "the run was aborted", skipped: str | None = None) -> None:
         """Stop starting work, cancel every step task, and end the run once they are gone (at most
         :data:`ABORT_GRACE` seconds later): a task cancelled before it ever ran settles nothing itself."""
         if self._aborted:
             return
         self._aborted = True
-        self.abort_reason = reason
+        self.abort_reason, self.skip_reason = reason, skipped or reason
         current = asyncio.current_task()
         cancelled = [task for task in self._tasks if task is not current]
         for task in cancelled:

@@ -174,7 +174,7 @@ class UnitLife:
         unit.status, unit.error = StepStatus.FAILED, info
         self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
         if attempts.stops_run(exc):
-            self.scope.abort(info["message"])
+            self.scope.abort(info["message"], _stopped_at(unit.id, info))
         if not failure_value or self.plan.on_failure == "abort":
             raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
         self.scope.child_failures += 1  # the run reports had_errors
@@ -233,18 +233,24 @@ class UnitLife:
 
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
+        if attempts.stops_run(exc):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
+            self._failed(unit, info, routable=False)  # branch or catch takes it (nothing after it means anything)
+            self.scope.abort(info["message"], _stopped_at(unit.id, info))
+            return
         self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
-        if attempts.stops_run(exc):
-            self.scope.abort(info["message"])  # a budget, an unanswerable replay: the whole run stops, cleanly
-        elif self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
+        if self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
             self.abort()
 
-    def _failed(self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None) -> None:
+    def _failed(
+        self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None, routable: bool = True
+    ) -> None:
         """A failure, retries spent: to the ``catch`` entry that takes its type, else to the error
-        alternative of an ``a || b`` output (handled either way), else the plan's failure policy."""
+        alternative of an ``a || b`` output (handled either way; unless not ``routable``), else the plan's
+        failure policy."""
         step = unit.step
         unit.error = info
         handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
+        handler = handler if routable else None
         if handler is not None and step.output is not None:
             unit.alternative = handler
             self._write(step.output, handler, dict(info))
@@ -327,3 +333,9 @@ def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
             return index
     choices = ", ".join(str(o) for alt in output.own for o in alt)
     raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
+
+
+def _stopped_at(unit_id: str, info: Mapping[str, Any]) -> str:
+    """Why the steps a stopping failure never started are skipped: where it stopped (its message, often
+    long, is the run's, told once)."""
+    return f"the run stopped at step {unit_id} ({info['type']})"

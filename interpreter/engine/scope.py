@@ -195,6 +195,33 @@ class RunScope:
         if self.journal is not None:
             await self.journal.commit()
 
+    async def warm_up(self, plan: Plan) -> None:
+        """Load, before the run's clock starts, what its steps would load on their first call (litellm,
+        about 3 s; Ray's start): a step's duration is its own work, not an import. Never raises: a step
+        that needs what failed to load says so itself."""
+        if getattr(self.options.calls, "offline", False):
+            return
+        from ...dsl.ir import walk
+        from ..llm.local import is_local
+
+        steps = [step for _, step in walk(plan)]
+        models = {s.llm.model or self.options.model for s in steps if s.llm is not None}
+        executor = plan.executor or self.options.executor
+        on_ray = any(
+            s.tool in self.tools and (self.tools[s.tool].executor or executor) == "ray" for s in steps if s.tool
+        )
+        try:
+            if any(model and not is_local(model) for model in models):
+                from ..llm import conversation
+
+                await asyncio.to_thread(conversation.litellm_module)
+            if on_ray:
+                from .ray_exec import ray_module
+
+                await asyncio.to_thread(ray_module, self.options.ray)
+        except Exception:  # noqa: BLE001 - e.g. ray not installed: the step's own error tells
+            pass
+
     # --- what runners use ---
 
     def call_tool(self, name: str, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
@@ -292,10 +319,11 @@ class RunScope:
         self.emit(EventType.GATE_ANSWERED, unit_id, value=value, timed_out=True)
         return value
 
-    def abort(self, reason: str) -> None:
-        """Stop the whole run (a budget was reached): every execution stops starting work."""
+    def abort(self, reason: str, skipped: str | None = None) -> None:
+        """Stop the whole run (a budget was reached): every execution stops starting work; ``skipped`` is
+        the reason given to the steps it never started (``reason`` by default)."""
         for execution in list(self.executions):
-            execution.abort(reason)
+            execution.abort(reason, skipped)
 
     def close(self) -> None:
         if self._threads is not None:

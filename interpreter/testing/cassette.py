@@ -22,9 +22,10 @@ import difflib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, get_args
 
 from ...dsl.errors import RunError, Span, error
+from ...dsl.ir import Purity
 from ..engine.attempts import StepFailure
 from ..core.calls import ModelCall, step_names
 from .expect import show
@@ -109,6 +110,28 @@ def _memo_call(unit: str, call: Mapping[str, Any], value: Any) -> dict[str, Any]
             "duration": call.get("duration"), "in_llm_step": True}  # fmt: skip
 
 
+def with_tools(cassette: dict[str, Any], specs: Iterable[Any]) -> dict[str, Any]:
+    """The cassette with the catalog of the run's tools (their specs, never their code): a replay checks
+    the plan against it when no tools are given, and calls none of them."""
+    found = sorted((spec.to_json() for spec in specs), key=lambda t: t["name"])
+    return {**cassette, "tools": found} if found else cassette
+
+
+def replay_tools(cassette: Mapping[str, Any]) -> dict[str, Any]:
+    """The tools a replay checks the plan against: the recorded catalog, as tools that are never called
+    (every call is answered by the cassette; one it lacks is a miss)."""
+    from ..tools.catalog import Tool
+
+    def never_called(**_: Any) -> Any:
+        raise StepFailure("a replay calls no tool: the cassette answers")
+
+    return {
+        t["name"]: Tool(t["name"], never_called, t.get("description") or "", t.get("parameters") or {"type": "object"},
+                        t.get("purity"), output_schema=t.get("output_schema"), destructive=bool(t.get("destructive")))
+        for t in cassette.get("tools") or ()
+    }  # fmt: skip
+
+
 def write(cassette: Mapping[str, Any], path: str | os.PathLike) -> None:
     from ...dsl.files import json_safe, write_file
 
@@ -134,6 +157,9 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
         error("bad-cassette", message, source.locate(Span(os.fspath(path), ("calls", index, *where))))
         for index, call in enumerate(data["calls"])
         for where, message in _call_problems(call, index)
+    ] + [
+        error("bad-cassette", message, source.locate(Span(os.fspath(path), ("tools", *where))))
+        for where, message in _tools_problems(data.get("tools"))
     ]
     if problems:
         raise RunError(problems)
@@ -164,6 +190,24 @@ def _call_problems(call: Any, index: int) -> Iterable[tuple[tuple, str]]:
         yield ("error",), f"calls[{index}].error must be an object with type and message"
     if "step" in call and not isinstance(call["step"], str):
         yield ("step",), f"calls[{index}].step must be a step id"
+
+
+def _tools_problems(tools: Any) -> Iterable[tuple[tuple, str]]:
+    """What makes a recorded tool catalog unusable (its place under ``tools``, the message)."""
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        yield (), f"tools must be a list of tool specs, not {type(tools).__name__}"
+        return
+    for index, spec in enumerate(tools):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            yield (index,), f"tools[{index}] must be an object with a name"
+            continue
+        for key in ("parameters", "output_schema"):
+            if spec.get(key) is not None and not isinstance(spec[key], dict):
+                yield (index, key), f"tools[{index}].{key} must be a JSON Schema object"
+        if spec.get("purity") not in (None, *get_args(Purity)):
+            yield (index, "purity"), f"tools[{index}].purity {spec['purity']!r} is not a purity"
 
 
 # --- replaying --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-from ...dsl.ir import Plan, Step
+from ...dsl.ir import Plan, Step, walk
 from ..core.calls import step_names
 from ..core.vocabulary import Cause, Event, EventType
 
@@ -32,16 +32,6 @@ class Point:
     def decision(self) -> str:
         """The decision this point is one outcome of (points with the same decision exclude each other)."""
         return f"{self.kind}:{self.step}"
-
-
-def walk(plan: Plan, prefix: str = "") -> Iterator[tuple[str, Step]]:
-    """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``, ``poll.check``)."""
-    for step in plan.steps:
-        full = prefix + step.id
-        yield full, step
-        child = step.plan or (step.loop.child if step.loop is not None else None)
-        if child is not None and child.plan is not None:
-            yield from walk(child.plan, full + ".")
 
 
 def points(plan: Plan) -> list[Point]:
