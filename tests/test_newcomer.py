@@ -414,7 +414,9 @@ def test_a_replay_needs_no_tools_and_a_miss_fails_its_step_once(tmp_path):
     assert miss.returncode == 1
     said = miss.stdout + miss.stderr
     assert said.count("--- recorded") == 1, said  # the difference, told once
-    rows = {line.split()[0]: line.split()[2] for line in miss.stdout.splitlines() if line.startswith(("weather", "park"))}
+    rows = {
+        line.split()[0]: line.split()[2] for line in miss.stdout.splitlines() if line.startswith(("weather", "park"))
+    }
     assert rows == {"weather": "failed", "park": "skipped"}, miss.stdout  # a miss is no handled failure
     assert "[3/4] Find a park: skipped (the run stopped at step weather (CassetteMiss))" in miss.stderr
 
