@@ -35,8 +35,22 @@ def render_text(report: Any, verbose: bool = False) -> str:
         for failure in result.failures:
             text = failure.message.replace("\n", "\n      ")
             lines.append(f"  {failure.span.line}:{failure.span.col}: {text}")
+        lines += _step_table(result.steps)
     lines.append(summary_line(report))
     return "\n".join(lines)
+
+
+def _step_table(steps: Sequence[dict]) -> list[str]:
+    """A failing case's steps, like the run table: what each did, who answered its call, its output."""
+    if not steps:
+        return []
+    from .dsl.errors import printable
+    from .views import cut
+
+    rows = [("step", "call", "by", "status", "output")]
+    rows += [(s["step"], s["call"], s["by"] or "-", s["status"], printable(cut(s["output"], 60))) for s in steps]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return ["    " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
 
 
 def summary_line(report: Any) -> str:

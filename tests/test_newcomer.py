@@ -480,3 +480,23 @@ def test_a_library_a_step_needs_is_loaded_before_the_run_s_clock_starts(tmp_path
     done = subprocess.run([sys.executable, "-c", WARM], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert done.stdout.strip() == "{'litellm': True}", done.stdout + done.stderr
+
+
+def test_a_failing_case_shows_what_each_step_did_and_who_answered(tmp_path):
+    root = _project(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    text = (ROOT / "examples" / "weather.test.yaml").read_text(encoding="utf-8")
+    (root / "weather.test.yaml").write_text(text.replace('result: "Today: Villa Borghese"\n', 'result: "Today"\n', 1))
+    done = cli(root, "test", "weather.test.yaml")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    head = lines.index(next(line for line in lines if line.split() == ["step", "call", "by", "status", "output"]))
+    rows = [line.split(None, 4) for line in lines[head + 1 : head + 5]]
+    assert [r[:4] for r in rows] == [["weather", "getWeather", "mock", "completed"],
+                                     ["movie", "findMovie", "-", "skipped"], ["park", "findPark", "mock", "completed"],
+                                     ["present", "presentSuggestion", "mock", "completed"]], done.stdout  # fmt: skip
+    assert rows[1][4].startswith("†state.notSunny was never written") and rows[3][4] == "Today: Villa Borghese"
+    assert "step" not in done.stdout.split("1 failed")[1]  # the passing case shows none
+    as_json = json.loads(cli(root, "test", "weather.test.yaml", "--format", "json").stdout)
+    case = next(c for c in as_json["cases"] if c["case"] == "a rainy day goes to the movies")
+    assert {s["step"]: s["by"] for s in case["steps"]}["present"] == "real"

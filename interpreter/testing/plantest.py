@@ -307,6 +307,7 @@ class CaseResult:
     duration: float
     events: list[Event]  # what its run emitted
     status: str  # the run's status, or the code of the error that stopped it
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the run's steps (:func:`step_rows`)
 
     @cached_property
     def seen(self) -> set[str]:
@@ -329,6 +330,7 @@ class CaseResult:
             "status": self.status,
             "duration": round(self.duration, 6),
             "failures": [{"message": f.message, "line": f.span.line, "col": f.span.col} for f in self.failures],
+            "steps": self.steps,
         }
 
 
@@ -364,7 +366,34 @@ async def run_case(suite: Suite, index: int, config: Any, coverage: bool = True)
         judged = [f for f in judged if not f.message.startswith(("status:", "had_errors:"))]
     failures += judged
     status = str(result.status) if result is not None else (raised.headline.code if raised else "error")
-    return CaseResult(suite, index, case["name"], failures, duration, events, status)
+    rows = step_rows(result, calls.inner) if result is not None else []
+    return CaseResult(suite, index, case["name"], failures, duration, events, status, rows)
+
+
+def step_rows(result: Any, calls: Any) -> list[dict[str, Any]]:
+    """Each step of a case's run, as a failing case shows them: its call, who answered it (``mock``, ``real``,
+    ``cassette``, ``unmocked``; empty for a step that called nothing), its status and its output (or why it
+    was skipped, or its error)."""
+    mocks = calls.mocks if isinstance(calls, _Replay) else calls
+    rows = []
+    for sid in result.order:
+        step = result.steps[sid]
+        by = _answered_by(step, sid, mocks, isinstance(calls, _Replay)) if step.status != "skipped" else ""
+        detail = step.reason if step.status == "skipped" else step.head
+        rows.append({"step": sid, "call": step.call, "by": by, "status": str(step.status), "output": detail or ""})
+    return rows
+
+
+def _answered_by(step: Any, sid: str, mocks: Any, cassette: bool) -> str:
+    if step.call in ("plan", "loop", "for_each"):
+        return ""
+    if step.call == "gate":
+        return "mock" if sid in mocks.gates else "cassette" if cassette else ""
+    if step.call == "llm":
+        return "mock" if sid in mocks.llm else "cassette" if cassette else "unmocked"
+    if step.call in mocks.real:
+        return "real"
+    return "mock" if step.call in mocks.tools else "cassette" if cassette else "unmocked"
 
 
 def _reads_children(suite: Suite, case: Mapping[str, Any]) -> bool:
