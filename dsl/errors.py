@@ -24,7 +24,8 @@ class Span:
 
     ``line``/``col`` are 1-based; 0 means "not located yet". ``offset`` is a
     character offset inside the string scalar at ``path`` (for expression
-    syntax errors that point inside a string).
+    syntax errors that point inside a string); ``key``: the key naming ``path``
+    is meant (an unknown key), not its value.
     """
 
     file: str = "<string>"
@@ -32,6 +33,7 @@ class Span:
     offset: int = 0
     line: int = 0
     col: int = 0
+    key: bool = False  # the key naming ``path`` is meant, not its value (an unknown key)
 
     def at(self, *more: str | int, offset: int = 0) -> "Span":
         """The span of a child of this node."""

@@ -355,6 +355,15 @@ def _path_key(path: DocPath) -> tuple:
     return tuple((0, k, "") if isinstance(k, int) else (1, 0, k) for k in path)
 
 
+def schema_diagnostic(err: Any, data: Any, name: str, code: str = "schema") -> Diagnostic:
+    """One jsonschema error of ``data`` in our words (what is wrong, where, a hint), for any document
+    validated against one of our schemas (a plan, a test file); its span is unlocated."""
+    from dataclasses import replace
+
+    found = _diagnostic(err, (), data, name)
+    return found if code == "schema" else replace(found, code=code)
+
+
 def _diagnostic(err: Any, prefix: DocPath, data: Any, name: str) -> Diagnostic:
     inner = _branch_error(err)
     if inner is not None:  # the one anyOf branch of the value's shape says it best
@@ -363,7 +372,7 @@ def _diagnostic(err: Any, prefix: DocPath, data: Any, name: str) -> Diagnostic:
     where = _where(path, data)
     make = _MESSAGES.get(err.validator, _default)
     message, hint, path = make(err, path, where)
-    return error("schema", message, Span(name, path=path), hint)
+    return error("schema", message, Span(name, path=path, key=err.validator == "additionalProperties"), hint)
 
 
 _SHAPES = {"object": dict, "array": list}
@@ -416,7 +425,8 @@ def _unknown_keys(err: Any, path: DocPath, where: str) -> tuple[str, str | None,
     patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
     extra = [k for k in err.instance if k not in known and not any(p.search(k) for p in patterns)]
     key = extra[0] if extra else "?"
-    hint = _did_you_mean(key, known) or f"allowed keys: {_names(known)} (and x-... extensions)"
+    extensions = " (and x-... extensions)" if any(p.pattern.startswith("^x-") for p in patterns) else ""
+    hint = _did_you_mean(key, known) or f"allowed keys: {_names(known)}{extensions}"
     more = f" (and {_names(repr(k) for k in extra[1:])})" if len(extra) > 1 else ""
     return f"unknown key {key!r} in {where}{more}", hint, path + (key,)
 
@@ -503,7 +513,11 @@ _MESSAGES: dict[str, Callable[[Any, DocPath, str], tuple[str, str | None, DocPat
     "enum": _enum_message,
     "anyOf": _any_of_message,
     "pattern": _pattern_message,
-    "minItems": lambda e, p, w: (f"{w} must not be empty", "a plan has at least one step", p),
+    "minItems": lambda e, p, w: (
+        f"{w} must not be empty",
+        "a plan has at least one step" if p == ("steps",) else None,
+        p,
+    ),  # fmt: skip
     "const": lambda e, p, w: (f"{w} must be {e.validator_value!r}, not {e.instance!r}", None, p),
     "maxLength": lambda e, p, w: (f"{w} is longer than {e.validator_value} characters", None, p),
     "minLength": lambda e, p, w: (f"{w} must not be empty", None, p),

@@ -52,6 +52,9 @@ class SourceMap:
         """Fill line/col (1-based) of the value at ``span.path`` (+ ``span.offset`` inside a string)."""
         path = self.to_original(span.path)
         index = self.index()
+        if span.key and path in index.keys:
+            line, col = self.line_col(index.keys[path])
+            return replace(span, file=span.file if span.file != "<string>" else self.name, line=line, col=col)
         offset = span.offset
         while path not in index.values and path:
             path, offset = path[:-1], 0  # a missing key: point at the mapping that lacks it

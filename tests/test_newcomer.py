@@ -500,3 +500,22 @@ def test_a_failing_case_shows_what_each_step_did_and_who_answered(tmp_path):
     as_json = json.loads(cli(root, "test", "weather.test.yaml", "--format", "json").stdout)
     case = next(c for c in as_json["cases"] if c["case"] == "a rainy day goes to the movies")
     assert {s["step"]: s["by"] for s in case["steps"]}["present"] == "real"
+
+
+def test_a_test_file_s_problems_come_all_at_once_in_check_s_words(tmp_path):
+    root = _project(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    (root / "bad.test.yaml").write_text(
+        "plan: weather.yaml\ntools: [tools.py]\ncases:\n  - name: one\n    inputs: {city: Rome}\n"
+        "    expectt: {result: x}\n  - name: 5\n    inputs: [1]\n    expect: {status: 3}\n", encoding="utf-8"
+    )  # fmt: skip
+    for command in ("test", "check"):
+        done = cli(root, command, "bad.test.yaml")
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        said = done.stdout + done.stderr
+        assert "bad.test.yaml:6:5: error test-file: unknown key 'expectt' in cases[0]" in said, said
+        assert "did you mean 'expect'?" in said
+        assert "bad.test.yaml:7:11: error test-file: cases[1].name must be a string, not a number" in said
+        assert "cases[1].inputs must be a mapping, not a list" in said
+        assert "cases[1].expect.status must be one of completed, failed" in said
+        assert "Additional properties" not in said and "is not of type" not in said

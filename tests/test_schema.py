@@ -65,14 +65,14 @@ def test_all_errors_collected_with_messages_and_positions():
     assert found == [
         (1, 10, "summary must be a string, not a number", None),
         (2, 7, "mode must be one of eager, lazy, not 'fast'", None),
-        (3, 8, "unknown key 'stepz' in the plan", "did you mean 'steps'?"),
+        (3, 1, "unknown key 'stepz' in the plan", "did you mean 'steps'?"),
         (
             5,
             5,
             "step 'a' needs exactly one of tool, llm, plan, loop, gate",
             "a tool step has `tool: <name>` and `args`; an LLM step has `llm: <prompt>`",
         ),
-        (6, 10, "unknown key 'tol' in step 'a'", "did you mean 'tool'?"),
+        (6, 5, "unknown key 'tol' in step 'a'", "did you mean 'tool'?"),
         (8, 5, "step 'b/c' has both tool, llm; it needs exactly one", "split it into two steps"),
         (8, 9, "step id 'b/c' is not a safe name", found[6][3]),
         (
@@ -96,7 +96,7 @@ def test_dialect_errors_point_at_the_original_key():
     found = located(schema.schema_errors(doc), doc.source_map.locate)
     assert [(d.span.line, d.span.col, d.message) for d in found] == [
         (1, 33, "step 'E1' needs exactly one of tool, llm, plan, loop, gate"),
-        (1, 56, "unknown key 'agentt' in step 'E1'"),
+        (1, 46, "unknown key 'agentt' in step 'E1'"),
     ]
 
 

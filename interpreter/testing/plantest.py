@@ -141,20 +141,12 @@ def _schema_problems(data: Any, name: str, source_map: Any) -> list[Diagnostic]:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
+    from ...dsl.schema import schema_diagnostic
+
     out = []
     for err in Draft202012Validator(test_schema()).iter_errors(data):
-        detail = _best(err, best_match)
-        where = tuple(detail.absolute_path)
-        shown = ".".join(map(str, where)) or "the file"
-        hint = None
-        if detail.validator == "additionalProperties":
-            known = sorted(detail.schema.get("properties", {}))
-            extra = [k for k in detail.instance if k not in known] if isinstance(detail.instance, dict) else []
-            hint = did_you_mean(str(extra[0]) if extra else None, known, f"known keys: {', '.join(known)}")
-            if extra:
-                where = where + (extra[0],)
-        span = source_map.locate(Span(name, where))
-        out.append(error("test-file", f"{shown}: {detail.message}", span, hint))
+        found = schema_diagnostic(_best(err, best_match), data, name, "test-file")
+        out.append(_at(found, source_map.locate(found.span)))
     return sorted(out, key=lambda d: (d.span.line, d.span.col))
 
 
