@@ -519,3 +519,42 @@ def test_a_test_file_s_problems_come_all_at_once_in_check_s_words(tmp_path):
         assert "cases[1].inputs must be a mapping, not a list" in said
         assert "cases[1].expect.status must be one of completed, failed" in said
         assert "Additional properties" not in said and "is not of type" not in said
+
+
+# --- coverage and paths ---------------------------------------------------------------------------
+
+REACH = """inputs:
+  tier: {type: string}
+  attempt: {type: integer}
+steps:
+  - {id: gold, when: '†input.tier == "gold" and †input.attempt < 3', tool: presentSuggestion,
+     args: {suggestion: gold}, output: †state.gold}
+  - {id: also_gold, when: '†input.tier == "gold" and †input.attempt < 3', tool: presentSuggestion,
+     args: {suggestion: "†state.gold again"}, output: †state.again}
+  - {id: other, when: '†input.tier != "gold"', tool: presentSuggestion, args: {suggestion: other},
+     output: †state.other}
+  - {id: each, for_each: [a, b], tool: presentSuggestion, args: {suggestion: †item}, output: †state.each}
+result: †state.each
+"""
+
+
+def test_paths_propose_only_what_some_input_reaches_with_those_inputs(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text(REACH, encoding="utf-8")
+    (root / "p.test.yaml").write_text("plan: p.yaml\ntools: [tools.py]\ncases:\n  - name: silver\n"
+                                      "    inputs: {tier: silver, attempt: 1}\n    real: [presentSuggestion]\n"
+                                      "    expect: {result: {$any: true}}\n", encoding="utf-8")  # fmt: skip
+    done = cli(root, "test", "p.test.yaml", "--paths", "p.yaml", "--format", "json")
+    found = json.loads(done.stdout)
+    # 2 x 2 x 2 `when:` outcomes x 2 fan-out outcomes = 16 combinations; 3 can happen: other / gold (then
+    # also_gold, which reads gold's output) / gold's condition false on a gold tier (attempt >= 3)
+    assert found["combinations"] == 3, found
+    drafted = {tuple(u["path"]): u["case"] for u in found["untested"]}
+    assert len(drafted) == 2 and all("over zero items" not in " ".join(p) for p in drafted), drafted
+    both = next(case for path, case in drafted.items() if any("also_gold" in p for p in path))
+    assert both["inputs"] == {"tier": "gold", "attempt": 2}  # values that take this way, not TODOs
+    assert done.returncode == 0
+    covered = cli(root, "test", "p.test.yaml", "--coverage", "--format", "json")
+    plan = json.loads(covered.stdout)["coverage"][0]
+    missed = {m["key"] for m in plan["missed"]}
+    assert "fanout:each:zero" not in missed and "step:also_gold" in missed, missed  # no gap that cannot happen

@@ -12,10 +12,10 @@ the journal keeps, so the coverage of a test run and of a recorded run are one t
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ...dsl.ir import Plan, Step, walk
+from ...dsl.ir import AllOf, AnyOf, Placeholder, Plan, Ref, Step, walk
 from ..core.calls import step_names
 from ..core.vocabulary import Cause, Event, EventType
 
@@ -27,6 +27,7 @@ class Point:
     kind: str  # step | branch | gate | loop | fanout | when
     choice: Any  # the alternative's index, the gate's choice, "condition"/"bound", "zero"/"some", True/False
     label: str  # what a person reads: "weather -> †state.notSunny"
+    guard: Any = field(default=None, compare=False, repr=False)  # a `when` point's condition
 
     @property
     def decision(self) -> str:
@@ -34,13 +35,25 @@ class Point:
         return f"{self.kind}:{self.step}"
 
 
-def points(plan: Plan) -> list[Point]:
-    """Everything a run of ``plan`` can do, in plan order."""
+def points(plan: Plan, possible_only: bool = False, limit: int = 4096) -> list[Point]:
+    """Everything a run of ``plan`` can do, in plan order; ``possible_only``: only what some run can do
+    (:func:`paths`: a step no path reaches, a decision's outcome no input gives, a fan-out over a literal
+    list going over zero items are no gaps), unless the paths are more than ``limit``."""
     out: list[Point] = []
     for sid, step in walk(plan):
         out.append(Point(f"step:{sid}", sid, "step", None, f"{sid} runs"))
         out += decision_points(sid, step)
-    return out
+    if not possible_only:
+        return out
+    walker = _Paths(plan, _analysis(plan), limit)
+    walker.visit(0, frozenset(), frozenset(), ())
+    return out if walker.truncated else [p for p in out if p.key in walker.reached]
+
+
+def _analysis(plan: Plan) -> Any:
+    from ...dsl.schedule import analysis_of
+
+    return analysis_of(plan)
 
 
 def decision_points(sid: str, step: Step) -> list[Point]:
@@ -49,8 +62,8 @@ def decision_points(sid: str, step: Step) -> list[Point]:
     if step.guard is not None:
         text = step.guard.text
         out += [
-            Point(f"when:{sid}:true", sid, "when", True, f"{sid} when {text}: true"),
-            Point(f"when:{sid}:false", sid, "when", False, f"{sid} when {text}: false"),
+            Point(f"when:{sid}:true", sid, "when", True, f"{sid} when {text}: true", step.guard),
+            Point(f"when:{sid}:false", sid, "when", False, f"{sid} when {text}: false", step.guard),
         ]
     if step.output is not None and step.output.branching:
         for index, alternative in enumerate(step.output.alternatives):
@@ -169,23 +182,238 @@ class PlanCoverage:
 
 
 def combinations(plan: Plan, limit: int) -> tuple[list[tuple[Point, ...]], bool]:
-    """The combinations of decision outcomes (one outcome per decision), at most ``limit``; and
-    whether there were more."""
-    decisions: dict[str, list[Point]] = {}
-    for p in points(plan):
-        if p.kind != "step":
-            decisions.setdefault(p.decision, []).append(p)
-    out: list[tuple[Point, ...]] = []
-    for combo in itertools.product(*decisions.values()):
-        if len(out) == limit:
-            return out, True
-        out.append(combo)
-    return out, False
+    """The combinations of decision outcomes some run can take (at most ``limit``), and whether there were
+    more: :func:`paths` without the inputs that reach them."""
+    found, truncated = paths(plan, limit)
+    return [combo for combo, _ in found], truncated
+
+
+def paths(plan: Plan, limit: int) -> tuple[list[tuple[tuple[Point, ...], dict[str, Any]]], bool]:
+    """Each way a run of ``plan`` can go: the outcomes of the decisions it reaches, in order (a decision of
+    a step the path skips is not part of it), with input values that make its ``when:`` conditions come
+    out that way (``{}`` when none matter). A combination no input can reach is not one: a step runs when
+    what it reads was written on the path (its trigger rule and defaults as the engine applies them), and
+    the path's conditions must hold together for some values of what they read."""
+    walker = _Paths(plan, _analysis(plan), limit)
+    walker.visit(0, frozenset(), frozenset(), ())
+    return walker.found, walker.truncated
+
+
+class _Paths:
+    """The depth-first walk of :func:`paths`: steps in the schedule's order, a branch per outcome."""
+
+    def __init__(self, plan: Plan, analysis: Any, limit: int):
+        self.plan, self.analysis, self.limit = plan, analysis, limit
+        self.order = list(analysis.order)
+        self.children: dict[str, list[tuple[str, Step]]] = {}
+        for full, step in walk(plan):
+            if "." in full:
+                self.children.setdefault(full.split(".", 1)[0], []).append((full, step))
+        self.found: list[tuple[tuple[Point, ...], dict[str, Any]]] = []
+        self.reached: set[str] = set()  # the keys of the points some path found takes
+        self.truncated = False
+
+    def visit(self, index: int, ran: frozenset, wrote: frozenset, combo: tuple[Point, ...]) -> None:
+        if len(self.found) >= self.limit:
+            self.truncated = True
+            return
+        if index == len(self.order):
+            witness = _witness(combo)
+            if witness is not None:
+                self.found.append((combo, witness))
+                self.reached.update(p.key for p in combo)
+                self.reached.update(f"step:{sid}" for sid in ran)
+                self.reached.update(f"step:{full}" for sid in ran for full, _ in self.children.get(sid, []))
+            return
+        sid = self.order[index]
+        step = self.plan.by_id[sid]
+        if not self._runs(step, ran, wrote):
+            self.visit(index + 1, ran, wrote, combo)
+            return
+        for outcome, alternative in self._outcomes(sid, step):
+            if outcome and outcome[-1].kind == "when" and outcome[-1].choice is False:
+                if _witness(combo + outcome) is not None:
+                    self.visit(index + 1, ran, wrote, combo + outcome)
+                continue
+            if outcome and _witness(combo + outcome) is None:
+                continue  # conditions that cannot hold together: no input takes this way
+            written = wrote | {(sid, alternative)} if step.output is not None else wrote
+            for inner in self._inside(sid):
+                self.visit(index + 1, ran | {sid}, written, combo + outcome + inner)
+
+    def _outcomes(self, sid: str, step: Step) -> list[tuple[tuple[Point, ...], int]]:
+        """The step's own decisions, combined: (their outcomes in order, the output alternative written)."""
+        points = decision_points(sid, step)
+        when = [p for p in points if p.kind == "when"]
+        rest = [p for p in points if p.kind != "when" and _possible(self.plan, step, p)]
+        groups: dict[str, list[Point]] = {}
+        for p in rest:
+            groups.setdefault(p.kind, []).append(p)
+        out: list[tuple[tuple[Point, ...], int]] = []
+        for chosen in itertools.product(*groups.values()):
+            branch = next((p for p in chosen if p.kind == "branch"), None)
+            zero = any(p.kind == "fanout" and p.choice == "zero" for p in chosen)
+            if zero and branch is not None and branch.choice != 0:
+                continue  # over zero items no item fails: only the step's first path is written
+            out.append(((*when[:1], *chosen), int(branch.choice) if branch is not None else 0))
+        if when:
+            out.append(((when[1],), -1))  # false: skipped, nothing written
+        return out
+
+    def _inside(self, sid: str) -> list[tuple[Point, ...]]:
+        """The decisions inside a sub-plan or loop body the step runs, each outcome free (a body's own
+        reachability is its run's: the parent's path does not decide it)."""
+        decisions: dict[str, list[Point]] = {}
+        for full, child in self.children.get(sid, []):
+            for p in decision_points(full, child):
+                decisions.setdefault(p.decision, []).append(p)
+        return [tuple(c) for c in itertools.product(*decisions.values())] or [()]
+
+    def _runs(self, step: Step, ran: frozenset, wrote: frozenset) -> bool:
+        """Whether a step whose dependencies settled as the path says would run (not be skipped)."""
+        deps = self.analysis.deps[step.id]
+        if step.trigger == "all_done" or step.trigger == "none_failed":
+            return True
+        if step.trigger == "one_succeeded":
+            return not deps or any(d in ran for d in deps)
+        if any(d not in ran for d in step.deps):
+            return False
+        return all(self._written(node, ran, wrote) for node in _blocking_reads(step))
+
+    def _written(self, node: Any, ran: frozenset, wrote: frozenset) -> bool:
+        if isinstance(node, Placeholder):
+            return node.step in ran
+        if isinstance(node, AnyOf):
+            return node.has_default or any(self._ref_written(r, wrote) for r in node.options)
+        if isinstance(node, AllOf):
+            return all(self._ref_written(r, wrote) for r in node.refs)
+        return self._ref_written(node, wrote)
+
+    def _ref_written(self, ref: Ref, wrote: frozenset) -> bool:
+        if ref.root != "state":
+            return True
+        path = tuple(ref.path)
+        if _get(self.plan.initial_state, path):
+            return True
+        key = ("state", *path)
+        writers = [w for k in range(2, len(key) + 1) for w in self.analysis.writers.get(key[:k], ())]
+        writers += list(self.analysis.below.get(key, ()))
+        return any((w[0], w[1]) in wrote for w in writers)
+
+
+def _blocking_reads(step: Step) -> list[Any]:
+    """What a step reads that skips it when unwritten (a ``when:`` reads null instead)."""
+    from ...dsl.schedule import iter_reads
+
+    found = iter_reads(step.args)
+    for part in (step.llm.prompt if step.llm else None, step.llm.system if step.llm else None,
+                 step.for_each.over if step.for_each else None, step.gate.question if step.gate else None):  # fmt: skip
+        if part is not None:
+            found += iter_reads(part)
+    return found
+
+
+def _get(state: Any, path: tuple) -> bool:
+    for key in path:
+        if not isinstance(state, Mapping) or key not in state:
+            return False
+        state = state[key]
+    return True
+
+
+def _possible(plan: Plan, step: Step, point: Point) -> bool:
+    """Whether an outcome can happen at all: a fan-out over a literal list, or over an input whose schema
+    asks for items (``minItems``), never goes over zero items."""
+    if point.kind != "fanout" or point.choice != "zero" or step.for_each is None:
+        return True
+    over = step.for_each.over
+    if isinstance(over, (list, tuple)):
+        return len(over) == 0
+    if isinstance(over, Ref) and over.root == "input":
+        from ...dsl.compose import over_schema
+
+        schema = over_schema(plan, step)
+        return not (isinstance(schema, Mapping) and isinstance(schema.get("minItems"), int) and schema["minItems"] > 0)
+    return True
+
+
+_WITNESS_BOUND = 4096  # assignments tried before a set of conditions is taken as satisfiable
+
+
+def _witness(combo: tuple[Point, ...]) -> dict[str, Any] | None:
+    """Values of what the combination's ``when:`` conditions read that make each come out as it says
+    (``{"input": {...}, "state": {...}}`` by reference), or None when no values do."""
+    from ...dsl.condition import ConditionError, condition_refs, evaluate
+
+    wanted = [(p.guard, p.choice) for p in combo if p.kind == "when" and p.guard is not None and "." not in p.step]
+    if not wanted:
+        return {}
+    refs: dict[tuple, Ref] = {}
+    for guard, _ in wanted:
+        for ref in condition_refs(guard.condition):
+            refs.setdefault((ref.root, tuple(ref.path)), ref)
+    keys = list(refs)
+    options = [_candidates(refs[k], [g for g, _ in wanted]) for k in keys]
+    total = 1
+    for o in options:
+        total *= len(o)
+    if total > _WITNESS_BOUND:
+        return {}
+    for values in itertools.product(*options):
+        chosen = dict(zip(keys, values))
+        try:
+            if all(evaluate(g.condition, lambda r: chosen.get((r.root, tuple(r.path)))) is want for g, want in wanted):
+                return {f"\u2020{root}{''.join(f'.{k}' if isinstance(k, str) else f'[{k}]' for k in path)}": v
+                        for (root, path), v in chosen.items()}  # fmt: skip
+        except ConditionError:  # undecidable for these values (null < 3): the step would fail, try others
+            continue
+    return None
+
+
+def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
+    """Values worth trying for a reference: each literal it is compared with, and its neighbours (a
+    number one less and one more, another text), an empty and a one-item list, true, false and null."""
+    from ...dsl.ir import BoolOp, Compare, Const, Contains, Length, Not
+
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, Compare):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                inner = side.value if isinstance(side, Length) else side
+                if isinstance(inner, Ref) and (inner.root, inner.path) == (ref.root, ref.path) and isinstance(other, Const):
+                    value = other.value
+                    if isinstance(side, Length) and isinstance(value, int):
+                        found.extend([["x"] * max(0, value + d) for d in (-1, 0, 1)])
+                    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                        found.extend([value - 1, value, value + 1])
+                    else:
+                        found.extend([value, f"not {value}"])
+        elif isinstance(node, Contains):
+            for side, other in ((node.container, node.item), (node.item, node.container)):
+                if isinstance(side, Ref) and (side.root, side.path) == (ref.root, ref.path) and isinstance(other, Const):
+                    found.extend([[other.value], [], other.value])
+        if isinstance(node, (BoolOp, Not, Compare, Contains, Length)):
+            for child in (node.values if isinstance(node, BoolOp) else (getattr(node, "value", None),
+                          getattr(node, "left", None), getattr(node, "right", None), getattr(node, "item", None),
+                          getattr(node, "container", None))):  # fmt: skip
+                if child is not None:
+                    visit(child)
+    for guard in guards:
+        visit(guard.condition)
+    found += [None, True, False]
+    unique: list[Any] = []
+    for value in found:
+        if not any(value == u and type(value) is type(u) for u in unique):
+            unique.append(value)
+    return unique
 
 
 def covered_by(combo: tuple[Point, ...], runs: Iterable[set[str]]) -> bool:
     """Whether one run made every decision of ``combo`` that it reached as ``combo`` says (and made at
     least one of them)."""
+    if not combo:  # a plan without decisions: one way, which any case that ran took
+        return any(runs)
     for seen in runs:
         made = [p for p in combo if any(k.startswith(f"{p.kind}:{p.step}:") for k in seen)]
         if made and all(p.key in seen for p in made):

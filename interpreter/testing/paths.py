@@ -12,11 +12,12 @@ its description what no mock can force (a loop's exit, a fan-out over zero items
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ...dsl.ir import Plan, Step, StepKind
-from .coverage import Point, combinations, covered_by, walk
+from .coverage import Point, covered_by, paths, walk
 
 TODO = "TODO"
 
@@ -49,14 +50,15 @@ class PathsReport:
 
 
 def untested(plan: Plan, plan_path: str, runs: Iterable[set[str]], limit: int = 64) -> PathsReport:
-    combos, truncated = combinations(plan, limit)
+    found, truncated = paths(plan, limit)
     seen = list(runs)
-    missing = [combo for combo in combos if not covered_by(combo, seen)]
-    return PathsReport(plan_path, len(combos), truncated, [(c, draft(plan, c)) for c in missing])
+    missing = [(combo, values) for combo, values in found if not covered_by(combo, seen)]
+    return PathsReport(plan_path, len(found), truncated, [(c, draft(plan, c, values)) for c, values in missing])
 
 
-def draft(plan: Plan, combo: tuple[Point, ...]) -> dict[str, Any]:
-    """A starting test case that would take ``combo``'s decisions."""
+def draft(plan: Plan, combo: tuple[Point, ...], values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A starting test case that would take ``combo``'s decisions (``values``: what its conditions read,
+    by reference, that makes them come out as it says: inputs are filled in, state is said)."""
     steps = dict(walk(plan))
     tools: dict[str, Any] = {}
     llm: dict[str, Any] = {}
@@ -88,8 +90,13 @@ def draft(plan: Plan, combo: tuple[Point, ...]) -> dict[str, Any]:
     case: dict[str, Any] = {"name": " / ".join(p.label for p in combo) or "the plan runs"}
     if notes:
         case["description"] = "make: " + "; ".join(notes)
+    given = {ref[len("\u2020input."):]: v for ref, v in (values or {}).items() if ref.startswith("\u2020input.")}
+    state = [f"{ref} is {json.dumps(v)}" for ref, v in (values or {}).items() if ref.startswith("\u2020state.")]
+    if state:
+        notes.append("its conditions hold when " + ", ".join(state))
+        case["description"] = "make: " + "; ".join(notes)
     if plan.inputs:
-        case["inputs"] = {name: TODO for name in plan.inputs}
+        case["inputs"] = {name: given.get(name, TODO) for name in plan.inputs}
     mocks = {k: v for k, v in (("tools", tools), ("llm", llm), ("gates", gates)) if v}
     if mocks:
         case["mocks"] = mocks

@@ -604,7 +604,7 @@ class TestReport:
         for suite in self.suites:
             key = os.path.abspath(suite.plan_path)
             if key not in by_plan:
-                by_plan[key] = PlanCoverage(suite.plan_path, points(suite.plan), set())
+                by_plan[key] = PlanCoverage(suite.plan_path, points(suite.plan, possible_only=True), set())
         for result in self.results:
             by_plan[os.path.abspath(result.suite.plan_path)].covered |= result.seen
         return list(by_plan.values())
