@@ -361,10 +361,13 @@ def _witness(combo: tuple[Point, ...]) -> dict[str, Any] | None:
         return {}
     for values in itertools.product(*options):
         chosen = dict(zip(keys, values))
+
+        def read(ref: Ref, chosen: dict = chosen) -> Any:
+            return chosen.get((ref.root, tuple(ref.path)))
+
         try:
-            if all(evaluate(g.condition, lambda r: chosen.get((r.root, tuple(r.path)))) is want for g, want in wanted):
-                return {f"\u2020{root}{''.join(f'.{k}' if isinstance(k, str) else f'[{k}]' for k in path)}": v
-                        for (root, path), v in chosen.items()}  # fmt: skip
+            if all(evaluate(g.condition, read) is want for g, want in wanted):
+                return {str(refs[key]): value for key, value in chosen.items()}
         except ConditionError:  # undecidable for these values (null < 3): the step would fail, try others
             continue
     return None
@@ -380,8 +383,7 @@ def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
     def visit(node: Any) -> None:
         if isinstance(node, Compare):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                inner = side.value if isinstance(side, Length) else side
-                if isinstance(inner, Ref) and (inner.root, inner.path) == (ref.root, ref.path) and isinstance(other, Const):
+                if _is(side.value if isinstance(side, Length) else side, ref) and isinstance(other, Const):
                     value = other.value
                     if isinstance(side, Length) and isinstance(value, int):
                         found.extend([["x"] * max(0, value + d) for d in (-1, 0, 1)])
@@ -391,7 +393,7 @@ def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
                         found.extend([value, f"not {value}"])
         elif isinstance(node, Contains):
             for side, other in ((node.container, node.item), (node.item, node.container)):
-                if isinstance(side, Ref) and (side.root, side.path) == (ref.root, ref.path) and isinstance(other, Const):
+                if _is(side, ref) and isinstance(other, Const):
                     found.extend([[other.value], [], other.value])
         if isinstance(node, (BoolOp, Not, Compare, Contains, Length)):
             for child in (node.values if isinstance(node, BoolOp) else (getattr(node, "value", None),
@@ -399,6 +401,7 @@ def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
                           getattr(node, "container", None))):  # fmt: skip
                 if child is not None:
                     visit(child)
+
     for guard in guards:
         visit(guard.condition)
     found += [None, True, False]
@@ -419,3 +422,7 @@ def covered_by(combo: tuple[Point, ...], runs: Iterable[set[str]]) -> bool:
         if made and all(p.key in seen for p in made):
             return True
     return False
+
+
+def _is(node: Any, ref: Ref) -> bool:
+    return isinstance(node, Ref) and (node.root, tuple(node.path)) == (ref.root, tuple(ref.path))

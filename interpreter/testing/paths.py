@@ -90,7 +90,7 @@ def draft(plan: Plan, combo: tuple[Point, ...], values: dict[str, Any] | None = 
     case: dict[str, Any] = {"name": " / ".join(p.label for p in combo) or "the plan runs"}
     if notes:
         case["description"] = "make: " + "; ".join(notes)
-    given = {ref[len("\u2020input."):]: v for ref, v in (values or {}).items() if ref.startswith("\u2020input.")}
+    given = {ref[len("\u2020input.") :]: v for ref, v in (values or {}).items() if ref.startswith("\u2020input.")}
     state = [f"{ref} is {json.dumps(v)}" for ref, v in (values or {}).items() if ref.startswith("\u2020state.")]
     if state:
         notes.append("its conditions hold when " + ", ".join(state))
