@@ -234,48 +234,147 @@ def iter_diagnostics(results: Iterable[CheckResult]) -> Iterable[Diagnostic]:
 # --- the run viewer's graph ---------------------------------------------------------------------
 
 _NODE_W, _NODE_H, _COL_GAP, _ROW_GAP, _PAD = 190, 46, 90, 22, 20
+_LABEL_H, _LABEL_CHARS, _CHAR_W = 18, 40, 6.6
+LAYOUT_LIMIT = 400  # steps laid out by grandalf; a larger plan gets columns (the layout grows faster than linearly)
 
 
 def render_svg(plan: Plan, analysis: Analysis, statuses: Mapping[str, str] | None = None) -> str:
-    """The plan as SVG: parallel groups as columns, one node per step (``id="node-<id>"``, class
-    ``status-<status>``, ``data-step``), edges labelled with the branch they take. Every text is escaped."""
+    """The plan as SVG, top to bottom: a layered layout (grandalf's Sugiyama: layers by dependency, crossings
+    reduced, every edge label given room of its own so none overlaps a node or another label), one node per
+    step (``id="node-<id>"``, class ``status-<status>``, ``data-step``), edges labelled with the branch they
+    take and the condition they wait for (the whole label in a tooltip). Every text is escaped."""
     from html import escape
 
     statuses = statuses or {}
-    where: dict[str, tuple[int, int]] = {}
-    rows = 0
-    for col, group in enumerate(analysis.groups):
-        for row, sid in enumerate(group):
-            where[sid] = (_PAD + col * (_NODE_W + _COL_GAP), _PAD + row * (_NODE_H + _ROW_GAP))
-        rows = max(rows, len(group))
-    width = _PAD * 2 + len(analysis.groups) * (_NODE_W + _COL_GAP) - _COL_GAP
-    height = _PAD * 2 + rows * (_NODE_H + _ROW_GAP) - _ROW_GAP
+    found = edges(plan, analysis)
+    layout = _layered(analysis, found) if len(analysis.order) <= LAYOUT_LIMIT else None
+    nodes, paths, labels = layout or _columns(analysis, found)
+    xs = [x for x, _, w, _ in nodes.values()] + [x - w / 2 for x, _, w in labels]
+    ys = [y for _, y, _, _ in nodes.values()] + [y - _LABEL_H / 2 for _, y, _ in labels]
+    dx, dy = _PAD - min(xs, default=0), _PAD - min(ys, default=0)
+    width = max([x + w for x, _, w, _ in nodes.values()] + [x + w / 2 for x, _, w in labels], default=0) + dx + _PAD
+    height = max([y + h for _, y, _, h in nodes.values()] + [y + _LABEL_H for _, y, _ in labels], default=0) + dy + _PAD
+    width, height = max(round(width), 200), max(round(height), 80)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{max(width, 200)}" '
-        f'height="{max(height, 80)}" role="img" aria-label="plan graph">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" data-width="{width}" data-height="{height}" role="img" '
+        'aria-label="plan graph">'
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z" class="arrow"/></marker></defs>'
     ]
-    for src, dst, label in edges(plan, analysis):
-        (x1, y1), (x2, y2) = where[src], where[dst]
-        x1, y1, x2, y2 = x1 + _NODE_W, y1 + _NODE_H // 2, x2, y2 + _NODE_H // 2
-        mid = (x1 + x2) // 2
+    for (src, dst, _), points in zip(found, paths):
+        for i, part in enumerate(points):
+            d = " ".join(f"{'M' if j == 0 else 'L'}{x + dx:.1f},{y + dy:.1f}" for j, (x, y) in enumerate(part))
+            end = ' marker-end="url(#arrow)"' if i == len(points) - 1 else ""
+            out.append(f'<path class="edge" data-from="{escape(src)}" data-to="{escape(dst)}" d="{d}"{end}/>')
+    for (x, y, w), text in zip(labels, [label for _, _, label in found if label]):
+        shown = text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "\u2026"
         out.append(
-            f'<path class="edge" data-from="{escape(src)}" data-to="{escape(dst)}" '
-            f'd="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"/>'
+            f'<g class="edge-label"><title>{escape(text)}</title>'
+            f'<rect x="{x + dx - w / 2:.1f}" y="{y + dy - _LABEL_H / 2:.1f}" width="{w:.1f}" '
+            f'height="{_LABEL_H}" rx="3"/>'
+            f'<text x="{x + dx:.1f}" y="{y + dy + 4:.1f}">{escape(shown)}</text></g>'
         )
-        if label:
-            out.append(f'<text class="edge-label" x="{mid}" y="{(y1 + y2) // 2 - 4}">{escape(label[:40])}</text>')
     for sid in analysis.order:
-        x, y = where[sid]
+        x, y, _, _ = nodes[sid]
+        x, y = round(x + dx), round(y + dy)
         step = plan.by_id[sid]
         what = step.tool or str(step.kind)
         kind = f"{what} (for each)" if step.for_each is not None else what
         status = escape(statuses.get(sid, "pending"))
         out.append(
             f'<g class="node status-{status}" id="node-{escape(sid)}" data-step="{escape(sid)}" tabindex="0">'
+            f"<title>{escape(sid)}: {escape(kind)}</title>"
             f'<rect x="{x}" y="{y}" width="{_NODE_W}" height="{_NODE_H}" rx="6"/>'
-            f'<text class="node-id" x="{x + 10}" y="{y + 19}">{escape(sid[:26])}</text>'
-            f'<text class="node-kind" x="{x + 10}" y="{y + 36}">{escape(kind[:30])}</text>'
+            f'<text class="node-id" x="{x + 10}" y="{y + 19}">{escape(_cut(sid, 20))}</text>'
+            f'<text class="node-kind" x="{x + 10}" y="{y + 36}">{escape(_cut(kind, 28))}</text>'
             f'<text class="node-status" x="{x + _NODE_W - 8}" y="{y + 19}" text-anchor="end">{status}</text></g>'
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+_Layout = tuple[dict[str, tuple[float, float, float, float]], list[list[list[tuple[float, float]]]],
+                list[tuple[float, float, float]]]  # fmt: skip
+
+
+def _layered(analysis: Analysis, found: list[tuple[str, str, str]]) -> _Layout | None:
+    """Nodes (left, top, width, height) by step, each edge's polylines (one, or two around its label),
+    labels (centre x, centre y, width); None when grandalf is not installed."""
+    try:
+        from grandalf.graphs import Edge, Graph, Vertex
+        from grandalf.layouts import SugiyamaLayout
+        from grandalf.routing import route_with_lines
+    except ImportError:
+        return None
+
+    class Box:  # what grandalf reads of a vertex (its size) and writes (its centre)
+        def __init__(self, w: float, h: float):
+            self.w, self.h, self.xy = w, h, (0.0, 0.0)
+
+    class Line:  # what grandalf writes of an edge: its route
+        points: list = []
+
+        def setpath(self, points: list) -> None:
+            self.points = [tuple(p) for p in points]
+
+    vertices = {sid: Vertex(sid) for sid in analysis.order}
+    for v in vertices.values():
+        v.view = Box(_NODE_W, _NODE_H)
+    links: list[list[Any]] = []
+    label_vertices = []
+    for i, (src, dst, label) in enumerate(found):
+        if label:
+            middle = Vertex(("label", i))
+            shown = min(len(label), _LABEL_CHARS)
+            middle.view = Box(shown * _CHAR_W + 12, _LABEL_H)
+            label_vertices.append(middle)
+            links.append([Edge(vertices[src], middle), Edge(middle, vertices[dst])])
+        else:
+            links.append([Edge(vertices[src], vertices[dst])])
+    for part in (e for chain in links for e in chain):
+        part.view = Line()
+    graph = Graph(list(vertices.values()) + label_vertices, [e for chain in links for e in chain])
+    left = 0.0
+    for component in graph.C:  # side by side, each laid out on its own
+        sugiyama = SugiyamaLayout(component)
+        sugiyama.xspace, sugiyama.yspace = 28, 34
+        sugiyama.route_edge = route_with_lines
+        sugiyama.init_all()
+        sugiyama.draw(4)
+        boxes = [v.view for v in component.sV]
+        low = min(b.xy[0] - b.w / 2 for b in boxes)
+        shift = left - low
+        for v in component.sV:
+            v.view.xy = (v.view.xy[0] + shift, v.view.xy[1])
+        for e in component.sE:
+            e.view.points = [(x + shift, y) for x, y in e.view.points]
+        left = max(b.xy[0] + b.w / 2 for b in boxes) + 48
+    nodes = {
+        sid: (v.view.xy[0] - _NODE_W / 2, v.view.xy[1] - _NODE_H / 2, _NODE_W, _NODE_H) for sid, v in vertices.items()
+    }
+    paths = [[e.view.points for e in chain] for chain in links]
+    labels = [(v.view.xy[0], v.view.xy[1], v.view.w) for v in label_vertices]
+    return nodes, paths, labels
+
+
+def _columns(analysis: Analysis, found: list[tuple[str, str, str]]) -> _Layout:
+    """The layout of a plan too large for :func:`_layered`: parallel groups as columns, labels at the middle."""
+    nodes: dict[str, tuple[float, float, float, float]] = {}
+    for col, group in enumerate(analysis.groups):
+        for row, sid in enumerate(group):
+            nodes[sid] = (col * (_NODE_W + _COL_GAP), row * (_NODE_H + _ROW_GAP), _NODE_W, _NODE_H)
+    paths, labels = [], []
+    for src, dst, label in found:
+        (x1, y1, _, _), (x2, y2, _, _) = nodes[src], nodes[dst]
+        start, end = (x1 + _NODE_W, y1 + _NODE_H / 2), (x2, y2 + _NODE_H / 2)
+        paths.append([[start, end]])
+        if label:
+            labels.append(
+                ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, min(len(label), _LABEL_CHARS) * _CHAR_W + 12)
+            )
+    return nodes, paths, labels

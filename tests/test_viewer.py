@@ -236,3 +236,77 @@ def test_what_a_request_sends_never_makes_a_500(project):
     for inputs in ("[" * 5000 + "]" * 5000, '{"x": ' + "[" * 5000 + "]" * 5000 + "}", "[]", "3", "{bad"):
         answer = client.post("/plan/run", data={"csrf": viewer.csrf, "file": "p.yaml", "inputs": inputs})
         assert 400 <= answer.status_code < 500, (inputs[:20], answer.status_code, answer.text[:200])
+
+
+OVERLAPS = """
+const boxes = [...document.querySelectorAll('svg.graph .node rect, svg.graph .edge-label rect')].map(r => {
+  const b = r.getBBox(); return {x: b.x, y: b.y, w: b.width, h: b.height, label: !!r.closest('.edge-label')}; });
+const out = [];
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const a = boxes[i], b = boxes[j];
+  if ((a.label || b.label) && a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h) out.push([a, b]);
+}
+return out;
+"""
+
+
+def test_the_viewer_at_a_desk_and_on_a_phone(tmp_path, browser):
+    """A newcomer's tour: a refused gate is no green 'completed', a run links to its plan, the graph is laid
+    out with its labels clear of every node and zooms, a required input is asked for (never sent empty), and
+    the pages fit a 1,280 px window and a phone."""
+    for name in ("weather.yaml", "approve_refund.yaml", "ci_triage.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    refused = subprocess.run([sys.executable, "-m", "dagplan", "run", "approve_refund.yaml", "--tools", "tools.py",
+                              "-i", "customerId=c", "-i", "amount=5", "--answer", "approve=reject"],
+                             cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0", "--tools", "tools.py"],
+                            cwd=tmp_path, env=env(), stderr=subprocess.PIPE, text=True)  # fmt: skip
+    shots: dict[str, Path] = {}
+    try:
+        url = re.search(r"(http://\S+)", proc.stderr.readline()).group(1)
+        base = url.split("/?", 1)[0]
+        browser.set_window_size(1280, 900)
+        browser.get(url)
+        badge = browser.find_element("css selector", "#runs tbody tr td:nth-child(2) .badge")
+        assert badge.text == "completed with errors" and "s-errors" in badge.get_attribute("class")
+        link = browser.find_element("css selector", "#runs a.plan-link")
+        assert link.text == "approve_refund.yaml"
+        link.click()
+        assert "approve_refund.yaml" in browser.title
+        for plan in ("ci_triage.yaml", "weather.yaml"):  # the last one stays open
+            browser.get(f"{base}/plan?file={plan}")
+            assert browser.execute_script(OVERLAPS) == [], plan
+        wrap_width = browser.execute_script("return document.getElementById('graph').clientWidth")
+        width = lambda: int(browser.find_element("css selector", "svg.graph").get_attribute("width"))  # noqa: E731
+        before = width()
+        browser.find_element("css selector", ".zoom-in").click()
+        assert width() > before
+        browser.find_element("css selector", ".zoom-fit").click()
+        assert width() <= wrap_width
+        field = browser.find_element("id", "input-city")
+        assert field.get_attribute("value") == "" and field.get_attribute("required") is not None
+        assert browser.execute_script("return document.getElementById('approve').checkValidity()") is False
+        shots["plan-page.png"] = tmp_path / "plan-page.png"
+        browser.save_screenshot(str(shots["plan-page.png"]))
+        field.send_keys("Rome")
+        browser.find_element("css selector", "#approve button.primary").click()
+        wait_for(lambda: "completed" in browser.execute_script(
+            "var s = document.getElementById('run-status'); return s ? s.textContent : ''"), timeout=60,
+            what="the run started from the form")  # fmt: skip
+        assert "biggest park of Rome" in browser.find_element("id", "step-present").get_attribute("textContent")
+        for page in (url, browser.current_url, f"{base}/plan?file=weather.yaml"):
+            browser.set_window_size(390, 844)
+            browser.get(page)
+            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, (page, overflow)  # nothing wider than the phone but what scrolls inside
+        shots["run-phone.png"] = tmp_path / "run-phone.png"
+        browser.get(url)
+        browser.save_screenshot(str(shots["run-phone.png"]))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    keep = os.environ.get("DAGPLAN_SCREENSHOTS")
+    if keep:
+        for name, shot in shots.items():
+            shutil.copy(shot, Path(keep) / name)

@@ -102,7 +102,7 @@ def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[st
         click.echo("no runs", err=True)
     else:
         rows = [("id", "plan", "status", "done/total", "started")]
-        rows += [(i.id, i.plan_name, str(i.status), f"{i.done}/{i.total}", i.to_json()["started"]) for i in infos]
+        rows += [(i.id, i.plan_name, i.shown_status, f"{i.done}/{i.total}", i.to_json()["started"]) for i in infos]
         _print_table(rows)
         for info in infos:
             if info.notice:

@@ -119,7 +119,7 @@ class Viewer:
 
         status = request.query_params.get("status") or None
         found = await asyncio.to_thread(api.runs, self.state_dir)
-        rows = [_run_row(r) for r in found]
+        rows = [{**_run_row(r), "plan_file": self._plan_file(r.plan_name)} for r in found]
         waiting = sum(1 for r in rows if r["status"] == RunStatus.WAITING)
         if status:
             rows = [r for r in rows if r["status"] == status]
@@ -133,7 +133,7 @@ class Viewer:
         return self._page("run.html", **context)
 
     def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
-        from ..interpreter.core.progress import top_step
+        from ..interpreter.core.progress import shown_status, top_step
         from ..render import render_svg
         from ..dsl.schedule import analysis_of
         from ..views import event_text
@@ -157,8 +157,12 @@ class Viewer:
         ]
         types = sorted({str(e.type) for e in events})
         log = [event_text(e) for e in [e for e in events if wanted is None or str(e.type) in wanted][-LOG_LINES:]]
+        shown = shown_status(report.status, bool((report.final or {}).get("had_errors")))
         return {
             "run": report,
+            "shown_status": shown,
+            "status_class": "errors" if shown != str(report.status) else report.status,
+            "plan_file": self._plan_file(report.plan),
             "graph": graph,
             "steps": steps,
             "log": log,
@@ -225,13 +229,13 @@ class Viewer:
         (result,) = await asyncio.to_thread(api.check_files, [path], (), self.config)
         diagnostics = [{"severity": d.severity, "text": text} for d, text in _diagnostic_texts(result, render_text)]
         preview = graph = None
-        text, inputs = "", "{}"
+        text, fields = "", []
         if result.plan is not None and result.analysis is not None:
             graph = render_svg(result.plan, result.analysis)
         if result.ok and result.plan is not None:
             preview = api.preview(result.plan)
             text = preview_text(preview)
-            inputs = json.dumps({k: _example(v) for k, v in (result.plan.inputs or {}).items()}, indent=1)
+            fields = _input_fields(result.plan)
         return self._page(
             "plan.html",
             file=file,
@@ -240,7 +244,7 @@ class Viewer:
             preview=preview,
             preview_text=text,
             runnable=result.ok,
-            inputs_example=inputs,
+            fields=fields,
         )
 
     # --- actions (POST, CSRF-checked by the guard) ---
@@ -277,6 +281,15 @@ class Viewer:
             return PlainTextResponse("inputs nest too deep", status_code=400)
         if not isinstance(inputs, dict):
             return PlainTextResponse("inputs are a JSON object: {name: value}", status_code=400)
+        typed = [f"{k[len('input.') :]}={v}" for k, v in form.multi_items() if k.startswith("input.") and str(v)]
+        if typed:  # the form's fields, one per input: an empty one is not given (its default applies)
+            try:
+                plan = await asyncio.to_thread(lambda: api.load(path, tools=self.tools or None, config=self.config))
+                inputs.update(dagplan.parse_assignments(typed, plan))
+            except DagplanError as exc:
+                return PlainTextResponse("\n".join(d.format() for d in exc.diagnostics), status_code=400)
+            except RecursionError:
+                return PlainTextResponse("inputs nest too deep", status_code=400)
         started: dict[str, str] = {}
         ready = threading.Event()
 
@@ -337,6 +350,14 @@ class Viewer:
         if not os.path.isfile(full):
             raise HTTPException(404, f"no plan file {file!r}")
         return full
+
+    def _plan_file(self, name: str) -> str | None:
+        """A run's plan as the plan page names it (relative to the served folder), None when it is not a
+        file there (moved, elsewhere, inline)."""
+        full = os.path.realpath(os.path.join(self.root, name))
+        if os.path.commonpath([full, self.root]) != self.root or not os.path.isfile(full):
+            return None
+        return os.path.relpath(full, self.root)
 
     def _redirect(self, url: str) -> Any:
         from starlette.responses import RedirectResponse
@@ -453,6 +474,8 @@ def _run_row(info: Any) -> dict[str, Any]:
     return {
         "id": info.id,
         "status": str(info.status),
+        "shown": info.shown_status,
+        "css": "errors" if info.shown_status != str(info.status) else str(info.status),
         "plan": info.plan_name,
         "done": info.done,
         "total": info.total,
@@ -554,11 +577,16 @@ def _only(result: Any, diagnostic: Any) -> Any:
     return replace(result, diagnostics=(diagnostic,))
 
 
-def _example(schema: Any) -> Any:
-    if isinstance(schema, Mapping):
-        if "default" in schema:
-            return schema["default"]
-        return {"string": "", "number": 0, "integer": 0, "boolean": False, "array": [], "object": {}}.get(
-            str(schema.get("type")), None
-        )
-    return None
+def _input_fields(plan: Any) -> list[dict[str, Any]]:
+    """One form field per input of the plan: a required one is empty and must be filled (never a made-up
+    value a run would start with); an optional one shows its default."""
+    fields = []
+    for name, schema in (plan.inputs or {}).items():
+        schema = schema if isinstance(schema, Mapping) else {}
+        kind = str(schema.get("type") or "any")
+        default = schema.get("default")
+        value = "" if "default" not in schema else default if isinstance(default, str) else json.dumps(default)
+        hint = "text" if kind == "string" else f"{kind}, as JSON" if kind in ("object", "array", "any") else kind
+        fields.append({"name": name, "required": name in plan.required_inputs, "value": value, "type": hint,
+                       "description": str(schema.get("description") or "")})  # fmt: skip
+    return fields

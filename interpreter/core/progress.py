@@ -269,6 +269,12 @@ class RunInfo:
     waiting: tuple[Mapping[str, Any], ...] = ()
     usage: Mapping[str, Any] = field(default_factory=dict)
     finished: float | None = None
+    had_errors: bool = False  # it completed, but a step failed on the way (a refused gate, a failed step)
+
+    @property
+    def shown_status(self) -> str:
+        """The status as people read it: ``completed with errors`` is not the green ``completed``."""
+        return shown_status(self.status, self.had_errors)
 
     def to_json(self) -> dict:
         from datetime import datetime
@@ -284,6 +290,7 @@ class RunInfo:
             "notice": self.notice,
             "waiting": [dict(w) for w in self.waiting],
             "usage": dict(self.usage),
+            "had_errors": self.had_errors,
         }
 
 
@@ -293,3 +300,8 @@ def plan_step_ids(plan_doc: Mapping[str, Any]) -> list[str]:
     if isinstance(steps, Mapping):
         return [str(k) for k in steps]
     return [str(s.get("id")) for s in steps if isinstance(s, Mapping)]
+
+
+def shown_status(status: Any, had_errors: bool) -> str:
+    """A run's status in a table or a page: a completed run with errors says so (one rule, every view)."""
+    return f"{status} with errors" if had_errors and str(status) == RunStatus.COMPLETED else str(status)

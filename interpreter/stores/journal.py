@@ -390,6 +390,8 @@ class MemoryRegistry:
                     None,
                     p.waiting,
                     dict((p.final or {}).get("usage") or {}),
+                    (p.final or {}).get("ts"),
+                    bool((p.final or {}).get("had_errors")),
                 )
             )
         return out

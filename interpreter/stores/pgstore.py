@@ -239,7 +239,7 @@ class PgRegistry:
             status = RunStatus.QUEUED if queue == RunStatus.QUEUED and run_id not in live else progress.status
             out.append(RunInfo(run_id, run.plan_name, status, progress.done, len(plan_step_ids(run.plan_doc)),
                                run.created, live.get(run_id), None, progress.waiting, dict(final.get("usage") or {}),
-                               final.get("ts")))  # fmt: skip
+                               final.get("ts"), bool(final.get("had_errors"))))  # fmt: skip
         return out
 
     def _live(self) -> dict[str, int | None]:

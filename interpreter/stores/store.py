@@ -223,6 +223,7 @@ class RunStore:
             progress.waiting,
             dict(final.get("usage") or {}),
             final.get("ts"),
+            bool(final.get("had_errors")),
         )
 
     def _audit(self, event: dict) -> None:
