@@ -94,6 +94,10 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     assert "status-waiting" not in browser.execute_script(f"return {node}")
     wait_for(lambda: "status-waiting" in browser.execute_script(f"return {node}"), what="the gate to wait")
     assert browser.execute_script("return window.sameDocument") is True  # updated live, not reloaded
+    progress = 'return document.getElementById("run-progress").textContent'
+    assert browser.execute_script(progress) == "1/3"  # history settled, live
+    browser.refresh()
+    assert browser.execute_script(progress) == "1/3"  # and as the server renders it
     assert run.wait(30) == 3  # the CLI run stopped at the gate (exit 3)
     button = wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
                       what="the gate's form")  # fmt: skip
