@@ -16,7 +16,7 @@ import json
 import re
 from functools import lru_cache
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import Diagnostic, DocPath, Span, did_you_mean, error
 from .ir import format_path
@@ -355,6 +355,51 @@ def _path_key(path: DocPath) -> tuple:
     return tuple((0, k, "") if isinstance(k, int) else (1, 0, k) for k in path)
 
 
+_EXAMPLES = {"string": "text", "integer": 3, "number": 12.5, "boolean": True, "null": None}
+
+
+def shape_example(schema: Any, as_json: bool = False) -> str:
+    """A value of the shape ``schema`` asks for, written as YAML flow (``{city: text, days: 3}``,
+    ``[text]``, ``12.5``) or as JSON: what a type error's hint shows. Its first enum value or its
+    default when it has one; a few properties at most."""
+    value = _example(schema, 0)
+    return json.dumps(value, ensure_ascii=False) if as_json else _flow(value)
+
+
+def _example(schema: Any, depth: int) -> Any:
+    if not isinstance(schema, Mapping) or depth > 3:
+        return "..."
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return _example(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "object" or (kind is None and isinstance(schema.get("properties"), Mapping)):
+        properties = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+        required = [k for k in schema.get("required") or () if k in properties]
+        shown = required + [k for k in properties if k not in required]
+        return {k: _example(properties[k], depth + 1) for k in shown[:3]}
+    if kind == "array":
+        return [_example(schema.get("items"), depth + 1)] if isinstance(schema.get("items"), Mapping) else []
+    return _EXAMPLES.get(kind, "...") if isinstance(kind, str) else "..."
+
+
+def _flow(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, str):  # a word as YAML writes it; anything else quoted
+        return value if value == "..." or value.replace("_", "").replace("-", "").isalnum() else json.dumps(value)
+    return json.dumps(value)
+
+
 def schema_diagnostic(err: Any, data: Any, name: str, code: str = "schema") -> Diagnostic:
     """One jsonschema error of ``data`` in our words (what is wrong, where, a hint), for any document
     validated against one of our schemas (a plan, a test file); its span is unlocated."""
@@ -473,7 +518,10 @@ def _type_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None,
     wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
     words = " or ".join(_TYPE_WORDS.get(w) or str(w) for w in wanted)
     got = _JSON_TYPE.get(type(err.instance), type(err.instance).__name__)
-    return f"{where} must be {words}, not {got}", None, path
+    shaped = isinstance(err.schema, Mapping) and ("properties" in err.schema or "items" in err.schema)
+    key = path[-1] if path and isinstance(path[-1], str) else None
+    hint = f"e.g. {key + ': ' if key else ''}{shape_example(err.schema)}" if shaped else None
+    return f"{where} must be {words}, not {got}", hint, path
 
 
 def _enum_message(err: Any, path: DocPath, where: str) -> tuple[str, str | None, DocPath]:

@@ -67,11 +67,15 @@ def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
 
 
 def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
+    from .schema import shape_example
+
     params = spec.parameters
     props = params.get("properties") or {}
     for name in params.get("required") or ():
         if name not in step.args:
-            yield error("bad-argument", f"tool '{spec.name}' needs argument '{name}'", _at(step, "args"))
+            example = shape_example(props.get(name)) if isinstance(props, Mapping) else "..."
+            yield error("bad-argument", f"tool '{spec.name}' needs argument '{name}'", _at(step, "args"),
+                        f"add it: args: {{{name}: {example}}}")  # fmt: skip
     extra = params.get("additionalProperties", False)
     closed = bool(props) and not (extra is True or isinstance(extra, Mapping))
     for name, value in step.args.items():
@@ -87,12 +91,24 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
         wanted = _types(props[name])
         got = _value_types(plan, value)
         if wanted and got and not _compatible(got, wanted):
+            declared = _fitting_key(plan, value, wanted) if isinstance(value, Ref) else ""
             yield error(
                 "bad-argument",
                 f"argument '{name}' of tool '{spec.name}' must be {' or '.join(sorted(wanted))}, "
                 f"not {' or '.join(sorted(got))}",
                 _at(step, "args", name),
+                f"e.g. {name}: {shape_example(props[name])}{declared}",
             )
+
+
+def _fitting_key(plan: Plan, ref: Ref, wanted: set[str]) -> str:
+    """A key of the referenced object whose type fits (``; did you mean †input.trip.days?``), else ""."""
+    schema = _input_schema(plan.inputs, ref.path) if ref.root == "input" and plan.inputs else None
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    for name, sub in properties.items() if isinstance(properties, Mapping) else ():
+        if _types(sub) and _compatible(_types(sub), wanted):
+            return f"; did you mean {Ref(ref.root, (*ref.path, name))}?"
+    return ""
 
 
 def _types(schema: Any) -> set[str]:

@@ -558,3 +558,38 @@ def test_paths_propose_only_what_some_input_reaches_with_those_inputs(tmp_path):
     plan = json.loads(covered.stdout)["coverage"][0]
     missed = {m["key"] for m in plan["missed"]}
     assert "fanout:each:zero" not in missed and "step:also_gold" in missed, missed  # no gap that cannot happen
+
+
+def test_a_type_error_shows_the_shape_it_wants(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text(
+        "inputs:\n  amount: {type: number}\n"
+        "  trip: {type: object, properties: {city: {type: string}, days: {type: integer}}, required: [city]}\n"
+        "steps:\n  - {id: p, tool: processPayment, args: {amount: \u2020input.trip}, output: \u2020state.p}\n"
+        "  - {id: q, tool: findPark, args: {}, output: \u2020state.q}\nresult: \u2020state.p \u2020state.q\n",
+        encoding="utf-8",
+    )
+    checked = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert checked.returncode == 1
+    assert "hint: e.g. amount: 12.5; did you mean \u2020input.trip.days?" in checked.stdout, checked.stdout
+    assert "hint: add it: args: {weather: {}}" in checked.stdout
+    (root / "p.yaml").write_text(
+        "inputs:\n  amount: {type: number}\n  tier: {enum: [gold, silver]}\n"
+        "  trip: {type: object, properties: {city: {type: string}, days: {type: integer}}, required: [city]}\n"
+        "steps:\n  - {id: p, tool: processPayment, args: {amount: \u2020input.amount}, output: \u2020state.p}\n",
+        encoding="utf-8",
+    )
+    ran = cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "amount=x", "-i", "trip=[1]", "-i", "tier=bronze")
+    assert ran.returncode == 2 and "is not of type" not in ran.stderr, ran.stderr
+    assert (
+        "error bad-input: input amount must be a number, not a string\n    hint: e.g. --input amount='12.5'"
+        in ran.stderr
+    )
+    assert (
+        'input trip must be a mapping, not a list\n    hint: e.g. --input trip=\'{"city": "text", "days": 3}\''
+        in ran.stderr
+    )
+    assert "input tier must be one of gold, silver, not 'bronze'\n    hint: e.g. --input tier=gold" in ran.stderr
+    (root / "bad.yaml").write_text("steps:\n  - {id: a, tool: getWeather, args: {city: x}, retry: [3]}\n")
+    schema = cli(root, "check", "bad.yaml", "--tools", "tools.py")
+    assert "hint: e.g. " in schema.stdout and "limit" in schema.stdout, schema.stdout

@@ -109,4 +109,11 @@ def _problems(plan: Plan, values: dict[str, Any]):
                 hint=f"give it with --input {name}=VALUE or --input-file",
             )
         else:
-            yield error("bad-input", f"input {where}: {err.message}", hint=f"schema: {json.dumps(err.schema)}")
+            from ...dsl.schema import schema_diagnostic, shape_example
+
+            said = schema_diagnostic(err, values, "inputs").message
+            name = str(err.absolute_path[0]) if err.absolute_path else where
+            shown = shape_example(properties.get(name), as_json=True)
+            value = json.loads(shown)  # text is given as it is (an enum's first value; TEXT for any), else JSON
+            example = ("TEXT" if value == "text" else value) if isinstance(value, str) else f"'{shown}'"
+            yield error("bad-input", f"input {said}", hint=f"e.g. --input {name}={example}")
