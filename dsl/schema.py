@@ -537,6 +537,15 @@ def _any_of_message(err: Any, path: DocPath, where: str) -> tuple[str, str | Non
             None,
             path,
         )
+    branches = (
+        [b for b in err.validator_value if isinstance(b, Mapping)] if isinstance(err.validator_value, list) else []
+    )
+    kinds = [b.get("type") for b in branches]
+    if branches and all(isinstance(k, str) for k in kinds) and not isinstance(err.instance, (dict, list)):
+        words = " or ".join(dict.fromkeys(_TYPE_WORDS.get(k) or k for k in kinds))
+        got = _JSON_TYPE.get(type(err.instance), type(err.instance).__name__)
+        key = f"{path[-1]}: " if path and isinstance(path[-1], str) else ""
+        return f"{where} must be {words}, not {got} ({err.instance!r})", f"e.g. {key}{shape_example(branches[0])}", path
     return _default(err, path, where)
 
 

@@ -590,6 +590,9 @@ def test_a_type_error_shows_the_shape_it_wants(tmp_path):
         in ran.stderr
     )
     assert "input tier must be one of gold, silver, not 'bronze'\n    hint: e.g. --input tier=gold" in ran.stderr
-    (root / "bad.yaml").write_text("steps:\n  - {id: a, tool: getWeather, args: {city: x}, retry: [3]}\n")
+    (root / "bad.yaml").write_text("steps:\n  - {id: a, tool: getWeather, args: {city: x}, retry: [3]}\n"
+                                   "  - {id: b, tool: getWeather, args: {city: x}, retry: fast}\n")  # fmt: skip
     schema = cli(root, "check", "bad.yaml", "--tools", "tools.py")
-    assert "hint: e.g. " in schema.stdout and "limit" in schema.stdout, schema.stdout
+    assert "retry[0] in step 'a' must be a mapping, not a number\n" in schema.stdout
+    assert "retry in step 'b' must be a mapping or a list, not a string ('fast')" in schema.stdout, schema.stdout
+    assert schema.stdout.count("hint: e.g. ") == 2 and "is not valid under" not in schema.stdout
