@@ -135,6 +135,19 @@ def _with_alternatives(template: Template) -> Template:
     i = 0
     while i < len(parts):
         part = parts[i]
+        if type(part) is Placeholder:  # `#E1 || "none"`: the step's text, or the literal when it was skipped
+            rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else None
+            fallback = _TEXT_DEFAULT.match(rest) if rest else None
+            value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
+            if fallback is None or value is BAD_LITERAL:
+                out.append(part)
+                i += 1
+                continue
+            out.append(Placeholder(part.step, part.view, part.n, part.span, value, True))
+            if fallback.end() < len(rest):
+                out.append(rest[fallback.end() :])
+            i += 2
+            continue
         if type(part) is not Ref:
             out.append(part)
             i += 1
@@ -368,7 +381,9 @@ def _rebase(node: Any, span: Span) -> Any:
     if isinstance(node, Ref):
         return Ref(node.root, node.path, _with_offset(span, node.span.offset))
     if isinstance(node, Placeholder):
-        return Placeholder(node.step, node.view, node.n, _with_offset(span, node.span.offset))
+        return Placeholder(
+            node.step, node.view, node.n, _with_offset(span, node.span.offset), node.default, node.has_default
+        )
     if isinstance(node, AnyOf):
         options = tuple(_rebase(r, span) for r in node.options)
         return AnyOf(options, _with_offset(span, node.span.offset), node.default, node.has_default)

@@ -179,9 +179,15 @@ class Placeholder:
     view: View = "full"
     n: int | None = None
     span: Span = _span()
+    default: Any = None  # ``#E1 || "none"`` in text: what it reads as when the step was skipped
+    has_default: bool = False
 
     def __str__(self) -> str:
         suffix = {"full": "", "summary": ".summary"}.get(self.view, f".{self.view}={self.n}")
+        if self.has_default:
+            import json
+
+            return f"#{self.step}{suffix} || {json.dumps(self.default, ensure_ascii=False)}"
         return f"#{self.step}{suffix}"
 
 

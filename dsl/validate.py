@@ -637,7 +637,7 @@ def maybe_unset(facts: Facts) -> Iterator[Diagnostic]:
         if step.trigger != "all_succeeded":
             continue
         for node in nodes:
-            if isinstance(node, AnyOf) and node.has_default:
+            if isinstance(node, (AnyOf, Placeholder)) and node.has_default:
                 continue
             writers = (
                 [node.step]
@@ -675,7 +675,7 @@ def _maybe_unset(plan: Plan, step: Step, node: Any, writer: str, condition: tupl
         output = plan.by_id[where].output
         taken = " && ".join(map(str, output.alternatives[alt])) if output is not None else f"alternative {alt}"
         when = f"'{where}' writes {taken}"
-    default = f'{node} || "none"' if isinstance(node, (Ref, AnyOf)) else "a reference with a default"
+    default = f'{node} || "none"'
     return warning(
         "maybe-unset",
         f"step '{step.id}' reads {read}, which '{writer}' gives only when {when}; otherwise '{step.id}' is skipped",

@@ -244,6 +244,7 @@ def test_a_default_inside_text_reads_like_one_in_an_argument(tmp_path):
     output: †state.t
     trigger: all_done
   - {id: u, tool: presentSuggestion, args: {suggestion: 'Park: †state.park || "none".'}, output: †state.u}
+  - {id: v, tool: presentSuggestion, args: {suggestion: 'Park: #park || "none" (#park.head=3 || "-")'}, output: †state.v}
 """
     )
     (root / "p.yaml").write_text(plan, encoding="utf-8")
@@ -251,10 +252,12 @@ def test_a_default_inside_text_reads_like_one_in_an_argument(tmp_path):
     assert checked.returncode == 0 and "maybe-unset" not in checked.stdout, checked.stdout
     steps = json.loads(cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Paris", "--format", "json").stdout)
     assert steps["steps"]["u"]["output"] == "Today I suggest Park: none.."
+    assert steps["steps"]["v"]["output"] == "Today I suggest Park: none (-)."  # a skipped step's #ID, defaulted
     # `|| not` is no literal: it stays text, and under `trigger: all_done` the unwritten read is null
     assert steps["steps"]["t"]["output"] == "Today I suggest Park: none (checked), then null || not."
     sunny = json.loads(cli(root, "run", "p.yaml", "--tools", "tools.py", "-i", "city=Rome", "--format", "json").stdout)
     assert "none" not in sunny["steps"]["u"]["output"] and sunny["steps"]["u"]["status"] == "completed"
+    assert sunny["steps"]["v"]["output"] == "Today I suggest Park: a walk in the biggest park of Rome (a w…)."
 
 
 def test_trigger_rules_decide_by_what_the_dependencies_did():

@@ -282,7 +282,7 @@ class _Paths:
 
     def _written(self, node: Any, ran: frozenset, wrote: frozenset) -> bool:
         if isinstance(node, Placeholder):
-            return node.step in ran
+            return node.has_default or node.step in ran
         if isinstance(node, AnyOf):
             return node.has_default or any(self._ref_written(r, wrote) for r in node.options)
         if isinstance(node, AllOf):
