@@ -140,10 +140,48 @@ def postgres(repeat: int, root: Path) -> None:
         plan = bp.chain(n)
         files = bp.per_step(plan, n, repeat, durable=True, state_dir=root / "files")
         pg = bp.per_step(plan, n, repeat, durable=True, state_dir=socket_url)
+        row(f"durable chain of {n:,} on PostgreSQL (local socket)", f"file journal {files * 1e6:.0f} us/step",
+            f"{pg * 1e6:.0f} us/step = {pg / files:.2f}x", f"<= 1.3x: {verdict(pg / files <= 1.3)}")  # fmt: skip
+        workers(socket_url, root, bp)
     finally:
         stop()
-    row(f"durable chain of {n:,} on PostgreSQL (local socket)", f"file journal {files * 1e6:.0f} us/step",
-        f"{pg * 1e6:.0f} us/step = {pg / files:.2f}x", f"<= 1.3x: {verdict(pg / files <= 1.3)}")  # fmt: skip
+
+
+def workers(url: str, root: Path, bp: object) -> None:
+    """The worker pool: 100 queued 20-step runs drained by 1 and 2 ``dagplan worker`` processes, their
+    start-up (a worker draining an empty queue, measured here) taken out; against the database alone:
+    one connection committing a journal-sized row per transaction, as many transactions as a run makes."""
+    import psycopg
+
+    folder = root / "pool"
+    folder.mkdir(exist_ok=True)
+    env = {**os.environ, "DAGPLAN_STATE": url}
+    subprocess.run([sys.executable, "-m", "dagplan", "db", "upgrade"], cwd=folder, env=env, capture_output=True)
+
+    def empty() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM dagplan_runs")
+        subprocess.run([sys.executable, "-m", "dagplan", "worker", "--drain"], cwd=folder, env=env, check=True,
+                       capture_output=True)  # fmt: skip
+
+    startup = median(empty, 3)
+    per_run = 22  # transactions of a 20-step run: its start, one per step (durable before a dependent), its end
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id serial PRIMARY KEY, body jsonb)")
+        body = json.dumps({"type": "plan_step_completed", "step": "s1", "output": 2, "attempts": 1, "pad": "x" * 120})
+        count = 100 * per_run
+
+        def commits() -> None:
+            for _ in range(count):
+                conn.execute("INSERT INTO bench_floor (body) VALUES (%s)", (body,))
+
+        floor = count / median(commits, 3) / per_run  # runs per second the database alone allows, one connection
+    rates = {n: 100 / max(1e-3, bp.pool(url, folder, n) - startup) for n in (1, 2)}  # type: ignore[attr-defined]
+    row("worker pool: 100 queued runs of 20 steps (start-up excluded)",
+        f"the database alone: {floor:.0f} runs/s ({per_run} commits a run, one connection)",
+        f"1 worker {rates[1]:.0f} runs/s ({rates[1] / floor:.0%} of it), 2 workers {rates[2]:.0f} runs/s "
+        f"({rates[2] / floor:.0%}; worker start-up {startup * 1000:.0f} ms)",
+        "bounded by the database: see the ratio")  # fmt: skip
 
 
 # --- check of a large plan ------------------------------------------------------------------------

@@ -354,11 +354,12 @@ def _layered(analysis: Analysis, found: list[tuple[str, str, str]]) -> _Layout |
         for e in component.sE:
             e.view.points = [(x + shift, y) for x, y in e.view.points]
         left = max(b.xy[0] + b.w / 2 for b in boxes) + 48
-    nodes = {
-        sid: (v.view.xy[0] - _NODE_W / 2, v.view.xy[1] - _NODE_H / 2, _NODE_W, _NODE_H) for sid, v in vertices.items()
+    nodes: dict[str, tuple[float, float, float, float]] = {
+        sid: (v.view.xy[0] - _NODE_W / 2, v.view.xy[1] - _NODE_H / 2, float(_NODE_W), float(_NODE_H))
+        for sid, v in vertices.items()
     }
-    paths = [[e.view.points for e in chain] for chain in links]
-    labels = [(v.view.xy[0], v.view.xy[1], v.view.w) for v in label_vertices]
+    paths: list[list[list[tuple[float, float]]]] = [[list(e.view.points) for e in chain] for chain in links]
+    labels: list[tuple[float, float, float]] = [(v.view.xy[0], v.view.xy[1], v.view.w) for v in label_vertices]
     return nodes, paths, labels
 
 

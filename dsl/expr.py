@@ -130,13 +130,13 @@ _TEXT_DEFAULT = re.compile(
 def _with_alternatives(template: Template) -> Template:
     """``Review: †state.review || "none".`` in text: the references joined by ``||`` read as one
     :class:`AnyOf` (the first written), with the literal after the last ``||`` as its default."""
-    parts = list(template.parts)
+    parts: list[Any] = list(template.parts)
     out: list = []
     i = 0
     while i < len(parts):
         part = parts[i]
         if type(part) is Placeholder:  # `#E1 || "none"`: the step's text, or the literal when it was skipped
-            rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else None
+            rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else ""
             fallback = _TEXT_DEFAULT.match(rest) if rest else None
             value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
             if fallback is None or value is BAD_LITERAL:
@@ -156,7 +156,7 @@ def _with_alternatives(template: Template) -> Template:
         while i + 2 < len(parts) and type(parts[i + 2]) is Ref and _TEXT_OR.fullmatch(str(parts[i + 1])):
             options.append(parts[i + 2])
             i += 2
-        rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else None
+        rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else ""
         fallback = _TEXT_DEFAULT.match(rest) if rest else None
         value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
         if fallback is not None and value is not BAD_LITERAL:

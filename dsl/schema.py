@@ -381,7 +381,8 @@ def _example(schema: Any, depth: int) -> Any:
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     if kind == "object" or (kind is None and isinstance(schema.get("properties"), Mapping)):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+        found = schema.get("properties")
+        properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         required = [k for k in schema.get("required") or () if k in properties]
         shown = required + [k for k in properties if k not in required]
         return {k: _example(properties[k], depth + 1) for k in shown[:3]}
@@ -541,8 +542,9 @@ def _any_of_message(err: Any, path: DocPath, where: str) -> tuple[str, str | Non
         [b for b in err.validator_value if isinstance(b, Mapping)] if isinstance(err.validator_value, list) else []
     )
     kinds = [b.get("type") for b in branches]
-    if branches and all(isinstance(k, str) for k in kinds) and not isinstance(err.instance, (dict, list)):
-        words = " or ".join(dict.fromkeys(_TYPE_WORDS.get(k) or k for k in kinds))
+    named = [k for k in kinds if isinstance(k, str)]
+    if branches and len(named) == len(kinds) and not isinstance(err.instance, (dict, list)):
+        words = " or ".join(dict.fromkeys(_TYPE_WORDS.get(k) or k for k in named))
         got = _JSON_TYPE.get(type(err.instance), type(err.instance).__name__)
         key = f"{path[-1]}: " if path and isinstance(path[-1], str) else ""
         return f"{where} must be {words}, not {got} ({err.instance!r})", f"e.g. {key}{shape_example(branches[0])}", path

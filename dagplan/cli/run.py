@@ -188,8 +188,10 @@ def prepare(
 
     try:
         config = load_config()
-        given = tool_sources or config.tools or not replay
-        tools = load_tools(tool_sources, config) if given else api.cassette_tools(replay)
+        if replay and not tool_sources and not config.tools:
+            tools = api.cassette_tools(replay)
+        else:
+            tools = load_tools(tool_sources, config)
         plan = load_plan(file, tools)
     except DagplanError as exc:
         fail(exc)

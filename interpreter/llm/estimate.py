@@ -240,7 +240,8 @@ def _parts(plan: Plan, template: Template, item: Any = None) -> Iterator[tuple[s
             bounds = [_schema_chars(ref_schema(plan, r, item)) for r in part.options]
             if part.has_default:
                 bounds.append(len(json.dumps(part.default, ensure_ascii=False)))
-            yield str(part), None if None in bounds else max(bounds)
+            known = [b for b in bounds if b is not None]
+            yield str(part), max(known) if len(known) == len(bounds) else None
 
 
 def _schema_chars(schema: Any, depth: int = 0) -> int | None:
