@@ -488,22 +488,12 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:
-        """The rows in one statement: a few (a step's events, the usual commit) as one INSERT of two arrays,
-        one round trip (prepared by psycopg once it repeats); many (a resume's batch) by COPY, which takes
-        two round trips but streams."""
-        if len(rows) <= _INSERT_ROWS:
-            conn.execute(_INSERT, (self.id, [seq for seq, _ in rows], [line for _, line in rows]))
-            return
         with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
             for seq, line in rows:
                 copy.write_row((self.id, seq, line))
 
     def _write_durable(self) -> None:  # GroupCommit: one COPY (one transaction) of the recorded events
         self.commit_sync()
-
-
-_INSERT_ROWS = 64  # up to this many events a commit, one INSERT; more, COPY
-_INSERT = "INSERT INTO dagplan_events (run_id, seq, line) SELECT %s, * FROM unnest(%s::bigint[], %s::text[])"
 
 
 __all__ = ["PgRegistry", "PgRun", "upgrade", "SCHEMA_VERSION", "RunStatus"]
