@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import dagplan
+from dagplan.interpreter.stores import pgstore
 from dagplan.interpreter.stores.registry import open_registry
 from dagplan.interpreter.core.vocabulary import EventType, StepStatus
 
@@ -79,6 +80,35 @@ def test_the_environment_names_the_database_and_one_writer_holds_a_run(tmp_path,
         run.release()
     again.acquire()  # free again once released
     again.release()
+
+
+def test_a_released_run_s_connection_serves_the_next_run_with_no_lock_left(tmp_path, postgres):
+    """A worker going from run to run reuses its writer connection (no new backend each run); what it
+    held of the last run is released first: another process takes that run at once."""
+    import psycopg
+
+    shutil.copy(EXAMPLES / "weather.yaml", tmp_path)
+    shutil.copy(EXAMPLES / "tools.py", tmp_path)
+    ids = []
+    for city in ("Oslo", "Rome"):
+        done = cli("run", "weather.yaml", "--tools", "tools.py", "-i", f"city={city}", "--format", "json",
+                   cwd=tmp_path, env={"DAGPLAN_STATE": postgres})  # fmt: skip
+        ids.append(json.loads(done.stdout)["run_id"])
+    registry = open_registry(postgres)
+    first = registry.open(ids[0])
+    first.acquire()
+    conn = first._writer
+    first.release()
+    with psycopg.connect(postgres, autocommit=True) as other:  # nothing of the first run is held any more
+        sql = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+        assert other.execute(sql, (pgstore.LOCK_CLASS, ids[0])).fetchone()[0] is True
+        other.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (pgstore.LOCK_CLASS, ids[0]))
+    second = registry.open(ids[1])
+    second.acquire()
+    try:
+        assert second._writer is conn  # the same connection, not a new one
+    finally:
+        second.release()
 
 
 def test_completions_that_land_together_share_one_transaction(postgres):
