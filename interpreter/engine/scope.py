@@ -201,10 +201,10 @@ class RunScope:
         that needs what failed to load says so itself."""
         if getattr(self.options.calls, "offline", False):
             return
-        from ...dsl.ir import walk
         from ..llm.local import is_local
+        from ..llm.preflight import plan_steps
 
-        steps = [step for _, step in walk(plan)]
+        steps = list(plan_steps(plan))
         models = {s.llm.model or self.options.model for s in steps if s.llm is not None}
         executor = plan.executor or self.options.executor
         on_ray = any(

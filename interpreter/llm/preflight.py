@@ -13,17 +13,13 @@ from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from ...dsl.errors import NOSPAN, Diagnostic, RunError, error
-from ...dsl.ir import Plan, Step
+from ...dsl.ir import Plan, Step, walk
 from ..core.config import MODEL_ORDER, chosen_model
 
 
 def plan_steps(plan: Plan) -> Iterator[Step]:
-    """Every step of a plan and of the plans it runs (sub-plans, loops' bodies)."""
-    for step in plan.steps:
-        yield step
-        child = step.plan or (step.loop.child if step.loop is not None else None)
-        if child is not None and child.plan is not None:
-            yield from plan_steps(child.plan)
+    """Every step of a plan and of the plans it runs (sub-plans, loops' bodies): :func:`~dsl.ir.walk`'s."""
+    return (step for _, step in walk(plan))
 
 
 def llm_steps(plan: Plan) -> Iterator[Step]:
