@@ -377,16 +377,25 @@ def cancel(run_id: str, state_dir: Any = None) -> str:
 
 
 def stored_plan(
-    run_id: str, tools: ToolsArg = None, state_dir: Any = None, *, config: Any = None, from_step: str | None = None
+    run_id: str,
+    tools: ToolsArg = None,
+    state_dir: Any = None,
+    *,
+    config: Any = None,
+    from_step: str | None = None,
+    resumable: bool = False,
 ) -> Plan:
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
-    (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first)."""
-    from .interpreter.ops.driver import stored_plan as plan_of
+    (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first).
+    ``resumable``: refuse first a run that ended for good (``run-finished``), as resuming it would."""
+    from .interpreter.ops.driver import refuse_finished, stored_plan as plan_of
     from .interpreter.stores.registry import open_registry
     from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
+    if resumable:
+        refuse_finished(journal)
     return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
 
 

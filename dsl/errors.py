@@ -199,3 +199,10 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def first_line(text: str, width: int = 0) -> str:
+    """A message's first non-blank line (cut to ``width`` characters with an ellipsis when given): what a
+    one-line report shows of a long message (a traceback, a replay miss's diff)."""
+    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+    return line if not width or len(line) <= width else line[: width - 1] + "\u2026"

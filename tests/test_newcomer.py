@@ -422,6 +422,9 @@ def test_a_replay_needs_no_tools_and_a_miss_fails_its_step_once(tmp_path):
     }
     assert rows == {"weather": "failed", "park": "skipped"}, miss.stdout  # a miss is no handled failure
     assert "[3/4] Find a park: skipped (the run stopped at step weather (CassetteMiss))" in miss.stderr
+    again = cli(elsewhere, "resume", "@last")  # a run that stopped itself is no discarded one
+    assert "was aborted (cassette c.json has no recording of tool getWeather" in again.stderr, again.stderr
+    assert "discarded" not in again.stderr
 
 
 def test_a_recording_goes_through_a_gate_and_a_resume(tmp_path):

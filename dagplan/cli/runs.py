@@ -295,7 +295,8 @@ def resume(
         if dry_run:
             _show_rerun(run_id, from_step, tools, state_dir or config.state_dir, config, fmt)
             return
-        plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step)
+        plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step,
+                               resumable=True)  # fmt: skip
     except DagplanError as exc:
         reject(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)

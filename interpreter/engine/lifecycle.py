@@ -220,7 +220,8 @@ class UnitLife:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
         unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
         if recorded.status is StepStatus.FAILED:
-            self._failed(unit, dict(recorded.error or {}), replayed=True)
+            error = dict(recorded.error or {})
+            self._failed(unit, error, replayed=True, routable=not error.get("stopped_run"))
             return
         self._write(unit.step.output, recorded.alternative, recorded.output)
         self._write_routes(unit.step.output, recorded.routes or {})
@@ -234,7 +235,8 @@ class UnitLife:
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
         if attempts.stops_run(exc):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
-            self._failed(unit, info, routable=False)  # branch or catch takes it (nothing after it means anything)
+            info["stopped_run"] = True  # branch or catch takes it (nothing after it means anything), on resume too
+            self._failed(unit, info, routable=False)
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
             return
         self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))

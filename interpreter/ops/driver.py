@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ...dsl.errors import PlanInvalid, RunError
+from ...dsl.errors import PlanInvalid, RunError, first_line
 from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
 from ..engine.execution import Execution, RunResult
@@ -101,14 +101,11 @@ async def resume(request: ResumeRequest) -> RunResult:
     tools, options, config, from_step = request.tools, request.options, request.config, request.from_step
     on_interrupted, on_run_created = request.on_interrupted, request.on_run_created
     journal = request.journal if request.journal is not None else open_registry(request.state).open(request.run_id)
+    refuse_finished(journal)  # a run that ended for good says so before anything else
     options = options.resumed(journal.meta.get("options"))
     plan = stored_plan(journal, tools, config, from_step)
     _preflight(plan, options, tools)
     order = list(analysis_of(plan).order)
-    status = journal.progress().status
-    if status in (RunStatus.ABORTED, RunStatus.CANCELLED):
-        what = "discarded" if status is RunStatus.ABORTED else "cancelled"
-        raise RunError.make("run-finished", f"run {journal.id} was {what}", hint="start a new run")
     if (config.resume or {}).get("default") == "discard":
         raise RunError.make(
             "resume-discarded",
@@ -243,3 +240,19 @@ async def approve_plan(plan: Plan, approve: Approve | None) -> None:
         answer = await answer
     if not answer:
         raise RunError.make("not-approved", "the plan was not approved; nothing ran")
+
+
+def refuse_finished(journal: Any) -> None:
+    """A ``run-finished`` error for a run that ended for good: cancelled, discarded, or aborted by itself
+    (a budget, a replay's miss, ``on_failure: abort``, with its reason); nothing for any other."""
+    progress = journal.progress()
+    if progress.status not in (RunStatus.ABORTED, RunStatus.CANCELLED):
+        return
+    final = progress.final or {}
+    if progress.status is RunStatus.CANCELLED:
+        what = "cancelled"
+    elif final.get("status") == RunStatus.ABORTED:
+        what = "aborted" + (f" ({first_line(final['message'], 160)})" if final.get("message") else "")
+    else:
+        what = "discarded"
+    raise RunError.make("run-finished", f"run {journal.id} was {what}", hint="start a new run")

@@ -24,7 +24,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...dsl.errors import DagplanError
+from ...dsl.errors import DagplanError, first_line
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _lost(exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return first_line(str(exc)) or type(exc).__name__
 
 
 @dataclass

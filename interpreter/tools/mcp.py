@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, cast
 
-from ...dsl.errors import RunError, Span, printable
+from ...dsl.errors import RunError, Span, first_line, printable
 from ...dsl.ir import Purity
 from ..core.config import MCP_SOURCE, expand_env
 from .catalog import TransientError, Tool
@@ -440,5 +440,4 @@ def _call_failure(server: Server, tool: str, exc: BaseException) -> Exception:
 def _first_line(exc: BaseException) -> str:
     if getattr(exc, "exceptions", None):  # an exception group from the transport's task group: its first
         return _first_line(exc.exceptions[0])  # type: ignore[attr-defined]
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return first_line(str(exc)) or type(exc).__name__
