@@ -122,11 +122,11 @@ def _with_span(node: Any, span: Span) -> Any:
 
 
 def _depth(node: Any) -> int:
-    children = _children(node)
-    return 1 + max((_depth(c) for c in children), default=0)
+    return 1 + max((_depth(c) for c in children(node)), default=0)
 
 
-def _children(node: Any) -> tuple:
+def children(node: Any) -> tuple:
+    """The operands of a condition's node (none for a reference or a literal)."""
     if isinstance(node, Compare):
         return (node.left, node.right)
     if isinstance(node, Contains):
@@ -147,7 +147,7 @@ def condition_refs(node: Any) -> Iterator[Ref]:
     """Every reference a condition reads, in order (its dependencies)."""
     if isinstance(node, Ref):
         yield node
-    for child in _children(node):
+    for child in children(node):
         yield from condition_refs(child)
 
 
@@ -327,7 +327,7 @@ def condition_rules(guard: Guard, inputs: Mapping[str, Any] | None, step_id: str
 def _consts(node: Any) -> Iterator[Const]:
     if isinstance(node, Const):
         yield node
-    for child in _children(node):
+    for child in children(node):
         yield from _consts(child)
 
 
@@ -371,7 +371,7 @@ def _type_rules(node: Any, inputs: Mapping[str, Any]) -> Iterator[Diagnostic]:
                 getattr(node.value, "span", node.span),
                 "len() counts the items of a list or an object, or the characters of a string",
             )
-    for child in _children(node):
+    for child in children(node):
         yield from _type_rules(child, inputs)
 
 

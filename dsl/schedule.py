@@ -93,7 +93,9 @@ def _collect(value: Any, out: list) -> None:
             _collect(v, out)
 
 
-def step_reads(step: Step) -> list[Ref | AnyOf | AllOf | Placeholder]:
+def step_reads(step: Step, guard: bool = True) -> list[Ref | AnyOf | AllOf | Placeholder]:
+    """What a step reads; ``guard=False``: without its ``when:`` (which reads an unwritten value as null
+    instead of being skipped)."""
     out = iter_reads(step.args)
     if step.llm is not None:
         _collect(step.llm.prompt, out)
@@ -103,7 +105,7 @@ def step_reads(step: Step) -> list[Ref | AnyOf | AllOf | Placeholder]:
         _collect(step.for_each.over, out)
     if step.gate is not None:
         _collect(step.gate.question, out)
-    if step.guard is not None:  # what `when:` reads is a dependency like any argument
+    if guard and step.guard is not None:  # what `when:` reads is a dependency like any argument
         from .condition import condition_refs
 
         out.extend(condition_refs(step.guard.condition))

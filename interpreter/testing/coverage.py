@@ -278,7 +278,10 @@ class _Paths:
             return not deps or any(d in ran for d in deps)
         if any(d not in ran for d in step.deps):
             return False
-        return all(self._written(node, ran, wrote) for node in _blocking_reads(step))
+        from ...dsl.schedule import step_reads
+
+        # what it reads skips it when unwritten; its `when:` reads such a value as null instead
+        return all(self._written(node, ran, wrote) for node in step_reads(step, guard=False))
 
     def _written(self, node: Any, ran: frozenset, wrote: frozenset) -> bool:
         if isinstance(node, Placeholder):
@@ -299,18 +302,6 @@ class _Paths:
         writers = [w for k in range(2, len(key) + 1) for w in self.analysis.writers.get(key[:k], ())]
         writers += list(self.analysis.below.get(key, ()))
         return any((w[0], w[1]) in wrote for w in writers)
-
-
-def _blocking_reads(step: Step) -> list[Any]:
-    """What a step reads that skips it when unwritten (a ``when:`` reads null instead)."""
-    from ...dsl.schedule import iter_reads
-
-    found = iter_reads(step.args)
-    for part in (step.llm.prompt if step.llm else None, step.llm.system if step.llm else None,
-                 step.for_each.over if step.for_each else None, step.gate.question if step.gate else None):  # fmt: skip
-        if part is not None:
-            found += iter_reads(part)
-    return found
 
 
 def _get(state: Any, path: tuple) -> bool:
@@ -376,7 +367,8 @@ def _witness(combo: tuple[Point, ...]) -> dict[str, Any] | None:
 def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
     """Values worth trying for a reference: each literal it is compared with, and its neighbours (a
     number one less and one more, another text), an empty and a one-item list, true, false and null."""
-    from ...dsl.ir import BoolOp, Compare, Const, Contains, Length, Not
+    from ...dsl.condition import children
+    from ...dsl.ir import Compare, Const, Contains, Length
 
     found: list[Any] = []
 
@@ -395,12 +387,8 @@ def _candidates(ref: Ref, guards: list[Any]) -> list[Any]:
             for side, other in ((node.container, node.item), (node.item, node.container)):
                 if _is(side, ref) and isinstance(other, Const):
                     found.extend([[other.value], [], other.value])
-        if isinstance(node, (BoolOp, Not, Compare, Contains, Length)):
-            for child in (node.values if isinstance(node, BoolOp) else (getattr(node, "value", None),
-                          getattr(node, "left", None), getattr(node, "right", None), getattr(node, "item", None),
-                          getattr(node, "container", None))):  # fmt: skip
-                if child is not None:
-                    visit(child)
+        for child in children(node):
+            visit(child)
 
     for guard in guards:
         visit(guard.condition)

@@ -377,7 +377,7 @@ def step_rows(result: Any, calls: Any) -> list[dict[str, Any]]:
 
 
 def _answered_by(step: Any, sid: str, mocks: Any, cassette: bool) -> str:
-    if step.call in ("plan", "loop", "for_each"):
+    if step.call in ("plan", "loop"):  # a composition: its children's calls are answered, not its own
         return ""
     if step.call == "gate":
         return "mock" if sid in mocks.gates else "cassette" if cassette else ""
