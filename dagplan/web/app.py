@@ -133,7 +133,7 @@ class Viewer:
         return self._page("run.html", **context)
 
     def _run_context(self, run_id: str, wanted: list[str] | None) -> dict[str, Any]:
-        from ..interpreter.core.progress import shown_status, top_step
+        from ..interpreter.core.progress import top_step
         from ..render import render_svg
         from ..dsl.schedule import analysis_of
         from ..views import event_text
@@ -157,7 +157,7 @@ class Viewer:
         ]
         types = sorted({str(e.type) for e in events})
         log = [event_text(e) for e in [e for e in events if wanted is None or str(e.type) in wanted][-LOG_LINES:]]
-        shown = shown_status(report.status, bool((report.final or {}).get("had_errors")))
+        shown = report.shown_status
         return {
             "run": report,
             "shown_status": shown,

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ...dsl.errors import DEFAULT_LIMITS, RunError
 from ..stores.registry import open_registry
-from ..core.progress import RunInfo, plan_step_ids
+from ..core.progress import RunInfo, plan_step_ids, shown_status
 from ..engine.runners import answer_problem
 from ..core.vocabulary import Event, EventType, RunStatus, StepStatus, event_types
 
@@ -66,6 +66,11 @@ class RunReport:
     steps: Mapping[str, StepRow]
     waiting: tuple[Mapping[str, Any], ...] = ()
     children: Mapping[str, StepRow] = field(default_factory=dict)  # items, iterations, sub-plans' steps
+
+    @property
+    def shown_status(self) -> str:
+        """The status as people read it (``completed with errors``), as ``dagplan runs`` shows it."""
+        return shown_status(self.status, bool((self.final or {}).get("had_errors")))
 
     def to_json(self) -> dict[str, Any]:
         from datetime import datetime
