@@ -602,3 +602,13 @@ def test_a_type_error_shows_the_shape_it_wants(tmp_path):
     assert "retry[0] in step 'a' must be a mapping, not a number\n" in schema.stdout
     assert "retry in step 'b' must be a mapping or a list, not a string ('fast')" in schema.stdout, schema.stdout
     assert schema.stdout.count("hint: e.g. ") == 2 and "is not valid under" not in schema.stdout
+
+
+def test_runs_say_when_a_completed_run_had_errors(tmp_path):
+    root = _project(tmp_path)
+    refused = cli(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py",
+                  "-i", "customerId=c", "-i", "amount=5", "--answer", "approve=reject")  # fmt: skip
+    assert refused.returncode == 1
+    listed = cli(root, "runs")
+    assert "completed with errors" in listed.stdout, listed.stdout
+    assert json.loads(cli(root, "runs", "--format", "json").stdout)[0]["had_errors"] is True
