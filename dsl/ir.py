@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterator, Literal, Mapping, Union
 
@@ -430,15 +431,24 @@ class Plan:
     def step(self, step_id: str) -> Step:
         return self.by_id[step_id]
 
+    @cached_property
+    def walked(self) -> tuple[tuple[str, Step], ...]:
+        """:func:`walk`'s answer, computed once (a plan never changes; a run asks for it several times)."""
+        return tuple(_walk(self, ""))
 
-def walk(plan: Plan, prefix: str = "") -> Iterator[tuple[str, Step]]:
+
+def walk(plan: Plan) -> Iterator[tuple[str, Step]]:
     """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``, ``poll.check``)."""
+    return iter(plan.walked)
+
+
+def _walk(plan: Plan, prefix: str) -> Iterator[tuple[str, Step]]:
     for step in plan.steps:
         full = prefix + step.id
         yield full, step
         child = step.plan or (step.loop.child if step.loop is not None else None)
         if child is not None and child.plan is not None:
-            yield from walk(child.plan, full + ".")
+            yield from _walk(child.plan, full + ".")
 
 
 # --- canonical spelling ----------------------------------------------------------------
