@@ -94,7 +94,7 @@ def _cost_rules(plan: Plan, config: Any) -> list:
     """``too-expensive``, ``unbounded-cost``, ``context-window``: for plans with LLM steps only."""
     from .interpreter.llm.preflight import llm_steps
 
-    if next(llm_steps(plan), None) is None:
+    if not llm_steps(plan):
         return []
     from .interpreter.llm.estimate import diagnostics, estimate
 
@@ -643,7 +643,7 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
         return found
     from .interpreter.llm.preflight import llm_steps
 
-    if next(llm_steps(old), None) is not None or next(llm_steps(new), None) is not None:
+    if llm_steps(old) or llm_steps(new):
         found.cost = tuple(estimate(p, cfg).summary(steps=False) or "no model calls" for p in (old, new))  # type: ignore[assignment]
     return found
 

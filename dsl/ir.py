@@ -436,6 +436,25 @@ class Plan:
         """:func:`walk`'s answer, computed once (a plan never changes; a run asks for it several times)."""
         return tuple(_walk(self, ""))
 
+    @cached_property
+    def all_steps(self) -> tuple[Step, ...]:
+        """Every step of the plan and of the plans it runs (what :func:`walk` gives, without the ids)."""
+        return tuple(step for _, step in self.walked)
+
+    @cached_property
+    def llm_steps(self) -> tuple[Step, ...]:
+        """Every LLM step, its sub-plans' included (what a run's preflight and warm-up look at)."""
+        return tuple(step for step in self.all_steps if step.llm is not None)
+
+    @cached_property
+    def gate_steps(self) -> tuple[Step, ...]:
+        return tuple(step for step in self.all_steps if step.gate is not None)
+
+    @cached_property
+    def tool_names(self) -> frozenset[str]:
+        """The tools its steps call, its sub-plans' included."""
+        return frozenset(step.tool for step in self.all_steps if step.tool)
+
 
 def walk(plan: Plan) -> Iterator[tuple[str, Step]]:
     """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``, ``poll.check``)."""

@@ -130,7 +130,7 @@ def build_preview(
 def _cost(plan: Plan, config: Any) -> Mapping[str, Any] | None:
     from ..llm.preflight import llm_steps
 
-    if next(llm_steps(plan), None) is None:
+    if not llm_steps(plan):
         return None
     from ..llm.estimate import estimate
 

@@ -202,14 +202,11 @@ class RunScope:
         if getattr(self.options.calls, "offline", False):
             return
         from ..llm.local import is_local
-        from ..llm.preflight import plan_steps
 
-        steps = list(plan_steps(plan))
-        models = {s.llm.model or self.options.model for s in steps if s.llm is not None}
+        models = {s.llm.model or self.options.model for s in plan.llm_steps if s.llm is not None}
         executor = plan.executor or self.options.executor
-        on_ray = any(
-            s.tool in self.tools and (self.tools[s.tool].executor or executor) == "ray" for s in steps if s.tool
-        )
+        tools = [self.tools[name] for name in plan.tool_names if name in self.tools]
+        on_ray = any((tool.executor or executor) == "ray" for tool in tools)
         try:
             if any(model and not is_local(model) for model in models):
                 from ..llm import conversation

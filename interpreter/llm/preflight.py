@@ -13,18 +13,18 @@ from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from ...dsl.errors import NOSPAN, Diagnostic, RunError, error
-from ...dsl.ir import Plan, Step, walk
+from ...dsl.ir import Plan, Step
 from ..core.config import MODEL_ORDER, chosen_model
 
 
-def plan_steps(plan: Plan) -> Iterator[Step]:
+def plan_steps(plan: Plan) -> tuple[Step, ...]:
     """Every step of a plan and of the plans it runs (sub-plans, loops' bodies): :func:`~dsl.ir.walk`'s."""
-    return (step for _, step in walk(plan))
+    return plan.all_steps
 
 
-def llm_steps(plan: Plan) -> Iterator[Step]:
+def llm_steps(plan: Plan) -> tuple[Step, ...]:
     """Every LLM step of a plan and of the plans it runs."""
-    return (step for step in plan_steps(plan) if step.llm is not None)
+    return plan.llm_steps
 
 
 def check_warnings(plan: Plan, model: str | None) -> list[Diagnostic]:

@@ -19,7 +19,7 @@ from ...dsl.schedule import analysis_of
 from ..engine.execution import Execution, RunResult
 from ..stores.journal import Journal, check_step, clear_from, new_run_id
 from ..stores.registry import open_registry
-from ..llm.preflight import plan_steps, preflight
+from ..llm.preflight import preflight
 from ..core.progress import plan_step_ids
 from ..engine.resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
 from ..engine.scope import Options, RunScope
@@ -150,7 +150,7 @@ def _preflight(plan: Plan, options: Options, tools: Mapping[str, Tool]) -> None:
     ``${VAR}``), unless no real model or tool can be called (mocks, a cassette)."""
     if options.calls is None or not options.calls.offline:
         preflight(plan, options.model, options.completion_kwargs)
-        used = {id(t.source): t.source for s in plan_steps(plan) if (t := tools.get(s.tool or "")) and t.source}
+        used = {id(t.source): t.source for name in plan.tool_names if (t := tools.get(name)) and t.source}
         problems = [p for source in used.values() for p in source.preflight()] + _notifier_problems(plan, options)
         if problems:
             raise RunError(problems)
@@ -161,7 +161,7 @@ def _notifier_problems(plan: Plan, options: Options) -> list:
     from ..core.config import expand_env, unknown_notifier
 
     out = []
-    for step in plan_steps(plan):
+    for step in plan.gate_steps:
         for name in step.gate.notify if step.gate is not None else ():
             table = options.notifiers.get(name)
             if table is None:
