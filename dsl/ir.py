@@ -511,6 +511,7 @@ class ToolSpec:
     purity: Purity | None = None
     output_schema: Mapping[str, Any] | None = None  # what the tool returns, when it says (an MCP outputSchema)
     destructive: bool = False  # it may destroy something (MCP's destructiveHint): preview shows it
+    alternatives: int | None = None  # how many outcomes it may answer (``Branch(i, ...)``); None: unsaid
 
     def to_json(self) -> dict[str, Any]:
         """As plain JSON: what `dagplan tools list --format json` and the MCP server's list_tools give."""
@@ -519,4 +520,5 @@ class ToolSpec:
         plain = json.loads(json.dumps({"parameters": self.parameters, "output_schema": self.output_schema},
                                       default=lambda v: dict(v)))  # fmt: skip
         return {"name": self.name, "description": self.description, "purity": self.purity,
-                "destructive": self.destructive, **plain}  # fmt: skip
+                "destructive": self.destructive, **plain,
+                **({"alternatives": self.alternatives} if self.alternatives else {})}  # fmt: skip

@@ -69,6 +69,16 @@ def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
 def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
     from .schema import shape_example
 
+    own = len(step.output.own) if step.output is not None else 0
+    if spec.alternatives and step.output is not None and step.for_each is None and own < spec.alternatives:
+        paths = " || ".join(f"\u2020state.{name}" for name in ("a", "b", "c", "d")[: spec.alternatives])
+        yield error(
+            "bad-output",
+            f"tool '{spec.name}' answers one of {spec.alternatives} outcomes, but the output of step '{step.id}' "
+            f"names {own}: an answer past them fails the step at run time",
+            step.output.span if step.output.span.path else _at(step, "output"),
+            f"one path per outcome, in order: output: {paths}",
+        )
     params = spec.parameters
     props = params.get("properties") or {}
     for name in params.get("required") or ():

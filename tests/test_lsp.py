@@ -22,7 +22,7 @@ steps:
   - id: weather
     tool: getWeather
     args: {city: †input.city}
-    output: †state.weather
+    output: †state.weather || †state.rainy
   - id: park
     tool: findPark
     args: {weather: †state.weather}

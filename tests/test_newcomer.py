@@ -27,8 +27,8 @@ def _project(tmp_path: Path) -> Path:
 
 def test_strict_counts_a_file_with_warnings_as_invalid(tmp_path):
     root = _project(tmp_path)
-    (root / "p.yaml").write_text("steps:\n  - {id: w, tool: getWeather, args: {city: Rome}, output: †state.w}\n"
-                                 "  - {id: x, tool: getWeather, args: {city: Oslo}, output: †state.x}\n"
+    (root / "p.yaml").write_text("steps:\n  - {id: w, tool: presentSuggestion, args: {suggestion: Rome}, output: †state.w}\n"
+                                 "  - {id: x, tool: presentSuggestion, args: {suggestion: Oslo}, output: †state.x}\n"
                                  "result: †state.w\n")  # fmt: skip
     loose = cli(root, "check", "p.yaml", "--tools", "tools.py")
     assert loose.returncode == 0 and "1 valid, 0 invalid (0 errors, 1 warning)" in loose.stderr
@@ -39,7 +39,7 @@ def test_strict_counts_a_file_with_warnings_as_invalid(tmp_path):
 def test_an_unread_output_of_a_side_effect_is_not_a_warning(tmp_path):
     root = _project(tmp_path)
     (root / "p.yaml").write_text("steps:\n  - {id: pay, tool: processPayment, args: {amount: 5}, output: †state.paid}\n"
-                                 "  - {id: w, tool: getWeather, args: {city: Rome}, output: †state.w}\n"
+                                 "  - {id: w, tool: presentSuggestion, args: {suggestion: Rome}, output: †state.w}\n"
                                  "result: †state.w\n")  # fmt: skip
     done = cli(root, "check", "p.yaml", "--tools", "tools.py", "--strict")
     assert done.returncode == 0 and "unused-output" not in done.stdout, done.stdout
@@ -292,7 +292,7 @@ def test_trigger_rules_decide_by_what_the_dependencies_did():
 
 def test_a_default_is_a_literal_written_last(tmp_path):
     root = _project(tmp_path)
-    plan = "inputs: {c: {type: string}}\nsteps:\n  - {id: a, tool: getWeather, args: {city: '%s'}, output: †state.w}\n"
+    plan = "inputs: {c: {type: string}}\nsteps:\n  - {id: a, tool: presentSuggestion, args: {suggestion: '%s'}, output: †state.w}\n"
     (root / "p.yaml").write_text(plan % '†input.c || "Rome\\q"', encoding="utf-8")
     bad = cli(root, "check", "p.yaml", "--tools", "tools.py")
     assert bad.returncode == 1 and "is not a valid literal" in bad.stdout, bad.stdout
@@ -612,3 +612,21 @@ def test_runs_say_when_a_completed_run_had_errors(tmp_path):
     listed = cli(root, "runs")
     assert "completed with errors" in listed.stdout, listed.stdout
     assert json.loads(cli(root, "runs", "--format", "json").stdout)[0]["had_errors"] is True
+
+
+def test_a_tool_that_branches_says_so_and_check_holds_its_callers_to_it(tmp_path):
+    root = _project(tmp_path)
+    (root / "p.yaml").write_text("steps:\n  - {id: w, tool: getWeather, args: {city: Oslo}, output: \u2020state.w}\n")
+    checked = cli(root, "check", "p.yaml", "--tools", "tools.py")
+    assert checked.returncode == 1, checked.stdout
+    assert ("p.yaml:2:59: error bad-output: tool 'getWeather' answers one of 2 outcomes, but the output of step 'w'"
+            " names 1") in checked.stdout  # fmt: skip
+    assert "hint: one path per outcome, in order: output: \u2020state.a || \u2020state.b" in checked.stdout
+    listed = json.loads(cli(root, "tools", "list", "--tools", "tools.py", "--format", "json").stdout)
+    assert next(t for t in listed if t["name"] == "getWeather")["alternatives"] == 2
+    recorded = cli(root, "run", str(ROOT / "examples" / "weather.yaml"), "--tools", "tools.py", "-i", "city=Oslo",
+                   "--record", "c.json")  # fmt: skip
+    assert recorded.returncode == 0
+    (root / "tools.py").unlink()  # a replay checks against the recorded catalog: the rule holds there too
+    replayed = cli(root, "run", "p.yaml", "--replay", "c.json")
+    assert replayed.returncode == 1 and "answers one of 2 outcomes" in replayed.stderr, replayed.stderr

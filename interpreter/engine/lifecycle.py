@@ -328,7 +328,10 @@ def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
     if isinstance(chosen, int):
         if 0 <= chosen < len(output.own):
             return chosen
-        raise StepFailure(f"step {step_id} chose alternative {chosen}, but its output has {len(output.own)}")
+        raise StepFailure(
+            f"step {step_id} chose alternative {chosen}, but its output names {len(output.own)} (0 to "
+            f"{len(output.own) - 1}): write one path per outcome, `output: \u2020state.a || \u2020state.b`"
+        )
     wanted = chosen.strip().lstrip("\u2020$")
     for index, alt in enumerate(output.own):
         if any(str(ref).lstrip("\u2020") == wanted for ref in alt):

@@ -127,7 +127,8 @@ def replay_tools(cassette: Mapping[str, Any]) -> dict[str, Any]:
 
     return {
         t["name"]: Tool(t["name"], never_called, t.get("description") or "", t.get("parameters") or {"type": "object"},
-                        t.get("purity"), output_schema=t.get("output_schema"), destructive=bool(t.get("destructive")))
+                        t.get("purity"), output_schema=t.get("output_schema"), destructive=bool(t.get("destructive")),
+                        alternatives=t.get("alternatives") if isinstance(t.get("alternatives"), int) else None)
         for t in cassette.get("tools") or ()
     }  # fmt: skip
 

@@ -52,10 +52,12 @@ class Tool:
     source: Any = None  # what its calls go through, closed when a run ends (an MCP server's session)
     output_schema: Mapping[str, Any] | None = None
     destructive: bool = False
+    alternatives: int | None = None  # outcomes it may answer with Branch(i, value); None: not said
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters, self.purity, self.output_schema, self.destructive)
+        return ToolSpec(self.name, self.description, self.parameters, self.purity, self.output_schema, self.destructive,
+                        self.alternatives)  # fmt: skip
 
     @cached_property
     def takes_idempotency_key(self) -> bool:
@@ -86,9 +88,12 @@ def tool(
     retry_on: Iterable[type[BaseException]] = (),
     executor: Literal["local", "ray"] | None = None,
     resources: Mapping[str, Any] | None = None,
+    alternatives: int | None = None,
 ):
     """Register a function as a tool: ``@tool`` or ``@tool(name=..., purity="pure")``;
-    ``executor="ray"`` (with ``resources={"num_gpus": 1}``) runs its calls as Ray tasks.
+    ``executor="ray"`` (with ``resources={"num_gpus": 1}``) runs its calls as Ray tasks;
+    ``alternatives=2``: it answers one of two outcomes (``Branch(1, value)`` for the second), so
+    ``check`` holds a step calling it to an output with as many alternatives.
 
     The function is returned unchanged (still callable by your own code); its
     :class:`Tool` is at ``fn.__dagplan_tool__``.
@@ -105,6 +110,7 @@ def tool(
             is_async=inspect.iscoroutinefunction(func),
             executor=executor,
             resources=MappingProxyType(dict(resources or {})),
+            alternatives=alternatives,
         )
         return func
 
