@@ -630,3 +630,27 @@ def test_a_tool_that_branches_says_so_and_check_holds_its_callers_to_it(tmp_path
     (root / "tools.py").unlink()  # a replay checks against the recorded catalog: the rule holds there too
     replayed = cli(root, "run", "p.yaml", "--replay", "c.json")
     assert replayed.returncode == 1 and "answers one of 2 outcomes" in replayed.stderr, replayed.stderr
+
+
+def test_a_replay_miss_in_a_fan_out_item_is_never_caught():
+    """A stopping failure (a replay's miss) of a fan-out item is not a failure a `catch:` takes: the run stops."""
+    import dagplan
+
+    text = """steps:
+  - id: each
+    for_each: [a, b]
+    max_items: 2
+    tool: shout
+    args: {x: †item}
+    catch:
+      - {errors: ["*"], output: †state.broken}
+    output: †state.each
+"""
+
+    def shout(x: str) -> str:
+        return x.upper()
+
+    plan = dagplan.load(text=text, tools={"shout": shout})
+    result = dagplan.run(plan, tools={"shout": shout}, cassette={"dagplan_cassette": 1, "calls": []})
+    assert result.status == "aborted" and "has no recording of tool shout" in result.message, result
+    assert result.steps["each"].status != "completed" and "broken" not in result.state

@@ -232,12 +232,12 @@ class Resolver:
         if isinstance(part, str):
             return part
         if isinstance(part, Placeholder):
-            if part.has_default:
-                try:
-                    return view_text(self.placeholder_text(part.step), part.view, part.n)
-                except Dead:  # the step was skipped: the plan's default
+            try:
+                return view_text(self.placeholder_text(part.step), part.view, part.n)
+            except Dead:  # the step was skipped: the plan's default, when it gives one
+                if part.has_default:
                     return as_text(part.default)
-            return view_text(self.placeholder_text(part.step), part.view, part.n)
+                raise
         return as_text(self.any_of(part) if type(part) is AnyOf else self.ref(part))
 
 

@@ -166,14 +166,15 @@ class UnitLife:
         else:
             assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
             info = attempts.error_info(unit.id, unit.step, exc)
-        entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value else None
+        stopping = _stopping(exc, info)
+        entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value and not stopping else None
         if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
             unit.status, unit.error = StepStatus.HANDLED, info
             self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info)
             return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
         self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
-        if attempts.stops_run(exc):
+        if stopping:
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
         if not failure_value or self.plan.on_failure == "abort":
             raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
@@ -221,7 +222,7 @@ class UnitLife:
         unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
         if recorded.status is StepStatus.FAILED:
             error = dict(recorded.error or {})
-            self._failed(unit, error, replayed=True, routable=not error.get("stopped_run"))
+            self._failed(unit, error, replayed=True, routable=not _stopping(None, error))
             return
         self._write(unit.step.output, recorded.alternative, recorded.output)
         self._write_routes(unit.step.output, recorded.routes or {})
@@ -234,9 +235,8 @@ class UnitLife:
 
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
-        if attempts.stops_run(exc):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
-            info["stopped_run"] = True  # branch or catch takes it (nothing after it means anything), on resume too
-            self._failed(unit, info, routable=False)
+        if _stopping(exc, info):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
+            self._failed(unit, info, routable=False)  # branch or catch takes it (nothing after it means anything)
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
             return
         self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
@@ -338,6 +338,14 @@ def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:
             return index
     choices = ", ".join(str(o) for alt in output.own for o in alt)
     raise StepFailure(f"step {step_id} chose {chosen!r}, which is not one of its output paths ({choices})")
+
+
+def _stopping(exc: BaseException | None, info: dict) -> bool:
+    """Whether a failure stops the whole run (its error says so, or its record from an earlier attempt
+    does); a fresh one is marked in its record, so that a replay of it is never routed either."""
+    if attempts.stops_run(exc):
+        info["stopped_run"] = True
+    return bool(info.get("stopped_run"))
 
 
 def _stopped_at(unit_id: str, info: Mapping[str, Any]) -> str:
