@@ -129,45 +129,47 @@ _TEXT_DEFAULT = re.compile(
 
 def _with_alternatives(template: Template) -> Template:
     """``Review: †state.review || "none".`` in text: the references joined by ``||`` read as one
-    :class:`AnyOf` (the first written), with the literal after the last ``||`` as its default."""
+    :class:`AnyOf` (the first written), with the literal after the last ``||`` as its default; ``#E1 ||
+    "none"``: the step's text, or the literal when it was skipped."""
     parts: list[Any] = list(template.parts)
     out: list = []
     i = 0
     while i < len(parts):
         part = parts[i]
-        if type(part) is Placeholder:  # `#E1 || "none"`: the step's text, or the literal when it was skipped
-            rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else ""
-            fallback = _TEXT_DEFAULT.match(rest) if rest else None
-            value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
-            if fallback is None or value is BAD_LITERAL:
-                out.append(part)
-                i += 1
-                continue
-            out.append(Placeholder(part.step, part.view, part.n, part.span, value, True))
-            if fallback.end() < len(rest):
-                out.append(rest[fallback.end() :])
-            i += 2
-            continue
-        if type(part) is not Ref:
+        if type(part) is not Ref and type(part) is not Placeholder:
             out.append(part)
             i += 1
             continue
         options = [part]
-        while i + 2 < len(parts) and type(parts[i + 2]) is Ref and _TEXT_OR.fullmatch(str(parts[i + 1])):
+        while (
+            type(part) is Ref
+            and i + 2 < len(parts)
+            and type(parts[i + 2]) is Ref
+            and _TEXT_OR.fullmatch(str(parts[i + 1]))
+        ):
             options.append(parts[i + 2])
             i += 2
-        rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else ""
-        fallback = _TEXT_DEFAULT.match(rest) if rest else None
-        value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
-        if fallback is not None and value is not BAD_LITERAL:
-            out.append(AnyOf(tuple(options), part.span, value, True))
-            if fallback.end() < len(rest):
-                out.append(rest[fallback.end() :])
+        found = _default_after(parts, i)
+        if found is not None:
+            value, rest = found
+            if type(part) is Placeholder:
+                out.append(Placeholder(part.step, part.view, part.n, part.span, value, True))
+            else:
+                out.append(AnyOf(tuple(options), part.span, value, True))
+            out += [rest] if rest else []
             i += 2
         else:
             out.append(AnyOf(tuple(options), part.span) if len(options) > 1 else part)
             i += 1
     return Template(tuple(out), template.span)
+
+
+def _default_after(parts: list[Any], i: int) -> tuple[Any, str] | None:
+    """The literal default written right after ``parts[i]`` (``|| "none"``) and the text after it."""
+    rest = parts[i + 1] if i + 1 < len(parts) and type(parts[i + 1]) is str else ""
+    fallback = _TEXT_DEFAULT.match(rest) if rest else None
+    value = literal_value(fallback.group(1)) if fallback else BAD_LITERAL
+    return None if fallback is None or value is BAD_LITERAL else (value, rest[fallback.end() :])
 
 
 @lru_cache(maxsize=65536)
