@@ -45,12 +45,11 @@ def _step_table(steps: Sequence[dict]) -> list[str]:
     if not steps:
         return []
     from .dsl.errors import printable
-    from .views import cut
+    from .views import cut, table
 
     rows = [("step", "call", "by", "status", "output")]
     rows += [(s["step"], s["call"], s["by"] or "-", s["status"], printable(cut(s["output"], 60))) for s in steps]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return ["    " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    return ["    " + line for line in table(rows)]
 
 
 def summary_line(report: Any) -> str:

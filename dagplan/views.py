@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from .dsl.errors import counted, printable
 from .interpreter.core.vocabulary import EventType, StepStatus, step_status_after
@@ -82,6 +82,12 @@ def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
 # --- the final report ------------------------------------------------------------------------
 
 
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Plain aligned columns, a line per row (the last column is not padded): every table we print."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
+
+
 def report_text(result: Any) -> str:
     header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
     if result.message:
@@ -91,9 +97,7 @@ def report_text(result: Any) -> str:
         s = result.steps[sid]
         detail = s.reason if s.status is StepStatus.SKIPPED else s.head
         rows.append((sid, s.call, s.status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    table = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
-    lines = [header, *table]
+    lines = [header, *table(rows)]
     if result.usage.get("llm_calls"):
         u = result.usage
         lines.append(

@@ -31,9 +31,9 @@ def _dump(value: Any) -> str:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
-    """Plain aligned columns (the last column is not padded)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows)
+    from ..views import table
+
+    return "\n".join(table(rows))
 
 
 def _rich_table(rows: Sequence[tuple[str, ...]]) -> None:
