@@ -286,6 +286,20 @@ def test_the_viewer_at_a_desk_and_on_a_phone(tmp_path, browser):
         before = width()
         browser.find_element("css selector", ".zoom-in").click()
         assert width() > before
+        wheel = "document.getElementById('graph').dispatchEvent(new WheelEvent('wheel', {deltaY: -100, ctrlKey: true, bubbles: true, cancelable: true}))"  # noqa: E501
+        zoomed = width()
+        browser.execute_script(wheel)
+        assert width() > zoomed  # ctrl+wheel zooms
+        drag = """const w = document.getElementById('graph'), box = w.getBoundingClientRect();
+            const at = (t, x) => new MouseEvent(t, {clientX: x, clientY: box.top + 40, button: 0, bubbles: true});
+            w.scrollLeft = 0; w.dispatchEvent(at('mousedown', box.left + 300));
+            window.dispatchEvent(at('mousemove', box.left + 100)); window.dispatchEvent(at('mouseup', box.left + 100));
+            return w.scrollLeft;"""
+        for _ in range(8):  # wider than the window: there is room to pan
+            if browser.execute_script("var w = document.getElementById('graph'); return w.scrollWidth > w.clientWidth"):
+                break
+            browser.find_element("css selector", ".zoom-in").click()
+        assert browser.execute_script(drag) > 0  # dragging the graph pans it
         browser.find_element("css selector", ".zoom-fit").click()
         assert width() <= wrap_width
         field = browser.find_element("id", "input-city")
@@ -314,3 +328,43 @@ def test_the_viewer_at_a_desk_and_on_a_phone(tmp_path, browser):
     if keep:
         for name, shot in shots.items():
             shutil.copy(shot, Path(keep) / name)
+
+
+def test_the_runs_list_refreshes_itself_only_while_a_run_runs(project, monkeypatch):
+    import time as clock
+
+    from starlette.testclient import TestClient
+
+    from dagplan import api
+    from dagplan.interpreter.core.progress import RunInfo
+    from dagplan.interpreter.core.vocabulary import RunStatus
+    from dagplan.web.app import Viewer
+
+    client = TestClient(Viewer(project / ".dagplan", root=project).app, base_url="http://127.0.0.1")
+    for status, refreshes in ((RunStatus.RUNNING, True), (RunStatus.COMPLETED, False)):
+        info = RunInfo("20261125-000000-abcd", "approve_refund.yaml", status, 1, 3, clock.time())
+        monkeypatch.setattr(api, "runs", lambda *a, info=info, **k: [info])
+        page = client.get("/").text
+        assert ('http-equiv="refresh"' in page) is refreshes, status
+        assert 'class="plan-link"' in page  # the plan is a file of the served folder: linked
+
+
+def test_a_plan_too_large_for_the_layered_layout_is_drawn_in_columns():
+    import json
+
+    import dagplan
+    from dagplan.dsl.schedule import analysis_of
+    from dagplan.render import LAYOUT_LIMIT, render_svg
+
+    def chain(n: int):
+        steps = [{"id": f"s{i}", "tool": "t", "args": {"x": f"†state.v{i - 1}"} if i else {}, "output": f"†state.v{i}"}
+                 for i in range(n)]  # fmt: skip
+        return dagplan.load(text=json.dumps({"steps": steps}))
+
+    for n in (LAYOUT_LIMIT, LAYOUT_LIMIT + 1):
+        plan = chain(n)
+        svg = render_svg(plan, analysis_of(plan))
+        xs = {int(x) for x in re.findall(r'<rect x="(-?\d+)" y="-?\d+" width="190"', svg)}
+        assert svg.count('class="node status-pending"') == n
+        # layered: one column top to bottom; columns: one step per column, left to right
+        assert (len(xs) == 1) is (n <= LAYOUT_LIMIT), (n, len(xs))
