@@ -140,7 +140,7 @@ def _with_alternatives(template: Template) -> Template:
             out.append(part)
             i += 1
             continue
-        options = [part]
+        options: list[Any] = [part]
         while (
             type(part) is Ref
             and i + 2 < len(parts)
