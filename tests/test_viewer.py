@@ -311,7 +311,8 @@ def test_the_viewer_at_a_desk_and_on_a_phone(tmp_path, browser):
         browser.find_element("css selector", "#approve button.primary").click()
         wait_for(lambda: "completed" in browser.execute_script(
             "var s = document.getElementById('run-status'); return s ? s.textContent : ''"), timeout=60,
-            what="the run started from the form")  # fmt: skip
+            what="the run started from the form",
+            detail=lambda: browser.current_url + " " + browser.find_element("tag name", "body").text[:2000])  # fmt: skip
         assert "biggest park of Rome" in browser.find_element("id", "step-present").get_attribute("textContent")
         for page in (url, browser.current_url, f"{base}/plan?file=weather.yaml"):
             browser.set_window_size(390, 844)
