@@ -296,7 +296,7 @@ def _inline_json(text: str, taken: list[tuple[int, int]], name: str, limits: Lim
             continue
         if isinstance(data, (dict, list)) and data:
             cand = _Candidate(start, end, "json", data, text=text)
-            cand.failure = _limits_failure(data, name, limits, end - start)
+            cand.failure = _limits_failure(data, name, limits, text, start, end)
             pos = end
             yield cand
 
@@ -373,7 +373,7 @@ def _parse(text: str, name: str, limits: Limits) -> tuple[str, Any]:
         return _json_or_flow_yaml(text, name, limits, exc)
     except ValueError:  # an integer past Python's digit limit (the only other ValueError of json)
         raise _huge_number(text, name) from None
-    failure = _limits_failure(data, name, limits, len(text), shape)
+    failure = _limits_failure(data, name, limits, text, shape=shape)
     if failure:
         raise failure
     return "json", data
@@ -450,20 +450,39 @@ def _json_syntax(exc: json.JSONDecodeError, name: str) -> LoadError:
 
 
 def _limits_failure(
-    data: Any, name: str, limits: Limits, text_size: int | None = None, shape: "_Shape | None" = None
-) -> LoadError | None:
-    """Depth, node count and string length of parsed JSON.
+    data: Any, name: str, limits: Limits, text: str, start: int = 0, end: int | None = None,
+    shape: "_Shape | None" = None,
+) -> LoadError | None:  # fmt: skip
+    """Depth, node count and string length of parsed JSON (the JSON text is ``text[start:end]``).
 
-    When the text (``text_size`` characters) is no longer than ``max_string``, no string in
-    it can be too long, so only containers need visiting (a tenth of the values): the first
-    failure is then the same as the full walk's.
+    When the text shows that no string in it can be too long (:func:`_strings_fit`), only
+    containers need visiting (a tenth of the values): the first failure is then the same as
+    the full walk's.
     """
-    if text_size is not None and text_size <= limits.max_string:
+    if _strings_fit(text, start, len(text) if end is None else end, limits.max_string):
         shape = shape or _Shape.of(data, limits.max_depth)
         if shape.depth > limits.max_depth:
             return _too_deep(name, limits, None)
         return _too_many(name, limits, None) if shape.nodes > limits.max_nodes else None
     return _full_limits(data, name, limits)
+
+
+_DELIMITER = re.compile(r'(?<!\\)"')  # a quote that no backslash escapes
+
+
+def _strings_fit(text: str, start: int, end: int, longest: int) -> bool:
+    """Whether no string of the JSON text ``text[start:end]`` can be longer than ``longest`` once read.
+
+    Inside a JSON string a quote is always escaped, so a quote after any character but a backslash
+    ends or starts one; when every block of ``longest // 2`` characters holds such a quote, no
+    string's text spans more than ``longest`` characters, and reading a string never lengthens it
+    (escapes only shorten). A few searches per 4 MB instead of a visit of every value; text that
+    does not show it (one long string, quotes all escaped) is walked value by value.
+    """
+    if end - start <= longest:
+        return True
+    block = max(1, longest // 2)
+    return all(_DELIMITER.search(text, at, min(at + block, end)) for at in range(start, end, block))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 
 import pytest
@@ -84,6 +85,21 @@ def test_huge_string():
         + "}",
         Limits(max_string=1000),
     ) in ("too-large",)
+
+
+@pytest.mark.parametrize(
+    "filler",
+    ['\\"' * 1500, "y" * 1500 + '\\"' * 10, '\\"x' * 1000],  # quotes in it, all escaped: it is one string
+)
+def test_a_long_string_in_json_longer_than_the_limit_is_found_whatever_it_holds(filler):
+    """A JSON text past `max_string` is read with a shortcut (a delimiting quote in every half-limit block
+    means no string is too long); a long string of escaped quotes must still be found, as the full walk did."""
+    small = [{"id": f"s{i}", "tool": "t", "args": {"x": "short"}} for i in range(200)]  # text well past the limit
+    doc = json.dumps({"steps": [*small, {"id": "long", "tool": "t", "args": {"x": "FILL"}}]})
+    text = doc.replace("FILL", filler)
+    assert len(text) > 4 * 1000
+    assert code_of(text, Limits(max_string=1000)) == "too-large"
+    load.load_text(doc, "f", Limits(max_string=1000))  # many short strings in a long text pass
 
 
 def test_unknown_alias():
