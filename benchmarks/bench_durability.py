@@ -135,19 +135,25 @@ def store_fanout(folder: Path, n: int) -> Path:
 
 
 def count_fsyncs(fn) -> int:
+    """Syncs of a file's data or whole (the log's commit is an fdatasync: see wal.reserve)."""
     calls = 0
-    real = os.fsync
+    real = {name: getattr(os, name) for name in ("fsync", "fdatasync")}
 
-    def counting(fd):
-        nonlocal calls
-        calls += 1
-        real(fd)
+    def counting(name):
+        def sync(fd):
+            nonlocal calls
+            calls += 1
+            real[name](fd)
 
-    os.fsync = counting
+        return sync
+
+    for name in real:
+        setattr(os, name, counting(name))
     try:
         fn()
     finally:
-        os.fsync = real
+        for name, fn_ in real.items():
+            setattr(os, name, fn_)
     return calls
 
 

@@ -153,6 +153,63 @@ def test_torn_last_line_is_dropped_and_cut_on_acquire(store):
     assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4]
 
 
+def _can_reserve(folder) -> bool:
+    """Whether this file system reserves room (posix_fallocate); where it cannot, the log grows as it is written."""
+    probe = folder / "probe"
+    with open(probe, "wb") as f:
+        try:
+            os.posix_fallocate(f.fileno(), 0, 4096)
+            return True
+        except (AttributeError, OSError):
+            return False
+
+
+def test_the_log_reserves_room_while_written_and_a_crash_leaves_zeros_readers_stop_at(store, tmp_path):
+    """A commit writes into room reserved ahead (its size unchanged, an fdatasync is enough): while the
+    run is written, and after a crash, the file ends in zeros; readers take the whole lines before them
+    as the log (no torn tail, no corruption), the next owner cuts them, and a run let go has none."""
+    run = new_run(store)
+    finish(run, "a")
+    run.commit_sync()
+    log = run.dir / "wal.jsonl"
+    live = log.read_bytes()
+    lines = live.rstrip(b"\0")
+    if _can_reserve(tmp_path):
+        assert len(live) >= wal.ROOM and live.endswith(b"\0") and lines.endswith(b"\n")
+    found = wal.scan(log)
+    assert (len(found.events), found.end, found.torn, found.corrupt_line) == (2, len(lines), False, None)
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2]
+    run.release()
+    assert log.read_bytes() == lines  # let go: whole lines only
+
+    log.write_bytes(live)  # as a kill -9 leaves it
+    again = store.open(run.id)
+    assert again.notice is None and [e.seq for e in again.events()] == [1, 2]
+    again.acquire()
+    assert log.read_bytes().rstrip(b"\0") == lines  # the zeros a crash left were cut before appending
+    finish(again, "b")
+    again.commit_sync()
+    again.release()
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4]
+    assert b"\0" not in log.read_bytes()
+
+
+def test_a_torn_line_in_the_reserved_room_is_a_torn_tail(store):
+    run = new_run(store)
+    finish(run, "a")
+    run.commit_sync()
+    run.release()
+    log = run.dir / "wal.jsonl"
+    whole = log.read_bytes()
+    half = wal.encode_line({"type": "plan_step_started", "step": "b", "seq": 3})[:-9]
+    log.write_bytes(whole + half + b"\0" * 4096)  # a crash in the middle of writing into the room
+    found = wal.scan(log)
+    assert (len(found.events), found.end, found.torn) == (2, len(whole), True)
+    reopened = store.open(run.id)
+    reopened.acquire()
+    assert log.read_bytes() == whole
+
+
 def test_last_line_with_bad_checksum_is_dropped(store):
     run = new_run(store)
     finish(run, "a")
@@ -280,8 +337,8 @@ def test_memo_inline_and_spilled(store):
 def test_group_commit_shares_fsyncs(store, monkeypatch):
     run = new_run(store)
     calls = []
-    real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    real = os.fdatasync  # the log's commit syncs its data (its size does not change: see wal.reserve)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(fd), real(fd))[1])
 
     async def one(i):
         complete(run, f"s{i}", i)
@@ -315,7 +372,7 @@ def test_commit_waits_for_later_appends(store):
 def test_commit_sync_one_fsync_per_commit(store, monkeypatch):
     run = new_run(store)
     calls = []
-    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd))
+    monkeypatch.setattr(os, "fdatasync", lambda fd: calls.append(fd))
     for i in range(10):
         finish(run, f"s{i}")
         run.commit_sync()

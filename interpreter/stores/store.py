@@ -16,8 +16,8 @@ Per run (``<state>/runs/<run_id>/``):
                   JSON is over 32 KB, spilled verbatim *before* the event naming them.
 - ``lock``        flock'ed by the process that owns the run; holds its pid.
 
-The log is never truncated except for a torn tail: it is the run's audit trail
-(``dagplan events``), and the snapshot only saves reading it from the start.
+The log is never truncated except for a torn tail and the room reserved past its end (see :mod:`.wal`):
+it is the run's audit trail (``dagplan events``), and the snapshot only saves reading it from the start.
 """
 
 from __future__ import annotations
@@ -301,6 +301,7 @@ class Run(Artifact, GroupCommit):
         self._wal = run_dir / "wal.jsonl"
         self._lock_fd: int | None = None
         self._fd: int | None = None
+        self._reserved = 0  # bytes of the log file, its end and the room reserved past it (wal.reserve)
         self._io = threading.Lock()  # orders buffer swaps with writes (flushes run in a worker thread)
         self._buf: list[bytes] = []
         self._broken: RunError | None = None  # a write that failed (a full disk): the run stops, said once
@@ -424,11 +425,12 @@ class Run(Artifact, GroupCommit):
         """Under the lock: re-read what the previous owner left, and cut a torn tail before appending."""
         if self._torn or self.notice or _size(self._wal) != self._offset:
             self._load(tolerate=False)  # the log changed since we read it (or was damaged)
-        if self._torn or _size(self._wal) > self._offset:
+        if self._torn or _size(self._wal) > self._offset:  # a torn tail, or the room a crash left
             with open(self._wal, "r+b") as f:
                 f.truncate(self._offset)
                 os.fsync(f.fileno())
-        self._fd = os.open(self._wal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(self._wal, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._reserved = self._offset
 
     def release(self) -> None:
         if self._lock_fd is None:
@@ -437,6 +439,7 @@ class Run(Artifact, GroupCommit):
             self.commit_sync()
         finally:
             if self._fd is not None:
+                self._give_back_room()
                 os.close(self._fd)
             self._fd = None
             os.ftruncate(self._lock_fd, 0)  # no pid: nobody owns it
@@ -517,11 +520,13 @@ class Run(Artifact, GroupCommit):
         self._buf = []
         assert self._fd is not None  # appending requires the run acquired
         try:
-            wal.write_all(self._fd, data)
-            os.fsync(self._fd)
+            if self._offset + len(data) > self._reserved:
+                self._reserved = wal.reserve(self._fd, self._reserved, self._offset + len(data))
+            wal.write_at(self._fd, data, self._offset)
         except OSError as exc:  # a full disk, a quota: cut the torn tail, stop the run, say what is kept
             try:
                 os.ftruncate(self._fd, self._offset)
+                self._reserved = self._offset
             except OSError:
                 pass
             self._broken = RunError.make(
@@ -534,6 +539,16 @@ class Run(Artifact, GroupCommit):
         self._offset += len(data)
         self._tail += data.count(b"\n")
         self._durable_seq = upto
+
+    def _give_back_room(self) -> None:
+        """Cut the room reserved past the log's end: a run let go leaves a log of whole lines (not synced:
+        should the cut be lost in a crash, readers stop at the zeros)."""
+        if self._reserved > self._offset:
+            try:
+                os.ftruncate(self._fd, self._offset)  # type: ignore[arg-type]
+            except OSError:
+                pass
+            self._reserved = self._offset
 
     # -- compaction --
 
