@@ -477,7 +477,8 @@ class Run(Artifact, GroupCommit):
         with self._io:
             self._seq += 1
             event["seq"] = self._seq
-            event.setdefault("ts", round(time.time(), 6))
+            if "ts" not in event:  # (setdefault would take the time of every event)
+                event["ts"] = round(time.time(), 6)
             self._buf.append(wal.encode_line(event))
         fold(self._state, event)
         return event
