@@ -28,6 +28,8 @@ __all__ = ["CheckResult", "check", "load", "is_text"]
 
 @dataclass(frozen=True)
 class CheckResult:
+    """What checking one plan found: the plan (when it parsed) and its diagnostics."""
+
     name: str
     plan: Plan | None
     analysis: "Analysis | None"

@@ -38,6 +38,8 @@ _CANONICAL_KEYS = frozenset({"dagplan", "steps", "summary", "mode", "inputs", "i
 
 @dataclass(frozen=True)
 class Normalized:
+    """A document of an accepted dialect as a dagplan plan, with the way back to the original's paths."""
+
     data: Any
     dialect: str
     to_original: Callable[[DocPath], DocPath]

@@ -66,6 +66,8 @@ def printable(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """A problem found in a plan: its severity, code, message, where, and a hint."""
+
     severity: Severity
     code: str
     message: str

@@ -116,6 +116,8 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
+    """``a == b`` and the other comparisons of a condition."""
+
     op: Literal["==", "!=", "<", "<=", ">", ">="]
     left: Any
     right: Any
@@ -142,12 +144,16 @@ class Length:
 
 @dataclass(frozen=True, slots=True)
 class Not:
+    """``not x`` in a condition."""
+
     value: Any
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class BoolOp:
+    """``a and b``, ``a or b`` in a condition."""
+
     op: Literal["and", "or"]
     values: tuple[Any, ...]
     span: Span = _span()
@@ -242,6 +248,8 @@ class Output:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
+    """A step's retry policy: how many attempts, the backoff, and which failures it retries."""
+
     limit: int = 3
     backoff: float = 0.5  # seconds before the first retry; doubles each time, with jitter
     max_backoff: float = 30.0
@@ -364,6 +372,8 @@ NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__boo
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """One step of a plan, as parsed: what it does, what it reads and where its output goes."""
+
     id: str
     tool: str | None = None
     llm: LLMCall | None = None
@@ -403,6 +413,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Plan:
+    """A parsed plan: its steps in order, its inputs, initial state, result and policies."""
+
     steps: tuple[Step, ...]
     summary: str = ""
     mode: Literal["eager", "lazy"] = "eager"

@@ -41,6 +41,8 @@ _MAX_CANDIDATE_TRIES = 200  # balanced-JSON attempts inside prose; bounds hostil
 
 @dataclass(frozen=True)
 class Document:
+    """Loaded text: the data, the dialect it was written in, and where its values are."""
+
     data: Any
     dialect: str
     source_map: "Positions"
@@ -199,6 +201,8 @@ def _binary(name: str, at: int, what: str) -> LoadError:
 
 @dataclass
 class _Candidate:
+    """A JSON or YAML block found in a model's answer, with what reading it found."""
+
     start: int
     end: int
     syntax: str = ""

@@ -31,6 +31,8 @@ PathKey = tuple  # (root,) + path
 
 @dataclass(frozen=True)
 class Analysis:
+    """A plan's dependencies, its stable order and its parallel groups."""
+
     deps: Mapping[str, tuple[str, ...]]
     order: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]

@@ -19,6 +19,8 @@ from .errors import DEFAULT_LIMITS, DocPath, Limits, LoadError, Span
 
 @dataclass
 class _Index:
+    """Where each value and key of a document starts in its text."""
+
     values: dict[DocPath, tuple[int, str]] = field(default_factory=dict)  # value start, scalar style
     keys: dict[DocPath, int] = field(default_factory=dict)
 

@@ -30,6 +30,9 @@ MAY_LOAD = {
     "dagplan.interpreter.llm", "dagplan.interpreter.llm.estimate", "dagplan.interpreter.llm.local",
     "dagplan.interpreter.llm.preflight",
 }  # fmt: skip
+# Of what is not the standard library, only these: the command line and the YAML reader.
+THIRD_PARTY = {"click", "yaml"}
+SITE_HOOKS = {"sitecustomize", "usercustomize", "org", "_distutils_hack"}  # `org`: copy's probe for Jython
 # Each of these costs milliseconds to import and none is needed to check a plan.
 HEAVY = {
     "asyncio", "jsonschema", "referencing", "lark", "litellm", "starlette", "uvicorn", "psycopg", "ray",
@@ -58,6 +61,9 @@ def test_check_of_a_plan_imports_only_what_checking_needs(plan):
     assert not _heavy(names), sorted(_heavy(names))
     ours = {n for n in names if n.startswith("dagplan")}
     assert ours <= MAY_LOAD, sorted(ours - MAY_LOAD)
+    others = {n.split(".")[0] for n in names if not n.startswith("__editable__")}  # an editable install's finder
+    others -= set(sys.stdlib_module_names) | SITE_HOOKS
+    assert others <= {"dagplan", *THIRD_PARTY}, sorted(others - {"dagplan", *THIRD_PARTY})
 
 
 def test_the_fixture_would_see_a_heavy_import():

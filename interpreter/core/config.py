@@ -70,6 +70,8 @@ _CHOICES = {
 
 @dataclass(frozen=True)
 class Config:
+    """The project configuration: dagplan.toml, or [tool.dagplan] in pyproject.toml."""
+
     path: Path | None = None
     model: str | None = None
     tools: tuple[str, ...] = ()
