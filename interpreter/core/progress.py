@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ...dsl import no_gc_pauses
 from .vocabulary import STOPPED, EventType, RunStatus, StepStatus, step_status_after
 
 # --- folding --------------------------------------------------------------------------------
@@ -219,6 +220,7 @@ class Progress:
         return [s.id for s in self.steps.values() if s.status is status]
 
 
+@no_gc_pauses()  # a progress object per step: many small objects at once
 def progress_of(
     run_id: str, state: Mapping[str, Any], plan_ids: list[str], live: bool, load: Callable[[str], Any]
 ) -> Progress:
