@@ -66,10 +66,10 @@ def test_check_of_a_plan_imports_only_what_checking_needs(plan):
     assert others <= {"dagplan", *THIRD_PARTY}, sorted(others - {"dagplan", *THIRD_PARTY})
 
 
-def test_the_fixture_would_see_a_heavy_import():
+def test_the_fixture_would_see_a_heavy_import(tmp_path):
     """The guard can fail: `run` does import the event loop and the engine."""
     names, out = _imported("run", str(EXAMPLES / "weather.yaml"), "--tools", str(EXAMPLES / "tools.py"),
-                           "--input", "city=Paris", "--state", "memory")  # fmt: skip
+                           "--input", "city=Paris", "--state", str(tmp_path))  # fmt: skip (never the checkout)
     assert "asyncio" in _heavy(names), out.stderr[-2000:]
     assert "dagplan.interpreter.engine.execution" in names
 
