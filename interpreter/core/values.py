@@ -35,7 +35,11 @@ def get_path(root: Any, path: tuple) -> Any:
     """The value at ``path`` inside ``root``, or MISSING."""
     node = root
     for key in path:
-        if isinstance(key, int):
+        if type(node) is dict and type(key) is str:  # the common step (an ABC check costs 5x this)
+            if key not in node:
+                return MISSING
+            node = node[key]
+        elif isinstance(key, int):
             if not isinstance(node, (list, tuple)) or not -len(node) <= key < len(node):
                 return MISSING
             node = node[key]
@@ -48,6 +52,9 @@ def get_path(root: Any, path: tuple) -> Any:
 
 def set_path(root: dict, path: tuple, value: Any) -> None:
     """Write ``value`` at ``path``, creating objects (and padding lists) on the way."""
+    if len(path) == 1 and type(root) is dict:  # †state.name: the commonest output
+        root[path[0]] = value
+        return
     node: Any = root
     for key, nxt in zip(path, path[1:]):
         child = _child(node, key)
@@ -185,7 +192,9 @@ class Resolver:
         if kind in _PLAIN:
             return node
         if kind is MappingProxyType or kind is dict:
-            return {k: v if type(v) in _PLAIN else self.value(v) for k, v in node.items()}
+            return {
+                k: v if type(v) in _PLAIN else self.ref(v) if type(v) is Ref else self.value(v) for k, v in node.items()
+            }
         if kind is Ref:
             return self.ref(node)
         if kind is Template:

@@ -306,10 +306,29 @@ class Execution(UnitLife):
 
     # --- executing a step ---------------------------------------------------------------
 
-    async def _execute(self, todo: tuple) -> None:
-        """A step task: its chain of steps, then its bookkeeping (no done-callback: the hot path)."""
+    async def _execute(self, todo: tuple | None) -> None:
+        """A step task: run a step, then, in the same task, one of the steps it made ready (and so on);
+        then its bookkeeping (one coroutine a task, no done-callback: the hot path)."""
         try:
-            await self._run_chain(todo)
+            while todo is not None:
+                unit = todo[0]
+                unit.status = _RUNNING
+                try:
+                    if self._limit is None:
+                        ready = await self._run_step(*todo)
+                    else:
+                        async with self._limit:
+                            ready = await self._run_step(*todo)
+                    if self._journal is not None:
+                        await self._journal.commit()  # durable before any dependent starts
+                    todo = self._release(ready, inline=True)
+                except asyncio.CancelledError:
+                    if not self._aborted:
+                        unit.status = StepStatus.INTERRUPTED
+                        raise
+                    unit.status, unit.reason = StepStatus.SKIPPED, self.skip_reason
+                    self._release(self._settle(unit.step.id))
+                    return
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # disk full, a bug: the run ends loudly instead of hanging
@@ -319,28 +338,6 @@ class Execution(UnitLife):
             self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
             if self.scope.waiting and not self._tasks and not self._finished.done():
                 self._finished.set_result(None)  # nothing left running: stop in the waiting state
-
-    async def _run_chain(self, todo: tuple | None) -> None:
-        """Run a step, then, in the same task, one of the steps it made ready (and so on)."""
-        while todo is not None:
-            unit = todo[0]
-            unit.status = _RUNNING
-            try:
-                if self._limit is None:
-                    ready = await self._run_step(*todo)
-                else:
-                    async with self._limit:
-                        ready = await self._run_step(*todo)
-                if self._journal is not None:
-                    await self._journal.commit()  # durable before any dependent starts
-                todo = self._release(ready, inline=True)
-            except asyncio.CancelledError:
-                if not self._aborted:
-                    unit.status = StepStatus.INTERRUPTED
-                    raise
-                unit.status, unit.reason = StepStatus.SKIPPED, self.skip_reason
-                self._release(self._settle(unit.step.id))
-                return
 
     # --- children (fan-out items, loop iterations) ----------------------------------------
 
@@ -469,7 +466,9 @@ class StepContext:
         return {name: t.spec for name, t in self.execution.scope.tools.items()}
 
     def emit(self, type_: EventType, **data: Any) -> None:
-        self.execution.scope.emit(type_, self.unit_id, **data)
+        scope = self.execution.scope
+        if scope.sinks:  # (nobody listens: a call fewer on every tool call)
+            scope.emit(type_, self.unit_id, **data)
 
     def memo(self) -> Any:
         return self.execution.scope.memo(self.unit_id)
