@@ -67,9 +67,9 @@ def test_check_of_a_plan_imports_only_what_checking_needs(plan):
 
 
 def test_the_fixture_would_see_a_heavy_import(tmp_path):
-    """The guard can fail: `run` does import the event loop and the engine."""
+    """The guard can fail: `run` does import the event loop and the engine (its runs kept out of the checkout)."""
     names, out = _imported("run", str(EXAMPLES / "weather.yaml"), "--tools", str(EXAMPLES / "tools.py"),
-                           "--input", "city=Paris", "--state", str(tmp_path))  # fmt: skip (never the checkout)
+                           "--input", "city=Paris", "--state", str(tmp_path))  # fmt: skip
     assert "asyncio" in _heavy(names), out.stderr[-2000:]
     assert "dagplan.interpreter.engine.execution" in names
 
