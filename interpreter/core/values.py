@@ -168,7 +168,7 @@ def view_text(text: str, view: str, n: int | None) -> str:
     return text
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})
+PLAIN = _PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON as it is (nothing to convert)
 
 
 class Resolver:

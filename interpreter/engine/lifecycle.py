@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from ...dsl import condition
 from ...dsl.ir import Catch, Output, Plan, Step
 from ..core.context import Runner
-from ..core.values import MISSING, NotJSON, Resolver, json_value, read_or_missing, set_path
+from ..core.values import MISSING, PLAIN, NotJSON, Resolver, json_value, read_or_missing, set_path
 from ..core.vocabulary import Cause, EventType, StepStatus
 from ..tools.catalog import Branch
 from . import attempts
@@ -184,16 +184,19 @@ class UnitLife:
     def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
         step = unit.step
         routes: dict[str, list] = {}
-        if isinstance(value, attempts.Routed):  # a fan-out with catch: failed items collected on their paths
-            routes = {str(alt): errors for alt, errors in value.routes.items()}
-            self._write_routes(step.output, routes)
-            value = value.value
-        try:
-            alternative, value = self._choose(step, value)
-            value = json_value(value)
-        except (StepFailure, NotJSON) as exc:
-            self._fail(unit, exc)
-            return
+        if type(value) in PLAIN:  # a number or a text: no routes, no branch, already JSON (the common case)
+            alternative = 0
+        else:
+            if isinstance(value, attempts.Routed):  # a fan-out with catch: failed items collected on their paths
+                routes = {str(alt): errors for alt, errors in value.routes.items()}
+                self._write_routes(step.output, routes)
+                value = value.value
+            try:
+                alternative, value = self._choose(step, value)
+                value = json_value(value)
+            except (StepFailure, NotJSON) as exc:
+                self._fail(unit, exc)
+                return
         self._write(step.output, alternative, value)
         unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
         if precomputed:
