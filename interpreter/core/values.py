@@ -103,14 +103,14 @@ def json_value(value: Any) -> Any:
     members -> their value; mapping keys must be text. Anything else (bytes, objects,
     a list that contains itself, nesting deeper than 512) raises :class:`NotJSON`.
     """
-    if type(value) in _PLAIN:
+    if type(value) in PLAIN:
         return value
     return _json(value, 0, set())
 
 
 def _json(value: Any, depth: int, active: set[int]) -> Any:
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return value
     if depth > MAX_VALUE_DEPTH:
         raise NotJSON(f"the value is nested deeper than {MAX_VALUE_DEPTH} levels")
@@ -168,7 +168,7 @@ def view_text(text: str, view: str, n: int | None) -> str:
     return text
 
 
-PLAIN = _PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON as it is (nothing to convert)
+PLAIN = frozenset({str, int, float, bool, type(None)})  # JSON as it is (nothing to convert)
 
 
 class Resolver:
@@ -189,11 +189,11 @@ class Resolver:
     def value(self, node: Any) -> Any:
         """The run-time value of an IR value (dispatch on the exact type first: this is the hot path)."""
         kind = type(node)
-        if kind in _PLAIN:
+        if kind in PLAIN:
             return node
         if kind is MappingProxyType or kind is dict:
             return {
-                k: v if type(v) in _PLAIN else self.ref(v) if type(v) is Ref else self.value(v) for k, v in node.items()
+                k: v if type(v) in PLAIN else self.ref(v) if type(v) is Ref else self.value(v) for k, v in node.items()
             }
         if kind is Ref:
             return self.ref(node)
