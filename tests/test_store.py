@@ -650,3 +650,14 @@ def test_cli_discard(store, interrupted):
     out = cli("discard", interrupted.id, state_dir=store.state_dir)
     assert out.exit_code == 0 and f"run {interrupted.id} discarded" in out.output
     assert store.list() == []
+
+
+def test_a_log_line_is_the_encoder_s_json_and_a_cycle_is_refused_as_json_refuses_it():
+    """Log lines are encoded by a C encoder built once, without a check for cycles; a cycle still gets
+    json's own error (ValueError), never a RecursionError from deep inside."""
+    value = {"a": [1, 2.5, None, True, {"b": "x\u00e9\ud800"}], "c": "\u2020state.x"}
+    assert wal.dumps(value) == json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    cyclic: dict = {}
+    cyclic["self"] = [cyclic]
+    with pytest.raises(ValueError, match="Circular reference"):
+        wal.dumps(cyclic)

@@ -47,9 +47,12 @@ _C_ENCODE = (  # and JSONEncoder.encode builds its C encoder per call: 4.3 -> 2.
 
 def dumps(value: Any) -> str:
     """The one JSON spelling used for log lines, spills and artifacts."""
-    if _C_ENCODE is None or type(value) is not dict:
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODE(value, 0))  # no check for cycles: what is journaled was read from JSON
+    if _C_ENCODE is not None and type(value) is dict:
+        try:
+            return "".join(_C_ENCODE(value, 0))  # without a check for cycles: what is journaled is JSON
+        except RecursionError:
+            pass  # a cycle after all (or nesting past the limit): the encoder that says which
+    return _ENCODER.encode(value)
 
 
 def encode_line(event: dict) -> bytes:
