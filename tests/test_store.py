@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import subprocess
@@ -661,3 +662,21 @@ def test_a_log_line_is_the_encoder_s_json_and_a_cycle_is_refused_as_json_refuses
     cyclic["self"] = [cyclic]
     with pytest.raises(ValueError, match="Circular reference"):
         wal.dumps(cyclic)
+
+
+def test_where_room_cannot_be_reserved_the_log_grows_as_it_is_written(store, monkeypatch):
+    """A file system without posix_fallocate (or refusing it): nothing reserved, every line still lands."""
+
+    def refuse(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    run = new_run(store)
+    for step in "abc":
+        finish(run, step)
+        run.commit_sync()
+    log = run.dir / "wal.jsonl"
+    assert b"\0" not in log.read_bytes()
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4, 5, 6]
+    run.release()
+    assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4, 5, 6]
