@@ -229,7 +229,7 @@ class RunScope:
             return calls.tool(unit_id, name, args, real)
         if tool is None:
             raise StepFailure(f"tool {name!r} is not available to this run")
-        return self._call(tool, self._keyed(tool, args, unit_id) if tool.takes_idempotency_key else args)
+        return self._call(tool, self._keyed(tool, args, unit_id))
 
     def _keyed(self, tool: Tool, args: Mapping[str, Any], unit_id: str) -> Mapping[str, Any]:
         """The arguments, with the unit's idempotency key when the tool declares ``idempotency_key``."""
