@@ -680,3 +680,21 @@ def test_where_room_cannot_be_reserved_the_log_grows_as_it_is_written(store, mon
     assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4, 5, 6]
     run.release()
     assert [e.seq for e in store.open(run.id).events()] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_watch_reports_at_least_what_it_polled_when_the_run_moves_between(store):
+    """The viewer's run page: a watch opened, then the run written on by its owner, then polled. The report
+    read after the poll must hold what the poll returned (it was the watch's opening: the page showed the
+    completion in its log, `running` in its header, and its stream began after the completion: stale)."""
+    from dagplan.interpreter.ops.runs import Watch
+
+    run = new_run(store)
+    run.append({"type": "plan_step_started", "step": "a"})
+    run.commit_sync()
+    watch = Watch(run.id, store)  # opened while step a runs
+    complete(run, "a", "done")  # the owner goes on before the page polls
+    run.commit_sync()
+    events = watch.poll()
+    assert [e.step for e in events if e.type == "plan_step_completed"] == ["a"]
+    assert watch.report().steps["a"].status == "completed"
+    run.release()

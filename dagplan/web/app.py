@@ -138,9 +138,9 @@ class Viewer:
         from ..dsl.schedule import analysis_of
         from ..views import event_text
 
-        watch = api.watch(run_id, self.state_dir)  # one reading of the run: its report, its plan, its events
-        report = watch.report()
-        events = watch.poll()
+        watch = api.watch(run_id, self.state_dir)
+        events = watch.poll()  # first: the report is then at least as new as these, and the page's stream
+        report = watch.report()  # starts after them (a report older than the log left its status stale)
         plan = self._plan_of(watch)
         statuses = {sid: str(row.status) for sid, row in report.steps.items()}
         graph = render_svg(plan, analysis_of(plan), statuses) if plan is not None else ""

@@ -133,6 +133,7 @@ class Watch:
     the previous one (the first returns every event so far)."""
 
     def __init__(self, run_id: str, state: Any = None):
+        self.state = state
         self.journal = open_registry(state).open(run_id)
         self.run_id = self.journal.id
         self.cursor: Any = None
@@ -142,8 +143,12 @@ class Watch:
         return found
 
     def report(self) -> RunReport:
-        """The run's report as of this watch's opening (see :func:`run_report`)."""
-        return report_of(self.journal)
+        """The run's report (see :func:`run_report`): as of this watch's opening, or, once it has polled,
+        read again, so that it is at least as new as the events returned (what a later poll returns may be
+        in it already: a page applying those events again ends where the run is)."""
+        if self.cursor is None:
+            return report_of(self.journal)
+        return report_of(open_registry(self.state).open(self.run_id))
 
     def plan(self, config: Any) -> Any:
         """The run's own plan from its artifact, not checked against any tools (to show it)."""
