@@ -13,7 +13,9 @@ Rows (medians; a ratio is always against a figure measured here, now):
 * `check` of a 10,000-step plan, JSON and YAML, against `json.loads` and libyaml's events;
 * scale curves, each point in a fresh process: time per step and peak memory per step (tracemalloc,
   a second pass) of `check`, a run with the memory journal and with the file journal, `resume` of a
-  run stopped at 90%, and a `for_each` fan-out, at 1k, 10k and 100k steps or items.
+  run stopped at 90%, and a `for_each` fan-out, at 1k, 10k and 100k steps or items; beside `check`, its
+  floor (`json.loads` of the same plan, collections paused as `check` pauses them), whose own curve is
+  what the caches alone do to a per-step cost as the data outgrows them.
 """
 
 from __future__ import annotations
@@ -202,25 +204,36 @@ def large_check(repeat: int) -> None:
 
 # --- scale curves -----------------------------------------------------------------------------------
 
-SHAPES = ("check", "run memory", "run file", "resume", "fan-out")
+SHAPES = ("check", "json.loads", "run memory", "run file", "resume", "fan-out")
+FLOORS = {"check": "json.loads"}  # a shape's floor, measured on the same input in the same way: its curve is
+# what the memory hierarchy alone does to per-step cost (100k steps do not fit the caches that 1k fit)
+QUICK = ("check", "json.loads")  # seconds at 100,000 steps: the median of 3 processes there too
 
 
 def scale(max_scale: int) -> None:
     sizes = [s for s in (1_000, 10_000, 100_000) if s <= max_scale]
-    print("\nscale curves (each point a fresh process, the median of 3 up to 10,000; per step or item; peak = "
-          "tracemalloc, a second pass)")  # fmt: skip
+    print("\nscale curves (each point a fresh process, the median of 3 up to 10,000, and at 100,000 for check and "
+          "its floor; per step or item; peak = tracemalloc, a second pass)")  # fmt: skip
     print("| shape | " + " | ".join(f"{s:,}" for s in sizes) + " | largest / smallest |")
     print("| --- | " + " | ".join("---" for _ in sizes) + " | --- |")
+    curves: dict[str, float] = {}
     for shape in SHAPES:
         points = []
         for size in sizes:
-            found = [_point_process(shape, size) for _ in range(3 if size <= 10_000 else 1)]
+            found = [_point_process(shape, size) for _ in range(3 if size <= 10_000 or shape in QUICK else 1)]
             good = sorted((p for p in found if "us" in p), key=lambda p: p["us"])
             points.append(good[len(good) // 2] if good else found[0])  # the median process
         cells = [f"{p['us']:.1f} us, {p['bytes']:,.0f} B" if "us" in p else p["error"][:40] for p in points]
         ok = [p for p in points if "us" in p]
         ratio = f"{ok[-1]['us'] / ok[0]['us']:.2f}x" if len(ok) > 1 else ""
-        print(f"| {shape} | " + " | ".join(cells) + f" | {ratio} |", flush=True)
+        if len(ok) > 1:
+            curves[shape] = ok[-1]["us"] / ok[0]["us"]
+        label = "floor of `check`: `json.loads` of its plan" if shape == "json.loads" else shape
+        print(f"| {label} | " + " | ".join(cells) + f" | {ratio} |", flush=True)
+    for shape, floor in FLOORS.items():
+        if shape in curves and floor in curves:
+            print(f"{shape}'s curve against its floor's ({floor}, same sizes, same run): "
+                  f"{curves[shape] / curves[floor]:.2f}x", flush=True)  # fmt: skip
 
 
 def _point_process(shape: str, size: int) -> dict:
@@ -259,6 +272,16 @@ def _work(shape: str, size: int, folder: Path):
 
     from dagplan.dsl import check
 
+    if shape == "json.loads":  # check's floor: reading the same text at all, collections paused as check
+        from dagplan.dsl import no_gc_pauses  # pauses them (peak: the parsed data)
+
+        text = json.dumps(bc.generate(size))
+
+        def read() -> None:
+            with no_gc_pauses():
+                json.loads(text)
+
+        return read
     if shape == "check":
         from dagplan.dsl.errors import Limits
 

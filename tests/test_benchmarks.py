@@ -21,7 +21,7 @@ def test_every_benchmark_module_imports(name, monkeypatch):
     importlib.import_module(f"benchmarks.{name}")
 
 
-@pytest.mark.parametrize("shape", ["check", "run memory", "fan-out"])
+@pytest.mark.parametrize("shape", ["check", "json.loads", "run memory", "fan-out"])
 def test_a_point_of_the_report_s_scale_curves_runs(shape):
     out = subprocess.run([sys.executable, "-m", "benchmarks.report", "--point", shape, "1000"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
