@@ -273,7 +273,7 @@ class GroupCommit:
         target = self._seq
         if self._durable_seq < target and self._inflight is None and not loop_idle():
             await asyncio.sleep(0)  # let ready callbacks run (and ready steps record: they share this commit)
-        if self._durable_seq < target and self._inflight is None and loop_idle():
+        if self._durable_seq < target and self._inflight is None and loop_idle() and not _IN_THREADS:
             self._write_durable()  # nothing else could run meanwhile: a thread hop would only add latency
         while self._durable_seq < target:
             if self._inflight is None:
@@ -282,10 +282,18 @@ class GroupCommit:
         self._after_commit()
 
     async def _write_in_thread(self) -> None:
+        _IN_THREADS.add(self)
         try:
             await asyncio.to_thread(self._write_durable)
         finally:
+            _IN_THREADS.discard(self)
             self._inflight = None
+
+
+# The journals whose durable write runs in a thread now. While one does, another run's commit goes to a
+# thread too instead of blocking the loop: the loop looks idle, but that run's write finishes meanwhile
+# and its steps would wait for this one's (a worker's runs: 100 queued 20-step runs, 1 worker, measured).
+_IN_THREADS: set["GroupCommit"] = set()
 
 
 def loop_idle() -> bool:
