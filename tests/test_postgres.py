@@ -137,6 +137,37 @@ def test_completions_that_land_together_share_one_transaction(postgres):
     assert commits() - before < 60  # 100 completions (and 300 events) in far fewer transactions
 
 
+@pytest.mark.parametrize("rows", [1, 3, pgstore._INSERT_MAX, pgstore._INSERT_MAX + 1, 500])
+def test_a_commit_of_any_size_lands_whole_in_one_transaction(postgres, rows):
+    """A few events go in one INSERT, many by COPY: either way every event of the commit is stored, in
+    order, text as written (quotes, newlines, non-ASCII), and the commit is one transaction."""
+    import psycopg
+
+    from dagplan.interpreter.core.vocabulary import Event
+
+    registry = open_registry(postgres)
+    run = registry.create(plan_doc={"steps": [{"id": "a", "tool": "t"}]}, plan_name="p", inputs={})
+    run.acquire()
+    try:
+        run.record(Event(EventType.PLAN_STARTED, run.id))
+        run.commit_sync()
+        texts = [f'line {i}: "quoted"\n\u00e9\u4e2d {"x" * (i % 7)}' for i in range(rows)]
+        for text in texts:
+            run.record(Event(EventType.TOOL_CALLED, run.id, "a", data={"name": "t", "args": {"text": text}}))
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            query = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            before = conn.execute(query).fetchone()[0]
+            run.commit_sync()
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            after = conn.execute(query).fetchone()[0]
+    finally:
+        run.release()
+    stored = [e.data["args"]["text"] for e in open_registry(postgres).open(run.id).events({EventType.TOOL_CALLED})]
+    assert stored == texts
+    assert after - before <= 3  # the commit, and this connection's own two reads
+
+
 # --- the kill harness, against the database --------------------------------------------------
 
 sys.path.insert(0, str(HERE))

@@ -506,26 +506,44 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         if not rows:
             return
         conn = self._writer
-        if queue is None:  # one COPY: in autocommit one statement is one transaction, one WAL flush
-            self._copy(conn, rows)
+        if queue is None:  # one statement: in autocommit one statement is one transaction, one WAL flush
+            self._insert(conn, rows)
         else:  # a lifecycle event: where the run stands for the pool changes with it, atomically
             with conn.transaction():
-                self._copy(conn, rows)
+                self._insert(conn, rows)
                 # an answered gate puts any run in the pool, however it started: a worker goes on with it
                 conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s, wake = %s WHERE id = %s",
                              (str(queue), queue == RunStatus.QUEUED, self._wake, self.id))  # fmt: skip
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
-    def _copy(self, conn: Any, rows: list[tuple[int, str]]) -> None:
+    def _insert(self, conn: Any, rows: list[tuple[int, str]]) -> None:
+        """The rows of one commit: a few (a step's events) in one INSERT, one round trip, the statement
+        prepared by psycopg once it repeats; many (a fan-out's completions) by COPY, two round trips,
+        any number of rows (an INSERT takes at most 65,535 parameters)."""
+        if len(rows) <= _INSERT_MAX:
+            conn.execute(_insert_sql(len(rows)), [v for seq, line in rows for v in (self.id, seq, line)])
+            return
         with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
             for seq, line in rows:
                 copy.write_row((self.id, seq, line))
 
-    def _write_durable(self) -> None:  # GroupCommit: one COPY (one transaction) of the recorded events
+    def _write_durable(self) -> None:  # GroupCommit: one statement (one transaction) of the recorded events
         self.commit_sync()
 
 
 _IDLE_WRITERS = 8  # idle writer connections a registry keeps
+# Rows a commit inserts with one INSERT rather than a COPY. One round trip instead of two: a worker's
+# 100 queued 20-step runs (one at a time, alternated) 8.4-9.4 -> 6.6-7.5 ms of commits a run.
+_INSERT_MAX = 32
+_INSERTS: dict[int, str] = {}
+
+
+def _insert_sql(rows: int) -> str:
+    found = _INSERTS.get(rows)
+    if found is None:
+        values = ",".join(["(%s,%s,%s)"] * rows)
+        found = _INSERTS[rows] = f"INSERT INTO dagplan_events (run_id, seq, line) VALUES {values}"
+    return found
 
 
 __all__ = ["PgRegistry", "PgRun", "upgrade", "SCHEMA_VERSION", "RunStatus"]
