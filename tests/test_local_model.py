@@ -27,6 +27,25 @@ def cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
                           text=True, timeout=timeout)  # fmt: skip
 
 
+def test_the_local_runtime_is_built_for_a_baseline_cpu_not_the_building_machine():
+    """The lock builds llama.cpp without -march=native (README, "Models"): a VM that reports AMX without
+    granting it killed a native build at its first tile instruction, and the whole test process with it.
+    Read off the installed library itself, so a native wheel pip took from its cache shows too."""
+    import llama_cpp
+
+    libs = sorted(Path(llama_cpp.__file__).parent.glob("lib/libggml-cpu*.so*"))
+    assert libs, "llama_cpp ships no libggml-cpu"
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(libs[0])], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    amx = [line for line in code.splitlines() if line.split("\t")[-1].split(" ")[0] in AMX]
+    assert not amx, f"AMX instructions in {libs[0].name} (a native build: pip cache remove llama_cpp_python):\n" + "\n".join(amx[:3])
+    assert "%zmm" not in code, f"AVX-512 registers in {libs[0].name}: built for the building machine's CPU"
+
+
+AMX = {"ldtilecfg", "sttilecfg", "tileloadd", "tileloaddt1", "tilestored", "tilezero", "tilerelease",
+       "tdpbssd", "tdpbsud", "tdpbusd", "tdpbuud", "tdpbf16ps", "tdpfp16ps"}  # fmt: skip
+
+
 def test_dagplan_plan_with_the_local_model_gives_a_valid_plan_or_says_why(tmp_path):
     done = cli(tmp_path, "plan", "Find a park and a movie for a rainy afternoon in Rome, then suggest one",
                "--model", "local", "--tools", str(EXAMPLES / "tools.py"), "-o", "plan.yaml", "--yes")  # fmt: skip
