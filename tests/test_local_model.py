@@ -28,8 +28,8 @@ def cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
 
 
 def test_the_local_runtime_is_built_for_a_baseline_cpu_not_the_building_machine():
-    """The lock builds llama.cpp without -march=native (README, "Models"): a VM that reports AMX without
-    granting it killed a native build at its first tile instruction, and the whole test process with it.
+    """The lock builds llama.cpp without -march=native (README, "Models"): on a CPU with AMX a native build
+    died at its first tile load (an invalid-opcode trap), and the whole test process with it.
     Read off the installed library itself, so a native wheel pip took from its cache shows too."""
     import llama_cpp
 
