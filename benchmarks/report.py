@@ -114,8 +114,8 @@ def _startup_rows(commands: dict, quiet: dict, repeat: int, peers: Path | None, 
             times[name].append(time.perf_counter() - start)
     took = {name: statistics.median(t) for name, t in times.items()}
     base, lint = took["python -c pass"], took.get("yamllint")
-    peer_text = "; ".join(f"`{n}` {took[n] * 1e3:.0f} ms ({took[n] / base:.1f}x)" for n in ("yamllint", "check-jsonschema")
-                          if n in took)  # fmt: skip
+    peers_took = [(n, took[n]) for n in ("yamllint", "check-jsonschema") if n in took]
+    peer_text = "; ".join(f"`{n}` {t * 1e3:.0f} ms ({t / base:.1f}x)" for n, t in peers_took)
     floor = f"`python -c pass` {base * 1e3:.0f} ms" + (f"; {peer_text}" if peer_text else "; peers not installed")
     for name, label in (("dagplan check", "editable install (`pip install -e .`, this checkout)"),
                         ("installed", "installed (`pip install .`, as pre-commit installs a hook)")):  # fmt: skip
@@ -125,8 +125,11 @@ def _startup_rows(commands: dict, quiet: dict, repeat: int, peers: Path | None, 
             f"{ours * 1e3:.0f} ms = {ours / base:.1f}x" + (f", {ours / lint:.2f}x yamllint" if lint else ""),
             f"faster than yamllint (<= 6x): {verdict(goal_ok)}")  # fmt: skip
     bare = took["installed python -c pass"]
-    print(f"  (the installed copy's bare `python -c pass`: {bare * 1e3:.0f} ms; the editable finder's share of"
-          f" every start: {(base - bare) * 1e3:.0f} ms)", file=sys.stderr)
+    print(
+        f"  (the installed copy's bare `python -c pass`: {bare * 1e3:.0f} ms; the editable finder's share of"
+        f" every start: {(base - bare) * 1e3:.0f} ms)",
+        file=sys.stderr,
+    )
 
 
 # --- the engine ----------------------------------------------------------------------------------

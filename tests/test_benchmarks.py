@@ -38,5 +38,8 @@ def test_the_report_s_start_up_rows_time_the_editable_and_the_installed_package(
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| `dagplan check`")]
-    assert [("editable install" in r, "installed (`pip install .`" in r) for r in rows] == [(True, False), (False, True)]
+    assert [("editable install" in r, "installed (`pip install .`" in r) for r in rows] == [
+        (True, False),
+        (False, True),
+    ]
     assert "the editable finder's share of every start" in out.stderr

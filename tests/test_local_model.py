@@ -38,7 +38,10 @@ def test_the_local_runtime_is_built_for_a_baseline_cpu_not_the_building_machine(
     code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(libs[0])], capture_output=True, text=True,
                           check=True).stdout  # fmt: skip
     amx = [line for line in code.splitlines() if line.split("\t")[-1].split(" ")[0] in AMX]
-    assert not amx, f"AMX instructions in {libs[0].name} (a native build: pip cache remove llama_cpp_python):\n" + "\n".join(amx[:3])
+    assert not amx, (
+        f"AMX instructions in {libs[0].name} (a native build: pip cache remove llama_cpp_python):\n"
+        + "\n".join(amx[:3])
+    )
     assert "%zmm" not in code, f"AVX-512 registers in {libs[0].name}: built for the building machine's CPU"
 
 
