@@ -97,15 +97,15 @@ def startup(repeat: int, peers: Path | None) -> None:
 
 def _startup_rows(commands: dict, quiet: dict, repeat: int, peers: Path | None, plan: Path, schema: Path) -> None:
     profile = str(ROOT / "examples" / "profile.json")
-    for name, argv in (("yamllint", ["-d", "relaxed", str(plan)]),
-                       ("check-jsonschema", ["--schemafile", str(schema), profile])):  # fmt: skip
+    peer_args = {"yamllint": ["-d", "relaxed", str(plan)], "check-jsonschema": ["--schemafile", str(schema), profile]}
+    for name, argv in peer_args.items():
         found = shutil.which(name, path=str(peers) if peers else None) or shutil.which(name)
         if found:
             commands[name] = [found, *argv]
     times: dict[str, list[float]] = {name: [] for name in commands}
     for name, argv in commands.items():
         warm = subprocess.run(argv, **quiet)  # bytecode written, caches warm
-        if name not in ("yamllint", "check-jsonschema") and warm.returncode != 0:  # never time a failure
+        if name not in peer_args and warm.returncode != 0:  # never time a failure of ours
             raise SystemExit(f"{name} failed: {warm.stderr.decode(errors='replace')[-2000:]}")
     for _ in range(repeat):  # alternated: a noisy moment falls on every command alike
         for name, argv in commands.items():
@@ -114,7 +114,7 @@ def _startup_rows(commands: dict, quiet: dict, repeat: int, peers: Path | None, 
             times[name].append(time.perf_counter() - start)
     took = {name: statistics.median(t) for name, t in times.items()}
     base, lint = took["python -c pass"], took.get("yamllint")
-    peers_took = [(n, took[n]) for n in ("yamllint", "check-jsonschema") if n in took]
+    peers_took = [(n, took[n]) for n in peer_args if n in took]
     peer_text = "; ".join(f"`{n}` {t * 1e3:.0f} ms ({t / base:.1f}x)" for n, t in peers_took)
     floor = f"`python -c pass` {base * 1e3:.0f} ms" + (f"; {peer_text}" if peer_text else "; peers not installed")
     for name, label in (("dagplan check", "editable install (`pip install -e .`, this checkout)"),
