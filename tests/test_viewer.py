@@ -79,6 +79,24 @@ def wait_for(check, timeout: float = 20.0, what: str = "", detail=None):
     raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
 
 
+def text_of(browser, element_id: str) -> str:
+    """An element's text, read in the page in one call (an element handle goes stale when the live page
+    replaces the element between finding it and reading it)."""
+    script = "var e = document.getElementById(arguments[0]); return e ? e.textContent : ''"
+    return browser.execute_script(script, element_id)
+
+
+def click(browser, selector: str) -> bool:
+    """Find and click in one go; False when the live page replaced the element in between (try again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        browser.find_element("css selector", selector).click()
+    except StaleElementReferenceException:
+        return False
+    return True
+
+
 def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes(project, server, browser, tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "approve_refund.yaml", "--tools", "slow_tools.py",
                             "-i", "customerId=cust_42", "-i", "amount=25", "--no-input"],
@@ -99,18 +117,20 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     browser.refresh()
     assert browser.execute_script(progress) == "1/3"  # and as the server renders it
     assert run.wait(30) == 3  # the CLI run stopped at the gate (exit 3)
-    button = wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
-                      what="the gate's form")  # fmt: skip
+    wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
+             what="the gate's form")  # fmt: skip
     shots = {"run-waiting.png": tmp_path / "run-waiting.png"}
     browser.save_screenshot(str(shots["run-waiting.png"]))
-    button[0].click()
+    wait_for(lambda: click(browser, '#gate-approve button[value="approve"]'), what="a click on approve")
     wait_for(lambda: "completed" in browser.execute_script(
         'return document.getElementById("run-status").textContent'), timeout=60, what="the run to complete",
         detail=lambda: browser.find_element("tag name", "body").text[:3000])  # fmt: skip
     wait_for(lambda: "status-completed" in browser.execute_script(
         'return document.getElementById("node-refund").getAttribute("class")'), what="refund completed")  # fmt: skip
     # what a tool wrote is shown as text, never run
-    assert "<script>window.pwned = 1</script>" in browser.find_element("id", "step-refund").get_attribute("textContent")
+    # (read in the page, in one call: the live page replaces a step's panel as its events arrive)
+    wait_for(lambda: "<script>window.pwned = 1</script>" in text_of(browser, "step-refund"), what="the refund's output",
+             detail=lambda: text_of(browser, "step-refund")[:2000])  # fmt: skip
     assert browser.execute_script("return window.pwned") is None
     shots["run-page.png"] = tmp_path / "run-page.png"
     browser.save_screenshot(str(shots["run-page.png"]))
@@ -313,7 +333,8 @@ def test_the_viewer_at_a_desk_and_on_a_phone(tmp_path, browser):
             "var s = document.getElementById('run-status'); return s ? s.textContent : ''"), timeout=60,
             what="the run started from the form",
             detail=lambda: browser.current_url + " " + browser.find_element("tag name", "body").text[:2000])  # fmt: skip
-        assert "biggest park of Rome" in browser.find_element("id", "step-present").get_attribute("textContent")
+        wait_for(lambda: "biggest park of Rome" in text_of(browser, "step-present"), what="the step's output",
+                 detail=lambda: text_of(browser, "step-present")[:2000])  # fmt: skip
         for page in (url, browser.current_url, f"{base}/plan?file=weather.yaml"):
             browser.set_window_size(390, 844)
             browser.get(page)

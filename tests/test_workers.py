@@ -260,6 +260,13 @@ def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, post
             assert time.monotonic() < deadline, what
             time.sleep(0.1)
 
+    def reachable(url: str) -> bool:
+        try:
+            psycopg.connect(url, connect_timeout=5).close()
+        except psycopg.OperationalError:
+            return False
+        return True
+
     pool = worker(tmp_path, postgres)
     try:
         first = dagplan("submit", "p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres).stdout.strip()
@@ -269,7 +276,10 @@ def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, post
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
             time.sleep(2.5)  # the worker finds the database gone at least once
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-        second = dagplan("submit", "p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres).stdout.strip()
+        wait(lambda: reachable(postgres), "the database to accept connections again")  # it came back
+        submitted = dagplan("submit", "p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres)
+        assert submitted.returncode == 0, submitted.stderr
+        second = submitted.stdout.strip()
         try:
             wait(lambda: completed(second), "the run submitted after the database came back")
         except AssertionError:
