@@ -137,6 +137,23 @@ def test_completions_that_land_together_share_one_transaction(postgres):
     assert commits() - before < 60  # 100 completions (and 300 events) in far fewer transactions
 
 
+def test_a_submitted_run_is_queued_by_the_one_statement_that_writes_it(postgres):
+    """A submit interrupted half-way must not leave a run that no worker will take up: the run's row is
+    written already queued (one INSERT, no UPDATE after it)."""
+    import psycopg
+
+    registry = open_registry(postgres)
+    conn = registry.connection()  # the schema first: its statements are not the submit's
+    run_id = registry.submit(plan_doc={"steps": [{"id": "a", "tool": "t"}]}, plan_name="p", inputs={})
+    conn.execute("SELECT pg_stat_force_next_flush()")  # this session's counts, flushed before it answers
+    with psycopg.connect(postgres, autocommit=True) as other:
+        written = other.execute(
+            "SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'dagplan_runs'"
+        ).fetchone()
+    assert written == (1, 0)
+    assert registry.claimable() == 1 and registry.list()[0].status == "queued" and registry.list()[0].id == run_id
+
+
 @pytest.mark.parametrize("rows", [1, 3, pgstore._INSERT_MAX, pgstore._INSERT_MAX + 1, 500])
 def test_a_commit_of_any_size_lands_whole_in_one_transaction(postgres, rows):
     """A few events go in one INSERT, many by COPY: either way every event of the commit is stored, in

@@ -201,17 +201,22 @@ class PgRegistry:
             raise RunError.make("new-schema", f"the run database has schema version {version}, newer than this "
                                 f"dagplan's {SCHEMA_VERSION}", hint="upgrade dagplan")  # fmt: skip
 
-    def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> "PgRun":
+    def create(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None,
+               queued: bool = False) -> "PgRun":  # fmt: skip
+        """A new run; ``queued``: in the pool's queue from its first row (one statement, so a submit
+        interrupted half-way never leaves a run that nobody will take up)."""
         conn = self.connection()
         artifact = {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs, "meta": meta or {},
                     "created": time.time()}  # fmt: skip
+        queue = RunStatus.QUEUED if queued else RunStatus.RUNNING
         while True:
             run_id = new_run_id()
             inserted = conn.execute(
-                "INSERT INTO dagplan_runs (id, plan_name, created, artifact) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str)),
-            ).rowcount
+                "INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str),
+                 queued, str(queue)),
+            ).rowcount  # fmt: skip
             if inserted:
                 return PgRun(self, run_id, artifact)
 
@@ -274,10 +279,7 @@ class PgRegistry:
 
     def submit(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> str:
         """Queue a run for the workers; returns its id."""
-        run = self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta)
-        self.connection().execute("UPDATE dagplan_runs SET pooled = true, queue = %s WHERE id = %s",
-                                  (str(RunStatus.QUEUED), run.id))  # fmt: skip
-        return run.id
+        return self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta, queued=True).id
 
     def claim(self, limits: Any = None) -> "PgRun | None":
         """A queued or orphaned run of the pool, acquired (its lock held by this process), or None.
