@@ -47,9 +47,20 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     (its ``tools`` and the given ones, ``max_items``, ``max_steps``); a plan test file
     (``*.test.yaml``) is checked as one (its fields, its plan, the names its mocks use). Raises
     RunError ``tools-import`` when the tools cannot be loaded."""
-    from .dsl.compose import Budget
+    from .dsl.load import is_test_file
 
     cfg = config or load_config()
+    checking = _checker(cfg, tool_sources)
+    return [_check_tests(path, cfg) if is_test_file(path)  # a plan test file: checked as one
+            else checking(path, name=os.fspath(path) if os.fspath(path) != "-" else None)
+            for path in paths]  # fmt: skip
+
+
+def _checker(cfg: Any, tool_sources: Iterable[str]) -> Callable[..., Any]:
+    """One file's or text's ``check`` with the configuration's tools, budget and rules (the one way)."""
+    from .dsl import with_diagnostics
+    from .dsl.compose import Budget
+
     sources = [*cfg.tools, *tool_sources]
     specs = None
     if sources:  # importing user code (and the tool registry) only when there is some
@@ -57,14 +68,12 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
 
         specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
-    from .dsl import with_diagnostics
 
-    from .dsl.load import is_test_file
+    def checking(source: Any = None, **kwargs: Any) -> Any:
+        result = _check(source, tools=specs, budget=budget, **kwargs)
+        return with_diagnostics(result, _config_rules(result.plan, cfg)) if result.plan is not None else result
 
-    results = [_check_tests(path, cfg) if is_test_file(path)  # a plan test file: checked as one
-               else _check(path, name=os.fspath(path) if os.fspath(path) != "-" else None, tools=specs, budget=budget)
-               for path in paths]  # fmt: skip
-    return [with_diagnostics(r, _config_rules(r.plan, cfg)) if r.plan is not None else r for r in results]
+    return checking
 
 
 def _config_rules(plan: Plan, config: Any) -> list:
@@ -75,19 +84,29 @@ def _config_rules(plan: Plan, config: Any) -> list:
     return [*check_warnings(plan, config.default_model), *_cost_rules(plan, config), *_notifiers(plan, config)]
 
 
-def check_text(text: str, name: str = "plan.yaml", tool_sources: Iterable[str] = (), config: Any = None):
-    """``check`` of a plan given as text (an agent's plan, never written to a file): the same rules,
-    tools, budget, preflight warnings and cost as :func:`check_files`."""
-    import tempfile
+def check_text(
+    text: str,
+    name: str = "plan.yaml",
+    tool_sources: Iterable[str] = (),
+    config: Any = None,
+    *,
+    test_file: bool = False,
+    root: str | os.PathLike | None = None,
+):
+    """``check`` of a plan given as text (an editor's buffer, an agent's plan): the same rules, tools,
+    budget, preflight warnings and cost as :func:`check_files`. ``name`` says where the text belongs: its
+    relative sub-plans are read beside it, as ``check`` of the file would. The text is a plan whatever its
+    name, unless ``test_file`` (an editor's own files): then a ``*.test.yaml`` name checks it as a plan
+    test, which imports the tools it names, so never for text from an untrusted client. ``root``: the
+    folder its sub-plan files must lie under."""
+    from .dsl.load import is_test_file
 
-    with tempfile.TemporaryDirectory() as folder:  # one rule for a file's checks: check_files itself
-        path = os.path.join(folder, os.path.basename(name) or "plan.yaml")
-        write_file(path, text.encode("utf-8", "surrogatepass"))
-        result = check_files([path], tool_sources, config)[0]
-    from dataclasses import replace
+    cfg = config or load_config()
+    if test_file and is_test_file(name):
+        from .interpreter.testing.plantest import check_suite
 
-    return replace(result, name=name, diagnostics=tuple(replace(d, span=replace(d.span, file=name))
-                                                        for d in result.diagnostics))  # fmt: skip
+        return check_suite(name, cfg, text)
+    return _checker(cfg, tool_sources)(text=text, name=name, root=root)
 
 
 def _cost_rules(plan: Plan, config: Any) -> list:

@@ -57,17 +57,19 @@ def check(
     tools: Mapping[str, ToolSpec] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     budget: Any = None,
+    root: str | os.PathLike | None = None,
 ) -> CheckResult:
     """Every stage of the pipeline on a file (``source``) or on ``text``; never raises for bad input.
 
-    ``budget``: a :class:`dsl.compose.Budget` (default ``max_items`` cap, ``max_steps``)."""
+    ``budget``: a :class:`dsl.compose.Budget` (default ``max_items`` cap, ``max_steps``). ``root``: a
+    folder the plan's sub-plan files must lie under (a plan from an untrusted client reads nothing else)."""
     try:
         with no_gc_pauses():
             document = _load_document(source, text, name, limits)
     except LoadError as exc:
         label = name or (str(source) if source is not None and text is None else "<string>")
         return CheckResult(label, None, None, tuple(sorted(exc.diagnostics, key=Diagnostic.sort_key)), None)
-    return check_document(document, tools, budget=budget)
+    return check_document(document, tools, budget=budget, root=root)
 
 
 def check_document(
@@ -76,11 +78,13 @@ def check_document(
     *,
     budget: Any = None,
     includes: tuple[str, ...] = (),
+    root: str | os.PathLike | None = None,
 ) -> CheckResult:
     """schema -> parse -> validate -> schedule on a loaded document; each stage runs only if the last had no error.
 
     ``budget`` (a :class:`dsl.compose.Budget`) sets the default ``max_items`` cap and the
-    ``max_steps`` budget; ``includes`` is the chain of plan files that led here (sub-plans).
+    ``max_steps`` budget; ``includes`` is the chain of plan files that led here (sub-plans); ``root``
+    the folder sub-plan files must lie under (see :func:`check`).
     """
     from .parse import parse_document
     from .schema import schema_errors
@@ -100,7 +104,7 @@ def check_document(
             if analysis is not None:
                 remember(plan, analysis)  # the plan carries its analysis (schedule.analysis_of)
         if plan is not None and (budget is not None or _composes(plan) or _mentions_item(document)):
-            plan, more = _compose(plan, document, tools, budget, includes)
+            plan, more = _compose(plan, document, tools, budget, includes, root)
             found += more
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
 
@@ -120,7 +124,7 @@ def _composes(plan: Plan) -> bool:
     )
 
 
-def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes: tuple[str, ...]):
+def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes: tuple[str, ...], root: Any):
     """Sub-plans, composition rules and the step budget (see :mod:`.compose`)."""
     from dataclasses import replace
 
@@ -134,12 +138,14 @@ def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes
     def check_child(path, inline, parent_name, at, chain):
         if inline is not None:
             child = Document(inline, "canonical", _PrefixedMap(document.source_map, at), parent_name)
-            return check_document(child, tools, budget=budget, includes=chain)
+            return check_document(child, tools, budget=budget, includes=chain, root=root)
         try:
+            if root is not None:
+                outside(path, root)
             loaded = load_file(path)
         except LoadError as exc:
             return CheckResult(path, None, None, tuple(exc.diagnostics), None)
-        return check_document(loaded, tools, budget=budget, includes=chain)
+        return check_document(loaded, tools, budget=budget, includes=chain, root=root)
 
     found: list[Diagnostic] = []
     if _composes(plan) or _mentions_item(document):
@@ -149,6 +155,23 @@ def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes
     if not _has_error(found):
         found += budget_rule(plan, budget)
     return plan, found
+
+
+def outside(path: str | os.PathLike, root: str | os.PathLike) -> None:
+    """Raise an ``io`` LoadError when ``path`` (links resolved) is not under the folder ``root``."""
+    try:
+        real, top = os.path.realpath(path), os.path.realpath(root)
+    except ValueError:  # a NUL in the path: load_file reports it
+        return
+    if os.path.commonpath([real, top]) != top:
+        raise LoadError(
+            error(
+                "io",
+                f"'{os.fspath(path)}' is outside the project folder {top}: plan files "
+                "given by a client must lie under it",
+                hint="put the sub-plan beside the plan",
+            )
+        )
 
 
 class _PrefixedMap:

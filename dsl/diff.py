@@ -15,21 +15,14 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeGuard
 
-from .ir import NOT_GIVEN, AllOf, AnyOf, Output, Placeholder, Plan, Ref, Step, Template, ToolSpec
+from .ir import NOT_GIVEN, AllOf, AnyOf, Output, Placeholder, Plan, Ref, Step, SubPlan, Template, ToolSpec, purity_of
 
-_NOT_COMPARED = frozenset({"id", "span", "precomputed"})
+_NOT_COMPARED = frozenset({"id", "span"})
 _SETS = frozenset({"deps", "required_inputs"})  # lists whose order means nothing
-_PLAN_KEYS = (
-    "summary",
-    "mode",
-    "inputs",
-    "required_inputs",
-    "state",
-    "initial_state",
-    "result",
-    "on_failure",
-    "timeout",
-)
+# Every key of a plan is compared but these: its steps (compared one by one), where it was read from and
+# in which dialect (form, not meaning), and what is derived from the rest.
+_PLAN_FORM = frozenset({"steps", "source", "dialect", "span", "document", "by_id"})
+_PLAN_KEYS = tuple(f.name for f in dataclasses.fields(Plan) if f.name not in _PLAN_FORM)
 
 
 @dataclass
@@ -80,8 +73,8 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     from .schedule import analysis_of
 
     out = PlanDiff(before.source or "before", after.source or "after")
-    old = {s.id: s for s in before.steps}
-    new = {s.id: s for s in after.steps}
+    old = dict(before.walked)  # the steps of sub-plans too, by their full id (`child.refund`)
+    new = dict(after.walked)
     views_old = {sid: step_view(s) for sid, s in old.items()}
     views_new = {sid: step_view(s) for sid, s in new.items()}
     gone = [sid for sid in old if sid not in new]
@@ -98,8 +91,8 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
         if fields:
             out.changed[twin] = fields
     name = {sid: renames.get(sid, sid) for sid in old}
-    edges_old = {(name[d], name[s]) for s, deps in analysis_of(before).deps.items() for d in deps}
-    edges_new = {(d, s) for s, deps in analysis_of(after).deps.items() for d in deps}
+    edges_old = {(name.get(d, d), name.get(s, s)) for d, s in _edges(before, analysis_of(before))}
+    edges_new = set(_edges(after, analysis_of(after)))
     out.edges_added = sorted(edges_new - edges_old)
     out.edges_removed = sorted(edges_old - edges_new)
     acting_old = {name[s] for s in old if _acts(old[s], tools)}
@@ -109,6 +102,17 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     plan_old, plan_new = _plan_view(before), _plan_view(after)
     out.plan_changed = _changed(plan_old, plan_new)
     return out
+
+
+def _edges(plan: Plan, analysis: Any, prefix: str = "") -> Any:
+    """The dependency edges of a plan and of the plans it runs, by full step id."""
+    for sid, deps in analysis.deps.items():
+        for dep in deps:
+            yield prefix + dep, prefix + sid
+    for step in plan.steps:
+        child = step.plan or (step.loop.child if step.loop is not None else None)
+        if child is not None and child.plan is not None and child.analysis is not None:
+            yield from _edges(child.plan, child.analysis, prefix + step.id + ".")
 
 
 def step_view(step: Step) -> dict[str, Any]:
@@ -133,13 +137,13 @@ def _norm(value: Any) -> Any:
         return str(value)
     if isinstance(value, enum.Enum):
         return str(value.value)
-    if isinstance(value, Plan):  # a loaded sub-plan: compared by where it comes from, not unrolled
-        return value.source or "inline"
+    if isinstance(value, Plan):  # a loaded sub-plan: its steps are compared one by one (full ids)
+        return None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):
-            if f.name == "span" or not f.compare:
-                continue
+            if f.name == "span" or not f.compare or (f.name == "source" and isinstance(value, SubPlan)):
+                continue  # a sub-plan's resolved file name is where it was read, not what it does
             got = getattr(value, f.name)
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING  # type: ignore[misc]
@@ -184,5 +188,7 @@ def _call_key(view: Mapping[str, Any]) -> Any:
 
 
 def _acts(step: Step, tools: Mapping[str, ToolSpec] | None) -> bool:
-    spec = (tools or {}).get(step.tool or "")
-    return (step.purity or (spec.purity if spec is not None else None)) == "side_effect"
+    return purity_of(step, tools) == "side_effect" or (
+        step.llm is not None
+        and any(purity_of(Step(id=step.id, tool=name), tools) == "side_effect" for name in step.llm.tools)
+    )

@@ -473,6 +473,34 @@ def walk(plan: Plan) -> Iterator[tuple[str, Step]]:
     return iter(plan.walked)
 
 
+# --- purity: one rule for what a step may do to the world ------------------------------------------
+
+PURITY_RANK: Mapping[str, int] = MappingProxyType({"pure": 0, "idempotent": 1, "side_effect": 2})
+
+
+def purity_of(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | None = None) -> Purity | None:
+    """What a step may do to the world: its tool's word, made stricter (never laxer) by the step's own
+    ``purity:``. A tool that declares nothing counts as ``undeclared`` (None: unknown; the side-effect
+    gate passes ``"side_effect"``). The one place this rule is written: check, diff, resume, the gate."""
+    tool = (tools or {}).get(step.tool) if step.tool else None
+    declared = getattr(tool, "purity", None) or undeclared
+    if step.purity is None or declared is None:
+        return step.purity or declared
+    return step.purity if PURITY_RANK[step.purity] > PURITY_RANK[declared] else declared
+
+
+def can_act(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | None = "side_effect") -> bool:
+    """Whether running ``step`` may act on the world: its tool, the tools its model may call, and every
+    step of the plans it runs (sub-plans, loops; a fan-out runs the same step per item)."""
+    if step.purity == "side_effect" or (step.tool and purity_of(step, tools, undeclared) == "side_effect"):
+        return True
+    if step.llm is not None and any(purity_of(Step(id=step.id, tool=name), tools, undeclared) == "side_effect"
+                                    for name in step.llm.tools):  # fmt: skip
+        return True
+    child = step.plan or (step.loop.child if step.loop is not None else None)
+    return child is not None and child.plan is not None and any(can_act(s, tools, undeclared) for s in child.plan.steps)
+
+
 def _walk(plan: Plan, prefix: str) -> Iterator[tuple[str, Step]]:
     for step in plan.steps:
         full = prefix + step.id

@@ -77,10 +77,12 @@ def read_document(
     limits: Limits = DEFAULT_LIMITS,
     holds: str = "keys to values",
     example: str = "write a mapping",
+    text: str | bytes | None = None,
 ) -> tuple[dict, SourceMap]:
-    """A JSON or YAML mapping that is not a plan (inputs, a test file) and where its values are written."""
+    """A JSON or YAML mapping that is not a plan (inputs, a test file) and where its values are written;
+    ``text``: its content as an editor holds it (``path`` then only names it)."""
     name = os.fspath(path)
-    text = _decode(read_file(name, limits), name, limits)
+    text = _decode(read_file(name, limits) if text is None else text, name, limits)
     if not text.strip():
         raise LoadError.make("empty-data", f"{name} is empty", Span(name, line=1, col=1), example)
     syntax, data = _parse(text, name, limits)

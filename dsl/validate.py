@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
-from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path
+from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path, purity_of
 from .schema import surely_valid_schema
 from .validate_tools import _MISSING, _input_schema, destructive_overrides, tool_arguments, tool_names
 from .schedule import (
@@ -775,9 +775,7 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
 
 
 def _purity(step: Step, facts: Facts) -> str | None:
-    """A step's purity: its own word, else its tool's."""
-    tool = (facts.tools or {}).get(step.tool or "")
-    return step.purity or (tool.purity if tool is not None else None)
+    return purity_of(step, facts.tools)
 
 
 RULES: tuple[Rule, ...] = (

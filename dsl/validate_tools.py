@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .errors import Diagnostic, Span, did_you_mean, error, warning
-from .ir import AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
+from .ir import PURITY_RANK, AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
 from .schedule import refs_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,12 +52,24 @@ def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
 
 
 def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
-    """A step that declares a destructive tool pure (or idempotent): resume would run it again freely."""
+    """A step's ``purity:`` may make its tool stricter, never laxer: ``pure`` on a side-effect tool is an
+    error (a resume would repeat it, a gate would let it through); on a destructive tool that declares no
+    purity, a warning."""
     if facts.tools is None:
         return
     for step in facts.plan.steps:
         spec = facts.tools.get(step.tool) if step.tool else None
-        if spec is not None and spec.destructive and step.purity in ("pure", "idempotent"):
+        if spec is None or step.purity is None:
+            continue
+        if spec.purity is not None and PURITY_RANK[step.purity] < PURITY_RANK[spec.purity]:
+            yield error(
+                "laxer-purity",
+                f"step {step.id} declares `purity: {step.purity}`, but tool '{spec.name}' says it is {spec.purity}",
+                _at(step, "purity"),
+                f"a step may make its tool stricter, never laxer: remove `purity: {step.purity}` "
+                "(or fix the tool's own declaration if it is wrong)",
+            )
+        elif spec.destructive and step.purity in ("pure", "idempotent"):
             yield warning(
                 "destructive-as-pure",
                 f"step {step.id} declares `purity: {step.purity}`, but tool '{spec.name}' says it is destructive",

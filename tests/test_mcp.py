@@ -95,11 +95,15 @@ def test_check_works_from_the_lock_with_no_server(locked):
     (root / "pure.yaml").write_text(
         "steps:\n  - id: wipe\n    tool: demo.remove\n    args: {name: x}\n    purity: pure\n", encoding="utf-8"
     )
-    warned = cli(root, "check", "pure.yaml")
-    assert "destructive-as-pure" in warned.stdout, warned.stdout
-    shown = cli(root, "preview", "pure.yaml", "--format", "json")
+    refused = cli(root, "check", "pure.yaml")  # a step may make its tool stricter, never laxer
+    assert refused.returncode == 1 and "laxer-purity" in refused.stdout, refused.stdout
+    assert "pure.yaml:5:" in refused.stdout, refused.stdout
+    (root / "wipe.yaml").write_text(
+        "steps:\n  - id: wipe\n    tool: demo.remove\n    args: {name: x}\n", encoding="utf-8"
+    )
+    shown = cli(root, "preview", "wipe.yaml", "--format", "json")
     assert json.loads(shown.stdout)["steps"][0]["destructive"] is True
-    assert "(destructive)" in cli(root, "preview", "pure.yaml").stdout
+    assert "(destructive)" in cli(root, "preview", "wipe.yaml").stdout
 
 
 def test_check_without_a_lock_says_how_to_make_one(tmp_path):

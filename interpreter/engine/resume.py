@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ...dsl.errors import RunError
-from ...dsl.ir import Plan, Step
+from ...dsl.ir import Plan, Step, purity_of  # noqa: F401 - the one purity rule (scope.py reads it here)
 from ...dsl.schedule import analysis_of
 from ..core.config import RESUME_DEFAULTS
 from ..core.progress import Progress
@@ -85,14 +85,6 @@ def _composite_unit(step: Step, unit_id: str) -> bool:
     if "[" in unit_id.rsplit(".", 1)[-1]:  # an item or an iteration: composite when what it runs is
         return step.kind in ("plan", "loop", "gate")
     return is_composite(step)
-
-
-def purity_of(step: Step, tools: Mapping[str, Any]) -> str | None:
-    """A step's declared purity, else its tool's (the one place this fallback is written)."""
-    if step.purity:
-        return step.purity
-    tool = tools.get(step.tool or "")
-    return tool.purity if tool is not None else None
 
 
 # --- the analysis, for reports ----------------------------------------------------------------

@@ -82,12 +82,14 @@ class Suite:
         return Span(self.path, path, line=found[0], col=found[1]) if found else self.span(*path)
 
 
-def load_suite(path: str | os.PathLike, config: Any) -> Suite:
-    """Read, check and prepare a test file; raises :class:`RunError` listing every problem at its line."""
+def load_suite(path: str | os.PathLike, config: Any, text: str | None = None) -> Suite:
+    """Read, check and prepare a test file (``text``: its content as an editor holds it); raises
+    :class:`RunError` listing every problem at its line."""
     from ...dsl.load import read_document
 
     name = os.fspath(path)
-    data, source_map = read_document(name, holds="test fields", example="write: plan: my.yaml, cases: [...]")
+    data, source_map = read_document(name, holds="test fields", example="write: plan: my.yaml, cases: [...]",
+                                     text=text)  # fmt: skip
     problems = _schema_problems(data, name, source_map)
     if problems:
         raise RunError(problems)
@@ -119,13 +121,13 @@ def load_suite(path: str | os.PathLike, config: Any) -> Suite:
     return suite
 
 
-def check_suite(path: str | os.PathLike, config: Any) -> Any:
+def check_suite(path: str | os.PathLike, config: Any, text: str | None = None) -> Any:
     """``dagplan check`` of a test file: a :class:`~..dsl.CheckResult` with its problems (and its plan's)."""
     from ...dsl import CheckResult
 
     name = os.fspath(path)
     try:
-        suite = load_suite(name, config)
+        suite = load_suite(name, config, text)
     except DagplanError as exc:
         return CheckResult(name, None, None, tuple(sorted(exc.diagnostics, key=Diagnostic.sort_key)), None)
     return CheckResult(name, None, None, (), None) if suite else None

@@ -1,0 +1,113 @@
+"""Hostile input, round three: diff, purity, locks, notifiers, gate deadlines, answers, ``||`` defaults and
+``${VAR}``, each through the CLI as a user meets it (the MCP server and the language server have their own
+files: test_mcp_hostile.py, test_lsp_hostile.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = (ROOT / "examples" / "tools.py").read_text()
+
+
+def _cli(cwd, *args, env=None, timeout=60):
+    env = {**os.environ, "DAGPLAN_STATE_DIR": str(Path(cwd) / "s"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           **(env or {})}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    return proc
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "tools.py").write_text(TOOLS)
+    return tmp_path
+
+
+# --- diff: every key of a plan, precomputed outputs, sub-plans by content -------------------------
+
+ONE = 'steps:\n  - id: history\n    tool: checkBillingHistory\n    args: {customerId: "c1"}\n    output: †state.h\n'
+
+
+@pytest.mark.parametrize(
+    "key, before, after",
+    [("max_cost", "0.1", "500"), ("max_tokens", "1000", "900000"), ("executor", "local", "ray"),
+     ("timeout", "10s", "1h"), ("mode", "eager", "lazy"), ("on_failure", "abort", "continue")],
+)  # fmt: skip
+def test_diff_reports_every_plan_key(project, key, before, after):
+    (project / "a.yaml").write_text(f"{key}: {before}\n{ONE}")
+    (project / "b.yaml").write_text(f"{key}: {after}\n{ONE}")
+    proc = _cli(project, "diff", "a.yaml", "b.yaml", "--tools", "tools.py", "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert key in json.loads(proc.stdout)["plan"], proc.stdout
+
+
+def test_diff_sees_a_changed_or_removed_precomputed_output(project):
+    call = {"_tool": "checkBillingHistory", "customerId": "c1", "_outputPath": "†state.h"}
+    (project / "c1.json").write_text(json.dumps([{**call, "_output": {"orders": 1}}]))
+    (project / "c2.json").write_text(json.dumps([{**call, "_output": {"orders": 999}}]))
+    (project / "c3.json").write_text(json.dumps([call]))
+    (project / "c1copy.json").write_text(json.dumps([{**call, "_output": {"orders": 1}}]))
+    assert _cli(project, "diff", "c1.json", "c2.json", "--tools", "tools.py").returncode == 1
+    assert _cli(project, "diff", "c1.json", "c3.json", "--tools", "tools.py").returncode == 1
+    assert _cli(project, "diff", "c1.json", "c1copy.json", "--tools", "tools.py").returncode == 0
+
+
+INLINE = """steps:
+  - id: child
+    plan:
+      steps:
+        - id: look
+          tool: {tool}
+          args: {args}
+          output: †state.h
+      result: †state.h
+    output: †state.out
+"""
+
+
+def test_diff_compares_sub_plans_by_content_not_by_file(project):
+    looked = INLINE.format(tool="checkBillingHistory", args='{customerId: "c1"}')
+    (project / "i1.yaml").write_text(looked)
+    (project / "i1copy.yaml").write_text(looked)
+    (project / "i2.yaml").write_text(INLINE.format(tool="issueRefund", args='{customerId: "c1", amount: 999}'))
+    same = _cli(project, "diff", "i1.yaml", "i1copy.yaml", "--tools", "tools.py")
+    assert same.returncode == 0, same.stdout
+    changed = _cli(project, "diff", "i1.yaml", "i2.yaml", "--tools", "tools.py", "--format", "json")
+    found = json.loads(changed.stdout)
+    assert changed.returncode == 1 and found["side_effects_added"] == ["child.look"], found
+    assert found["changed"]["child.look"]["tool"] == {"before": "checkBillingHistory", "after": "issueRefund"}
+    assert "999" in json.dumps(found["changed"]["child.look"]["args"])
+    sub = "steps:\n  - id: look\n    tool: {}\n    args: {}\n    output: †state.h\nresult: †state.h\n"
+    for folder, child in (("old", sub.format("checkBillingHistory", '{customerId: "c1"}')),
+                          ("new", sub.format("checkBillingHistory", '{customerId: "c1"}')),
+                          ("new2", sub.format("issueRefund", '{customerId: "c1", amount: 1}'))):  # fmt: skip
+        (project / folder).mkdir()
+        (project / folder / "p.yaml").write_text("steps:\n  - id: child\n    plan: sub.yaml\n    output: †state.o\n")
+        (project / folder / "sub.yaml").write_text(child)
+    assert _cli(project, "diff", "old/p.yaml", "new/p.yaml", "--tools", "tools.py").returncode == 0
+    moved = _cli(project, "diff", "old/p.yaml", "new2/p.yaml", "--tools", "tools.py", "--format", "json")
+    assert moved.returncode == 1 and json.loads(moved.stdout)["side_effects_added"] == ["child.look"], moved.stdout
+
+
+# --- purity: a step may make its tool stricter, never laxer ----------------------------------------
+
+
+@pytest.mark.parametrize("word", ["pure", "idempotent"])
+def test_a_step_cannot_declare_a_side_effect_tool_pure(project, word):
+    (project / "p.yaml").write_text(
+        f"steps:\n  - id: refund\n    tool: issueRefund\n    args: {{customerId: c, amount: 1}}\n    purity: {word}\n"
+    )
+    proc = _cli(project, "check", "p.yaml", "--tools", "tools.py")
+    assert proc.returncode == 1 and "p.yaml:5:13: error laxer-purity" in proc.stdout, proc.stdout
+    stricter = (project / "p.yaml").read_text().replace("issueRefund", "checkBillingHistory").replace(
+        "args: {customerId: c, amount: 1}", "args: {customerId: c}").replace(word, "side_effect")  # fmt: skip
+    (project / "q.yaml").write_text(stricter)
+    assert _cli(project, "check", "q.yaml", "--tools", "tools.py").returncode == 0
