@@ -26,17 +26,19 @@ def load(
     name: str | None = None,
     tools: ToolsArg = None,
     config: Any = None,
+    root: str | os.PathLike | None = None,
 ) -> Plan:
     """Load, check and parse a plan (any dialect); raises :class:`PlanInvalid` listing every problem.
 
     With ``tools``, tool names and argument types are checked too; with ``config``, its
     ``max_items`` (default cap of for_each steps) and ``max_steps`` budget apply. The plan
     carries its analysis (graph, order, groups): running it again costs no re-analysis.
+    ``root``: a folder the plan's sub-plan files must lie under (a plan from an untrusted client).
     """
     from .dsl.compose import Budget
 
     specs = _specs(tools) if tools is not None else None
-    result = _check(source, text=text, name=name, tools=specs, budget=Budget.of(config))
+    result = _check(source, text=text, name=name, tools=specs, budget=Budget.of(config), root=root)
     if not result.ok or result.plan is None:
         raise PlanInvalid(result.diagnostics)
     return result.plan
@@ -178,11 +180,14 @@ async def arun(
     tool_sources: Iterable[str] = (),
     cassette: str | os.PathLike | Mapping[str, Any] | None = None,
     executor: str | None = None,
+    person_gates: bool | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
     ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
-    ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins)."""
+    ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins).
+    ``person_gates``: every gate of the run (and of its resumes) is one only a person may answer, as for a
+    plan a model wrote (MCP, the planner): a model's channel cannot answer it."""
     from .interpreter.ops.driver import RunRequest, start
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
@@ -206,6 +211,7 @@ async def arun(
         max_tokens=max_tokens,
         ask_gate=replay.pop("ask_gate", ask_gate),
         executor=executor,
+        person_gates=person_gates,
         **replay,
     )
     from .interpreter.tools.sources import source_record
@@ -341,11 +347,32 @@ def output_chunks(run_id: str, step: str, state_dir: Any = None):
     return chunks(run_id, step, _state(state_dir))
 
 
-def answer(run_id: str, step: str, value: Any, state_dir: Any = None, *, text: bool = False) -> str:
-    """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it."""
+def answer(
+    run_id: str,
+    step: str,
+    value: Any,
+    state_dir: Any = None,
+    *,
+    text: bool = False,
+    channel: str = "answer",
+    who: str | None = None,
+) -> str:
+    """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it.
+    ``channel`` (``answer``, ``viewer``, ``mcp``, ...; see :class:`Channel`) and ``who`` (by default the
+    OS user) are recorded with the answer; a gate only a person may answer refuses a model's channel."""
+    from .interpreter.core.vocabulary import os_user
     from .interpreter.ops.runs import answer_gate
 
-    return answer_gate(run_id, step, value, _state(state_dir), text=text)
+    return answer_gate(run_id, step, value, _state(state_dir), text=text, channel=channel,
+                       who=who if who is not None else os_user())  # fmt: skip
+
+
+def word_value(raw: str) -> Any:
+    """A value typed as one word (an input, an answer): JSON when it is JSON, else the text; ValueError for
+    NaN, Infinity, ``1e999`` or deep nesting (the one parse the CLI, the viewer and the API share)."""
+    from .interpreter.core.values import word_value as parse
+
+    return parse(raw)
 
 
 def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
@@ -665,6 +692,14 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
     if llm_steps(old) or llm_steps(new):
         found.cost = tuple(estimate(p, cfg).summary(steps=False) or "no model calls" for p in (old, new))  # type: ignore[assignment]
     return found
+
+
+def answered(value: Any, channel: str, who: str | None = None) -> Any:
+    """What an ``ask_gate`` callable returns to say how the answer came (recorded with it; by default
+    the OS user); a bare value is recorded as the ``api`` channel's."""
+    from .interpreter.core.vocabulary import Answered, Channel, os_user
+
+    return Answered(value, Channel(channel), who if who is not None else os_user())
 
 
 def waiting(request: Mapping[str, Any]) -> Exception:

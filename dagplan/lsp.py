@@ -351,4 +351,6 @@ def occurrences(text: str, step_id: str) -> list[tuple[int, int, int]]:
 
 
 def serve() -> None:
-    build().start_io()
+    from .framing import serve_lsp_stdio
+
+    serve_lsp_stdio(build())

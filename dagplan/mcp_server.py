@@ -20,14 +20,15 @@ Like the viewer, this module only calls the public API (:mod:`dagplan.api`).
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+from typing import Any, Mapping
 
+from mcp.server.mcpserver import Context  # the SDK reads the tools' annotations in this module's names
 from typing_extensions import TypedDict  # pydantic (the SDK) needs this one on Python < 3.12
 
 from . import api
 
 GATE = "approve_side_effects"
-SIDE_EFFECTS = ("side_effect", None)  # a tool that declares nothing is assumed to act on the world
 
 REFERENCE = """# dagplan plans, in short
 
@@ -37,7 +38,8 @@ concurrency as its references allow. Each step has an `id` and one kind:
 - `tool: NAME` with `args: {...}` (a tool of the catalog: see `list_tools`; MCP tools are `SERVER.TOOL`)
 - `llm: "the prompt"` (a model call; `output_schema: {...}` beside it for a JSON answer, `tools: [...]`
   for the tools the model may call)
-- `gate: {question: "...", choices: [yes, no]}` (a person decides; a refusal fails the gate)
+- `gate: {question: "...", choices: [approve, reject]}` (a person decides, never you: a plan run through
+  this server stops there until a person answers; a refusal fails the gate)
 - `plan: other.yaml` with `input:` (a sub-plan), `loop:` (repeat until), `for_each: †state.items` (fan-out)
 
 Data flows through references: `†input.NAME` (the plan's `inputs`), `†state.PATH` (what a step wrote
@@ -45,7 +47,7 @@ with `output: †state.PATH`), `†item` / `†index` inside `for_each`. In text
 (`#ID.summary`, `#ID.head=200`, `#ID.last=200`). An output may branch: `output: †state.ok || †state.err`.
 
 Optional keys of a step: `deps: [ids]` (order without data), `when: CONDITION` (e.g.
-`†state.ci.status == "failed" and †input.attempt < 3`), `retry: {max_attempts: 3}`, `timeout: 30`,
+`†state.ci.status == "failed" and †input.attempt < 3`), `retry: {limit: 3, backoff: 0.5}`, `timeout: 30s`,
 `catch: [{errors: [TypeName], output: †state.problem}]`, `purity: pure | idempotent | side_effect`.
 Plan keys: `summary`, `inputs` (JSON Schemas), `steps`, `result: †state.PATH`, `on_failure:
 abort | continue | skip_dependents`.
@@ -87,12 +89,10 @@ steps:
   - id: review
     for_each: †state.prs
     max_items: 20
-    llm:
-      prompt: "Review this pull request in three sentences: †item.title"
+    llm: "Review this pull request in three sentences: †item.title"
     output: †state.reviews
   - id: summary
-    llm:
-      prompt: "Summarize these reviews for the team: #review.head=2000"
+    llm: "Summarize these reviews for the team: #review.head=2000"
     output: †state.summary
 result: †state.summary
 """,
@@ -124,71 +124,187 @@ class RunAnswer(TypedDict, total=False):
     waiting: list[dict[str, Any]]  # the gates the run waits at: answer them with answer_gate
 
 
-def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any = None) -> Any:
-    """The server (an SDK ``MCPServer``), its tools registered by what the operator allowed."""
+def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any = None, *,
+          allow_answer: bool = False, root: str | None = None) -> Any:  # fmt: skip
+    """The server (an SDK ``MCPServer``), its tools registered by what the operator allowed. ``root``: the
+    project folder (the working directory): the only place plan files named by a client are read from."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
+    here = Here(os.path.realpath(root or os.getcwd()), state)
     server = MCPServer(
         "dagplan",
+        log_level="WARNING",  # the SDK's INFO chatter is not for the host's log
         instructions="Write plans as dagplan YAML; check them with check_plan and repair every error it "
         "reports (each has a hint) before preview_plan or run_plan. Read dagplan://reference first.",
     )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only, structured_output=True)
+    @_answers
     def check_plan(plan: str, name: str = "plan.yaml") -> Checked:
         """Check a plan (YAML or JSON text) as `dagplan check` does: its diagnostics (code, line, col,
         message, hint), warnings included. `valid` is false while any error remains."""
-        return _checked(plan, name)
+        return here.checked(plan, name)
 
     @server.tool(annotations=read_only, structured_output=True)
+    @_answers
     def list_tools() -> dict[str, Any]:
         """The tools a plan may call here: name, description, parameters (JSON Schema), purity, destructive."""
         return {"tools": [s.to_json() for s in api.tool_catalog()]}
 
     @server.tool(annotations=read_only, structured_output=True)
+    @_answers
     def preview_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
         """What a valid plan would do, running nothing: steps, arguments, order, parallel groups, branches."""
-        return _plain(api.preview(_loaded(plan, name), _tools()).to_json())
+        return _plain(api.preview(here.loaded(plan, name), _tools()).to_json())
 
     @server.tool(annotations=read_only, structured_output=True)
+    @_answers
     def estimate_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
         """The worst-case cost of a valid plan: model calls, input tokens and dollars."""
-        return _plain(api.estimate(_loaded(plan, name)).to_json())
+        return _plain(api.estimate(here.loaded(plan, name)).to_json())
 
     @server.tool(annotations=read_only, structured_output=True)
+    @_answers
     def list_runs() -> dict[str, Any]:
         """The runs kept here, newest first: id, plan, status."""
         return _plain({"runs": [r.to_json() for r in api.runs(state)]})
 
     if allow_run:
-        _run_tools(server, allow_side_effects, state)
+        _run_tools(server, here, allow_side_effects, allow_answer)
     _resources(server)
     return server
 
 
-def _run_tools(server: Any, allow_side_effects: bool, state: Any) -> None:
+class Here:
+    """The server's project: its folder, where its runs are kept, and the runs it started itself."""
+
+    def __init__(self, root: str, state: Any):
+        self.root, self.state = root, state
+        self.mine: set[str] = set()
+
+    def name(self, name: str) -> str:
+        """Where a client's plan text belongs: beside the server's folder, whatever path its name gives."""
+        base = os.path.basename(name.replace("\0", "").replace("\\", "/"))
+        return os.path.join(self.root, base if base not in ("", ".", "..") else "plan.yaml")
+
+    def checked(self, plan: str, name: str) -> Checked:
+        result = api.check_text(plan, self.name(name), root=self.root)
+        own = self.name(name)
+        found = []
+        for d in result.diagnostics:
+            shown = d.to_json()
+            file = shown.pop("file", None)
+            if file and file != own:  # another file's problem (a sub-plan): say which file, relative
+                shown["file"] = os.path.relpath(file, self.root) if os.path.isabs(file) else file
+            found.append(shown)
+        return {"valid": result.ok, "diagnostics": found}  # type: ignore[typeddict-item]
+
+    def loaded(self, plan: str, name: str) -> Any:
+        """The plan, loaded against the tools here; an invalid plan answers with its diagnostics."""
+        from .dsl.errors import PlanInvalid
+
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        try:
+            return api.load(text=plan, name=self.name(name), tools=_tools(), root=self.root)
+        except PlanInvalid as exc:  # the model reads why, and how to repair it
+            raise ToolError("the plan is not valid: " + json.dumps(self.checked(plan, name))) from exc
+
+    def own(self, run_id: str) -> str:
+        """``run_id`` when this server started it; else the error a client gets."""
+        from .dsl.errors import RunError
+
+        if run_id not in self.mine:
+            raise RunError.make(
+                "not-this-clients-run",
+                f"run {run_id!r} was not started through this server",
+                hint="a client answers and continues only the runs it started with run_plan",
+            )
+        return run_id
+
+
+def _answers(fn: Any) -> Any:
+    """The one path from an error to what a client reads: a dagplan error is its diagnostics (code,
+    message, hint, position) as JSON text, anything else its type and message; never a traceback."""
+    import functools
+    import inspect
+
+    def refused(exc: BaseException) -> Exception:
+        from .dsl.errors import DagplanError
+
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        if isinstance(exc, ToolError):
+            return exc
+        if isinstance(exc, DagplanError):
+            found = [{k: v for k, v in d.to_json().items() if v is not None} for d in exc.diagnostics]
+            return ToolError(json.dumps({"error": found[0]["code"] if found else "error", "diagnostics": found}))
+        return ToolError(f"{type(exc).__name__}: {exc}")
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def answering(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - every error reaches the client as words
+                raise refused(exc) from None
+
+        return answering
+
+    @functools.wraps(fn)
+    def answering_now(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every error reaches the client as words
+            raise refused(exc) from None
+
+    return answering_now
+
+
+def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: bool) -> None:
     from mcp_types import ToolAnnotations
 
     acts = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+    state = here.state
 
     @server.tool(annotations=acts, structured_output=True)
+    @_answers
     async def run_plan(plan: str, inputs: dict[str, Any] | None = None, name: str = "plan.yaml") -> RunAnswer:
-        """Run a valid plan durably. Unless the operator allowed side effects, a plan whose steps act on the
-        world stops first at the gate `approve_side_effects`: a person answers it (answer_gate)."""
-        loaded = _loaded(_guarded(plan, name, allow_side_effects), name)
-        result = await api.arun(loaded, tools=_tools(), inputs=inputs or {}, durable=True, state_dir=state)
+        """Run a valid plan durably. Unless the operator allowed side effects, a plan whose steps can act on
+        the world (their tools, sub-plans, loops, a model's tools) stops first at a gate only a person
+        answers: its id is in `waiting`. Every gate of a plan run from here is a person's to answer."""
+        loaded = here.loaded(plan, name)
+        if not allow_side_effects:
+            loaded = _guarded(loaded, _tools())
+        result = await api.arun(loaded, tools=_tools(), inputs=inputs or {}, durable=True, state_dir=state,
+                                person_gates=True, on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())
 
     @server.tool(annotations=acts, structured_output=True)
-    async def answer_gate(run_id: str, step: str, value: Any) -> RunAnswer:
-        """Answer the gate a run waits at (one of its choices), then go on with the run."""
-        api.answer(run_id, step, value, state)
-        result = await api.aresume(run_id, tools=_tools(), state_dir=state)
+    @_answers
+    async def resume_run(run_id: str) -> RunAnswer:
+        """Go on with a run this server started, once a person has answered the gate it waits at."""
+        result = await api.aresume(here.own(run_id), tools=_tools(), state_dir=state)
         return _run_json(result.to_json())
+
+    if allow_answer:
+
+        @server.tool(annotations=acts, structured_output=True)
+        @_answers
+        async def answer_gate(run_id: str, step: str, value: Any, ctx: Context) -> RunAnswer:
+            """Answer a gate of a run this server started (one of its choices), then go on with the run. A gate
+            only a person may answer (every gate of a plan run from here, and the side-effect gate) refuses."""
+            params = ctx.session.client_params
+            who = params.client_info.name if params is not None and params.client_info is not None else None
+            api.answer(here.own(run_id), step, value, state, channel="mcp", who=who or "an MCP client")
+            result = await api.aresume(run_id, tools=_tools(), state_dir=state)
+            return _run_json(result.to_json())
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
+    @_answers
     def run_status(run_id: str) -> RunAnswer:
         """Where a run stands: its status, each step's status and output, what it waits for."""
         return _run_json(api.run_report(run_id, state).to_json())
@@ -232,43 +348,25 @@ def _tools() -> dict:
     return load_tools(api.load_config().tools)
 
 
-def _checked(plan: str, name: str) -> Checked:
-    result = api.check_text(plan, name)
-    found = [{k: v for k, v in d.to_json().items() if k != "file"} for d in result.diagnostics]
-    return {"valid": result.ok, "diagnostics": found}  # type: ignore[typeddict-item]
+def _guarded(plan: Any, tools: Mapping[str, Any]) -> Any:
+    """The plan with a gate before every step that can act on the world (a person answers it), or as given
+    when none can. The plan was checked as the client wrote it; the gate's id is one the plan does not use."""
+    from .dsl.ir import can_act
 
-
-def _loaded(plan: str, name: str) -> Any:
-    """The plan, loaded against the tools here; an invalid plan answers with its diagnostics."""
-    from .dsl.errors import DagplanError
-
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    try:
-        return api.load(text=plan, name=name, tools=_tools())
-    except DagplanError as exc:  # the model reads why, and how to repair it
-        raise ToolError("the plan is not valid: " + json.dumps(_checked(plan, name))) from exc
-
-
-def _guarded(plan: str, name: str, allow_side_effects: bool) -> str:
-    """The plan with a gate before its side effects (as JSON text), or as given when none or when allowed."""
-    if allow_side_effects:
-        return plan
-    loaded = _loaded(plan, name)
-    tools = _tools()
-    acting = [s.id for s in loaded.steps
-              if s.tool and (s.purity or getattr(tools.get(s.tool), "purity", None)) in SIDE_EFFECTS]  # fmt: skip
+    acting = [s.id for s in plan.steps if can_act(s, tools)]
     if not acting:
         return plan
-    document = json.loads(json.dumps(loaded.document))
+    taken = {s.id for s in plan.steps}
+    gate_id = next(g for g in (GATE, *(f"{GATE}_{n}" for n in range(2, len(taken) + 3))) if g not in taken)
+    document = json.loads(json.dumps(plan.document, default=lambda v: dict(v) if hasattr(v, "keys") else list(v)))
     question = f"This plan acts on the world at {', '.join(acting)}. Let it?"
-    gate = {"id": GATE, "gate": {"question": question, "choices": ["approve", "reject"]}}
+    gate = {"id": gate_id, "gate": {"question": question, "choices": ["approve", "reject"], "answered_by": "person"}}
     for step in document["steps"]:
         if step.get("id") in acting:
-            step["deps"] = [*step.get("deps", []), GATE]
+            step["deps"] = [*step.get("deps", []), gate_id]
     document["steps"].insert(0, gate)
     document.setdefault("on_failure", "skip_dependents")
-    return json.dumps(document)
+    return api.load(text=json.dumps(document), name=plan.source, tools=tools)
 
 
 def _run_json(report: dict) -> RunAnswer:
@@ -284,12 +382,17 @@ def _plain(value: Any) -> Any:
 
 
 def serve(allow_run: bool = False, allow_side_effects: bool = False, http: int | None = None,
-          allow_hosts: tuple[str, ...] = ()) -> None:  # fmt: skip
-    """Serve over stdio, or over streamable HTTP on loopback port ``http`` (Host and Origin checked)."""
-    server = build(allow_run, allow_side_effects)
+          allow_hosts: tuple[str, ...] = (), allow_answer: bool = False, token: str | None = None) -> None:  # fmt: skip
+    """Serve over stdio, or over streamable HTTP on loopback port ``http`` (Host and Origin checked, and
+    every request carrying ``Authorization: Bearer TOKEN``)."""
+    server = build(allow_run, allow_side_effects, allow_answer=allow_answer)
     if http is None:
-        server.run("stdio")
+        from .framing import serve_mcp_stdio
+
+        serve_mcp_stdio(server)
         return
+    import uvicorn
+
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = [f"127.0.0.1:{http}", f"localhost:{http}", f"[::1]:{http}", *allow_hosts]
@@ -298,4 +401,27 @@ def serve(allow_run: bool = False, allow_side_effects: bool = False, http: int |
         allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts],
     )
-    server.run("streamable-http", host="127.0.0.1", port=http, transport_security=security)
+    app = server.streamable_http_app(transport_security=security, host="127.0.0.1")
+    assert token, "an HTTP server always has a token"
+    config = uvicorn.Config(_bearer(app, token), host="127.0.0.1", port=http, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run()
+
+
+def _bearer(app: Any, token: str) -> Any:
+    """``app`` behind a bearer token (compared in constant time): any other local process is refused."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = b"a token is needed: Authorization: Bearer TOKEN (dagplan mcp printed it when it started)"
+                headers = [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded

@@ -144,6 +144,7 @@ def _gate(ctx: Any, raw: Any, path: tuple) -> Gate | None:
         seconds or None,
         raw.get("on_timeout", "fail"),
         (notify,) if isinstance(notify, str) else tuple(str(n) for n in notify),
+        "person" if raw.get("answered_by") == "person" else "anyone",
     )
     if "on_timeout" in raw and timeout is None:
         ctx.fail("gate-timeout", "`on_timeout` says what happens after `timeout`, and the gate has none",

@@ -323,6 +323,7 @@ class Gate:
     timeout: float | None = None  # seconds from when it first waited
     on_timeout: Any = "fail"  # "fail", or the answer given in the person's place
     notify: tuple[str, ...] = ()  # notifier names of the configuration ([notify.NAME])
+    answered_by: Literal["person", "anyone"] = "anyone"  # person: no channel a model holds may answer
 
 
 class StepKind(enum.StrEnum):

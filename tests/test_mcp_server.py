@@ -56,7 +56,7 @@ def _env() -> dict:
 
 async def _conversation(client, project: Path) -> None:
     names = {t.name for t in (await client.list_tools()).tools}
-    assert {"check_plan", "preview_plan", "estimate_plan", "list_tools", "list_runs", "run_plan"} <= names
+    assert {"check_plan", "preview_plan", "estimate_plan", "list_tools", "list_runs", "run_plan", "resume_run"} <= names
     listed = (await client.call_tool("list_tools", {})).structured_content["tools"]
     assert {(t["name"], t["purity"]) for t in listed} == {("lookup", "pure"), ("send_email", "side_effect")}
 
@@ -79,9 +79,14 @@ async def _conversation(client, project: Path) -> None:
     assert started["status"] == "waiting" and started["waiting"][0]["step"] == "approve_side_effects"
     assert not (project / "outbox.txt").exists()  # nothing acted on the world before a person said so
 
-    done = await client.call_tool(
-        "answer_gate", {"run_id": started["run_id"], "step": "approve_side_effects", "value": "approve"}
-    )
+    # The agent cannot approve its own side effects: a person does, then the agent goes on with the run.
+    assert "answer_gate" not in names
+    early = await client.call_tool("resume_run", {"run_id": started["run_id"]})
+    assert early.structured_content["status"] == "waiting" and not (project / "outbox.txt").exists()
+    person = subprocess.run([sys.executable, "-m", "dagplan", "answer", started["run_id"], "approve_side_effects",
+                             "approve"], cwd=project, env=_env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert person.returncode == 0, person.stderr
+    done = await client.call_tool("resume_run", {"run_id": started["run_id"]})
     assert done.structured_content["status"] == "completed", done
     assert (project / "outbox.txt").read_text() == "ada@example.com: hello\n"  # once
     status = (await client.call_tool("run_status", {"run_id": started["run_id"]})).structured_content
@@ -124,27 +129,41 @@ def test_without_allow_run_nothing_can_be_run(project):
             return {t.name for t in (await client.list_tools()).tools}
 
     names = asyncio.run(asyncio.wait_for(main(), 60))
-    assert "check_plan" in names and not names & {"run_plan", "answer_gate", "run_status"}
+    assert "check_plan" in names and not names & {"run_plan", "answer_gate", "run_status", "resume_run"}
 
 
-def test_the_same_over_streamable_http_with_the_host_and_origin_checked(project):
+def test_the_same_over_streamable_http_with_a_token_and_the_host_and_origin_checked(project, tmp_path):
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     port = free_port()
+    log = (tmp_path / "mcp.log").open("w+")
     server = subprocess.Popen([sys.executable, "-m", "dagplan", "mcp", "--allow-run", "--http", str(port)],
-                              cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                              cwd=project, env=_env(), stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
     try:
         wait_for_port(port)
+        log.seek(0)
+        said = log.read()  # the endpoint and the token, printed once; no server chatter
         url = f"http://127.0.0.1:{port}/mcp"
+        assert said.startswith(f"dagplan mcp: {url} (send the header Authorization: Bearer "), said
+        assert "INFO" not in said, said
+        token = said.split("Bearer ", 1)[1].split(")", 1)[0]
         hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        anyone = httpx.post(url, json=hello, headers=headers, timeout=10)
+        assert anyone.status_code == 401, anyone.status_code  # another local process, without the token
+        wrong = httpx.post(url, json=hello, headers={**headers, "Authorization": "Bearer nope"}, timeout=10)
+        assert wrong.status_code == 401, wrong.status_code
+        headers["Authorization"] = f"Bearer {token}"
         forged = httpx.post(url, json=hello, headers={**headers, "Host": "evil.example"}, timeout=10)
         assert forged.status_code in (403, 421), forged.status_code  # DNS rebinding: another Host is refused
         cross = httpx.post(url, json=hello, headers={**headers, "Origin": "https://evil.example"}, timeout=10)
         assert cross.status_code == 403, cross.status_code  # a web page cannot drive it
 
         async def main() -> None:
-            async with Client(url) as client:
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
                 await _conversation(client, project)
 
         asyncio.run(asyncio.wait_for(main(), 120))

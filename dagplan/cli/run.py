@@ -205,6 +205,7 @@ def prepare(
 def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
     """``--answer STEP=VALUE`` pairs: each a gate of the plan (else exit 2, with did-you-mean), the value
     read as JSON, else as text."""
+    from .. import api
     from ..dsl.errors import did_you_mean
 
     gates = [s.id for s in plan.steps if s.gate is not None]
@@ -216,9 +217,9 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
             hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
             die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)
         try:
-            out[step] = json.loads(raw)
-        except ValueError:
-            out[step] = raw
+            out[step] = api.word_value(raw)
+        except ValueError as exc:
+            die(f"--answer {step}: {exc} (an answer is a small JSON value, or text)", EXIT_USAGE)
     return out
 
 
@@ -227,11 +228,14 @@ def ask_gate_on_terminal(request: dict) -> Any:
     question = f"{request['step']}: {request['question']}"
     if request.get("choices"):
         return click.prompt(question, type=click.Choice(request["choices"]), err=True)
-    raw = click.prompt(question + " (JSON or text)", err=True)
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+    from .. import api
+
+    while True:
+        raw = click.prompt(question + " (JSON or text)", err=True)
+        try:
+            return api.word_value(raw)
+        except ValueError as exc:
+            click.echo(f"not an answer: {exc}", err=True)
 
 
 def check_record(record: str | None) -> None:
@@ -315,13 +319,13 @@ class Session:
     def _ask_gate(self, request: dict) -> Any:
         """An approval gate: its --answer when given, else (interactive) ask on the terminal, else the
         run stops waiting for it."""
-        if request["step"] in self.answers:
-            return self.answers[request["step"]]
-        if not self.interactive:
-            from .. import api
+        from .. import api
 
+        if request["step"] in self.answers:
+            return api.answered(self.answers[request["step"]], "--answer")
+        if not self.interactive:
             raise api.waiting(request)
-        return self._paused(ask_gate_on_terminal)(request)
+        return api.answered(self._paused(ask_gate_on_terminal)(request), "terminal")
 
     def _paused(self, ask: Any) -> Any:
         """``ask``, called with the live progress table stopped, so a question is never drawn into it."""

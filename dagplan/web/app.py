@@ -19,6 +19,7 @@ directory, and a GET never imports code (a plan test file, which names tools to 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import os
@@ -60,6 +61,8 @@ class Viewer:
         self.root = os.path.realpath(root or os.getcwd())
         self.tools, self.tool_sources = dict(tools or {}), tool_sources
         self.csrf = hmac.new(secrets.token_bytes(32), b"csrf", "sha256").hexdigest()
+        # Who answered from here, as a gate's answer records it: the token's id, never the token.
+        self.token_id = "viewer " + (hashlib.sha256(token.encode()).hexdigest()[:12] if token else "(no token)")
         self.notices: dict[str, str] = {}  # run id -> what the last background action said
         self.plans: dict[str, Any] = {}  # run id -> its parsed plan
         self.config = api.load_config()
@@ -253,7 +256,8 @@ class Viewer:
         run_id = request.path_params["run_id"]
         form = await request.form()
         step, value = str(form.get("step") or ""), str(form.get("value") or "")
-        await asyncio.to_thread(api.answer, run_id, step, value, self.state_dir, text=True)
+        await asyncio.to_thread(lambda: api.answer(run_id, step, value, self.state_dir, text=True, channel="viewer",
+                                                   who=self.token_id))  # fmt: skip
         self._in_background(run_id, lambda: self._resume(run_id))
         return self._redirect(self.url(f"/runs/{run_id}"))
 

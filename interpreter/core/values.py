@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Callable
@@ -93,6 +94,45 @@ class NotJSON(Exception):
 
 
 MAX_VALUE_DEPTH = 512
+MAX_WORD_DEPTH = 64  # a value typed on a command line (an input, an answer) is small
+
+
+def word_value(raw: str) -> Any:
+    """A value written as one word (``--input k=V``, ``--answer STEP=V``, ``dagplan answer RUN STEP V``):
+    its JSON when it is JSON, else the text itself. The one parse of such words: raises ValueError (with
+    the reason) for what JSON-as-dagplan-keeps-it cannot hold: NaN, Infinity, a number past a float's range
+    (``1e999``), nesting deeper than :data:`MAX_WORD_DEPTH`."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError(f"it nests deeper than {MAX_WORD_DEPTH} levels") from None
+    except _NotFinite as exc:
+        raise ValueError(str(exc)) from None
+    except ValueError:
+        return raw  # not JSON: the text itself
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_WORD_DEPTH:
+                raise ValueError(f"it nests deeper than {MAX_WORD_DEPTH} levels")
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return value
+
+
+class _NotFinite(ArithmeticError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise _NotFinite(f"{text} is beyond the range of a number")
+    return number
 
 
 def json_value(value: Any) -> Any:

@@ -34,7 +34,8 @@ journal and to every subscriber. What each type carries in ``data``:
                        viewers; the journal keeps the call in the step's ``memo``)
 ``tool_called``        ``name``, ``args``: an attempt of a tool step (or item) calls its tool; the
                        outcome is the unit's next ``retrying``/``completed``/``failed`` event
-``gate_answered``      ``value``
+``gate_answered``      ``value``, ``channel`` (a :class:`Channel`), ``who`` (the OS user, the viewer's
+                       token id, the MCP client's name), ``timed_out``
 ``memo``               ``key``, ``value``, ``call``: a completed model or tool call inside a step
                        (``call``: the request: ``kind``, ``model``/``name``, ``request``/``args``,
                        ``duration``)
@@ -88,6 +89,55 @@ class Cause(enum.StrEnum):
     UNWRITTEN = "unwritten"  # skipped: it reads what a branch not taken would have written
     ABORTED = "aborted"  # skipped: the run was stopping
     MAX_ITERATIONS = "max_iterations"  # failed: a loop reached its bound before its condition held
+
+
+class Channel(enum.StrEnum):
+    """How a gate's answer came: recorded with it (and who gave it), and checked against who may answer."""
+
+    TERMINAL = "terminal"  # the prompt of `dagplan run` / `resume`
+    ANSWER = "answer"  # `dagplan answer RUN STEP VALUE` (the API's answer())
+    VIEWER = "viewer"  # the viewer's approve / reject buttons
+    FLAG = "--answer"  # `--answer STEP=VALUE` on the command line, or a plan test's mock
+    NOTIFIER = "notifier"  # a notifier's reply
+    TIMEOUT = "timeout"  # nobody answered in time: the gate's on_timeout
+    API = "api"  # an ask_gate callable of the API that names no channel
+    MCP = "mcp"  # a client of `dagplan mcp`: a model holds it
+    AGENT = "agent"  # the agent loop: a model holds it
+
+    @property
+    def held_by_a_model(self) -> bool:
+        return self in (Channel.MCP, Channel.AGENT)
+
+
+def answer_refused(request: Mapping[str, Any], channel: "Channel | str") -> str | None:
+    """Why ``channel`` may not answer the gate of ``request`` (a person's gate and a model's channel), or
+    None: the one place this rule is written (a recorded answer, an in-process one)."""
+    if request.get("answered_by") == "person" and Channel(channel).held_by_a_model:
+        return (f"only a person may answer gate {request.get('step')!r}, and {Channel(channel).value} is a "
+                "channel a model holds")  # fmt: skip
+    return None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An answer with how it came: what an ``ask_gate`` callable may return instead of the bare value."""
+
+    value: Any
+    channel: Channel = Channel.API
+    who: str | None = None
+
+
+def os_user() -> str | None:
+    """Who runs this process, as the OS says (recorded with the answers given here)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (a container's uid without an entry): unsaid
+        return None
+
+
+PERSON_HINT = "a person answers it: dagplan answer RUN STEP VALUE (in the project's folder), or the viewer"
 
 
 class RunStatus(enum.StrEnum):

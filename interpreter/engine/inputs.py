@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 from ...dsl.errors import DEFAULT_LIMITS, RunError, error
 from ...dsl.ir import Plan
 from ...dsl.errors import did_you_mean
-from ..core.values import thaw
+from ..core.values import thaw, word_value
 
 
 def parse_assignments(pairs: Iterable[str], plan: Plan | None = None) -> dict[str, Any]:
@@ -30,9 +30,11 @@ def _coerce(raw: str, schema: Mapping[str, Any] | None) -> Any:
     if schema and schema.get("type") == "string":
         return raw
     try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+        return word_value(raw)
+    except ValueError as exc:
+        raise RunError.make(
+            "bad-input", f"--input {raw[:40]!r}: {exc}", hint="an input is a small JSON value"
+        ) from None
 
 
 def prepare_inputs(plan: Plan, given: Mapping[str, Any] | None, strict: bool = False) -> dict[str, Any]:

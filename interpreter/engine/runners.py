@@ -65,6 +65,8 @@ class GateRunner:
             request.update(timeout=gate.timeout, on_timeout=gate.on_timeout)
         if gate.notify:
             request["notify"] = list(gate.notify)
+        if gate.answered_by == "person" or ctx.options.person_gates:
+            request["answered_by"] = "person"
         answer = await ctx.answer(request)
         if request.get("timed_out") and is_refusal(answer):
             raise StepFailure(f"{no_answer_within(gate.timeout or 0)}: {answer} (its on_timeout)")

@@ -19,7 +19,7 @@ from .resume import Replay, purity_of
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
 from ..core.values import MISSING, json_value
-from ..core.vocabulary import Event, EventType, StepStatus, Subscriber
+from ..core.vocabulary import Answered, Channel, Event, EventType, StepStatus, Subscriber, answer_refused
 
 LimitHook = Callable[[str, BaseException, int], "bool | Awaitable[bool]"]
 AskGate = Callable[[Mapping[str, Any]], Any]
@@ -45,6 +45,7 @@ class Options:
     ray: Mapping[str, Any] = field(default_factory=dict)  # ray.init() arguments: address, num_cpus, ...
     notifiers: Mapping[str, Any] = field(default_factory=dict)  # [notify.NAME]: who is told a gate waits
     given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
+    person_gates: bool = False  # every gate only a person may answer (a plan from a model: MCP, the planner)
 
     def recorded(self) -> dict[str, Any]:
         """What a durable run keeps of the options it was given, so that a resume runs the same way."""
@@ -87,7 +88,7 @@ class Options:
 
 
 # execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
-RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor")
+RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor", "person_gates")
 
 
 def _smaller(a: Any, b: Any) -> Any:
@@ -296,8 +297,12 @@ class RunScope:
         value = ask(request)
         if asyncio.iscoroutine(value):
             value = await value
-        value = json_value(value)
-        self.emit(EventType.GATE_ANSWERED, unit_id, value=value)  # a resumed run must not ask again
+        answered = value if isinstance(value, Answered) else Answered(value)
+        if answer_refused(request, answered.channel):  # a model's channel at a person's gate: a person answers
+            raise Waiting(request)
+        value = json_value(answered.value)
+        self.emit(EventType.GATE_ANSWERED, unit_id, value=value, channel=answered.channel.value,
+                  who=answered.who)  # fmt: skip  # a resumed run must not ask again
         return value
 
     def _past_deadline(self, unit_id: str, request: dict) -> bool:
@@ -313,7 +318,7 @@ class RunScope:
         if request.get("on_timeout", "fail") == "fail":
             raise GateTimeout(no_answer_within(request["timeout"]))
         value = request["on_timeout"]
-        self.emit(EventType.GATE_ANSWERED, unit_id, value=value, timed_out=True)
+        self.emit(EventType.GATE_ANSWERED, unit_id, value=value, timed_out=True, channel=Channel.TIMEOUT.value)
         return value
 
     def abort(self, reason: str, skipped: str | None = None) -> None:

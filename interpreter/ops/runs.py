@@ -12,11 +12,21 @@ from dataclasses import dataclass, field
 import itertools
 from typing import Any, Iterable, Iterator, Mapping
 
-from ...dsl.errors import DEFAULT_LIMITS, RunError
+from ...dsl.errors import RunError
 from ..stores.registry import open_registry
 from ..core.progress import RunInfo, plan_step_ids, shown_status
+from ..core.values import word_value
 from ..engine.runners import answer_problem
-from ..core.vocabulary import Event, EventType, RunStatus, StepStatus, event_types
+from ..core.vocabulary import (
+    PERSON_HINT,
+    Channel,
+    Event,
+    EventType,
+    RunStatus,
+    StepStatus,
+    answer_refused,
+    event_types,
+)
 
 
 def list_runs(state: Any = None) -> list[RunInfo]:
@@ -170,15 +180,28 @@ def waiting_requests(run_id: str, state: Any = None) -> tuple[Mapping[str, Any],
     return open_registry(state).open(run_id).progress().waiting
 
 
-def answer_gate(run_id: str, step: str, value: Any, state: Any = None, *, text: bool = False) -> str:
+def answer_gate(
+    run_id: str,
+    step: str,
+    value: Any,
+    state: Any = None,
+    *,
+    text: bool = False,
+    channel: Channel | str = Channel.ANSWER,
+    who: str | None = None,
+) -> str:
     """Durably record the answer of a gate a run waits at (``resume`` then continues); returns the run id.
 
     With ``text``, ``value`` is a command-line word: kept as text when the gate has choices,
-    else read as JSON when it is JSON.
+    else read as JSON when it is JSON. ``channel`` and ``who`` are recorded with it; a gate only a
+    person may answer refuses a channel a model holds (``person-only``).
     """
     journal = open_registry(state).open(run_id)
     progress = journal.progress()
     request = _request(journal.id, step, progress.waiting if progress.status is RunStatus.WAITING else ())
+    refused = answer_refused(request, channel)
+    if refused:
+        raise RunError.make("person-only", refused, hint=PERSON_HINT)
     if text:
         value = _parse(value, request)
     problem = answer_problem(request, value)
@@ -186,7 +209,8 @@ def answer_gate(run_id: str, step: str, value: Any, state: Any = None, *, text: 
         raise RunError.make("bad-answer", f"step {step}: {problem}", hint=_choices_hint(request))
     journal.acquire()
     try:
-        journal.record(Event(EventType.GATE_ANSWERED, journal.id, step, data={"value": value}))
+        data = {"value": value, "channel": Channel(channel).value, "who": who}
+        journal.record(Event(EventType.GATE_ANSWERED, journal.id, step, data=data))
     finally:
         journal.release()
     return journal.id
@@ -208,31 +232,9 @@ def _parse(value: str, request: Mapping[str, Any]) -> Any:
     if request.get("choices"):
         return value
     try:
-        parsed = json.loads(value, parse_constant=_no_constant)
-    except ValueError:
-        return value  # not JSON: the text itself (the schema says whether it will do)
-    except RecursionError:
-        parsed = None
-    if parsed is None and value.strip() != "null" or _deeper(parsed, DEFAULT_LIMITS.max_depth):
-        raise RunError.make("bad-answer", f"the answer nests deeper than {DEFAULT_LIMITS.max_depth} levels",
-                            hint="an answer is a small JSON value")  # fmt: skip
-    return parsed
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _deeper(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests more than ``limit`` levels (without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return False
+        return word_value(value)  # JSON, else the text itself (the schema says whether it will do)
+    except ValueError as exc:
+        raise RunError.make("bad-answer", f"the answer: {exc}", hint="an answer is a small JSON value") from None
 
 
 def _choices_hint(request: Mapping[str, Any]) -> str | None:
