@@ -367,6 +367,47 @@ def answer(
                        who=who if who is not None else os_user())  # fmt: skip
 
 
+def outline(text: str, name: str = "plan.yaml") -> list[dict] | None:
+    """Where a plan's steps are written, from the loader's own positions (any dialect, block or flow
+    style): per step its ``id``, ``line``/``col`` of the id's value (1-based, code points, as diagnostics
+    give them), ``tool``, ``output`` (as written) and ``output_line``. None when the text does not load
+    (a half-written plan: an editor scans it instead)."""
+    from .dsl.errors import LoadError, Span
+    from .dsl.load import load_text
+
+    try:
+        document = load_text(text, name)
+    except (LoadError, RecursionError, ValueError):
+        return None
+    steps = document.data.get("steps") if isinstance(document.data, dict) else None
+    if not isinstance(steps, list):
+        return None
+    out = []
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("id"), str):
+            continue
+        at = document.source_map.locate(Span(name, ("steps", index, "id")))
+        output = step.get("output")
+        written = document.source_map.locate(Span(name, ("steps", index, "output"))) if output is not None else None
+        out.append({"id": step["id"], "line": at.line, "col": at.col,
+                    "tool": step.get("tool") if isinstance(step.get("tool"), str) else None,
+                    "output": output if isinstance(output, str) else None,
+                    "output_line": written.line if written is not None else None})  # fmt: skip
+    return out
+
+
+def step_id_problem(step_id: str) -> str | None:
+    """Why ``step_id`` cannot be a step's id (the rule ``check`` applies: ``unsafe-id``), or None."""
+    from .dsl.validate import ID_PATTERN, MAX_ID_LENGTH
+
+    if len(step_id) > MAX_ID_LENGTH:
+        return f"a step id is at most {MAX_ID_LENGTH} characters"
+    if not ID_PATTERN.match(step_id):
+        return (f"{step_id!r} is not a step id: letters, digits and `_`, in parts joined by single `-` "
+                "(no spaces, `/`, `\\` or `..`)")  # fmt: skip
+    return None
+
+
 def word_value(raw: str) -> Any:
     """A value typed as one word (an input, an answer): JSON when it is JSON, else the text; ValueError for
     NaN, Infinity, ``1e999`` or deep nesting (the one parse the CLI, the viewer and the API share)."""

@@ -222,9 +222,26 @@ def _divert() -> tuple[BinaryIO, BinaryIO]:
 
 def serve_lsp_stdio(server: Any) -> None:
     """Run a pygls server on stdio behind the guard."""
+    _one_line_logs("pygls")
     wire_in, wire_out = _divert()
     wire = Wire(wire_out)
     server.start_io(FramedReader(wire_in, wire), wire)
+
+
+def _one_line_logs(name: str) -> None:
+    """A library's log on stderr, one line a record, its first: a warning for the editor's log, never a
+    traceback (which would show the client's text and the server's insides)."""
+    import logging
+
+    class FirstLine(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"dagplan lsp: {record.levelname.lower()}: {record.getMessage().splitlines()[0][:300]}"
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(FirstLine())
+    logger = logging.getLogger(name)
+    logger.handlers, logger.propagate = [handler], False
+    logger.setLevel(logging.WARNING)
 
 
 def serve_mcp_stdio(server: Any) -> None:

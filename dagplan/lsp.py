@@ -16,6 +16,7 @@ Like the CLI and the viewer, it calls only the public API.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,41 @@ _WORD = re.compile(r"[A-Za-z0-9_.\u2020$#-]+")
 _STATE = re.compile(r"[\u2020$]state\.([A-Za-z0-9_.\[\]]+)")
 _PLACEHOLDER = re.compile(r"#([A-Za-z_][A-Za-z0-9_-]*)")
 _DID_YOU_MEAN = re.compile(r"did you mean '([^']+)'\?")
+_BREAK = re.compile(r"\r\n|\r|\n")  # the line breaks of LSP (str.splitlines also breaks at U+2028, \x0c, ...)
+
+
+def split_lines(text: str) -> list[str]:
+    """A document's lines as LSP (and the loader's positions) count them."""
+    return _BREAK.split(text)
+
+
+class Doc:
+    """An open document: its text, its lines as LSP counts them, and positions in the client's encoding
+    (``codec``: the negotiated one; columns inside the server are code points, as the loader's)."""
+
+    def __init__(self, text: str, codec: Any):
+        self.text, self.lines, self.codec = text, split_lines(text), codec
+
+    def line(self, number: int) -> str:
+        return self.lines[number] if 0 <= number < len(self.lines) else ""
+
+    def column(self, position: Any) -> int:
+        """A client's position -> the code point column of its line (clamped to the line)."""
+        units = 0
+        for index, char in enumerate(self.line(position.line)):
+            if units >= position.character:
+                return index
+            units += self.codec.client_num_units(char)
+        return len(self.line(position.line))
+
+    def word(self, position: Any) -> tuple[str, int, int]:
+        return word_at(self.line(position.line), self.column(position))
+
+    def position(self, t: Any, line: int, col: int) -> Any:
+        return t.Position(line, self.codec.client_num_units(self.line(line)[:col]))
+
+    def range(self, t: Any, line: int, start: int, end: int) -> Any:
+        return t.Range(self.position(t, line, start), self.position(t, line, end))
 
 
 @dataclass
@@ -47,8 +83,27 @@ class StepAt:
 
 
 def index(text: str) -> list[StepAt]:
-    """The steps of a plan's text with their lines (a scan that works on half-written plans too)."""
-    lines = text.splitlines()
+    """The steps of a plan's text with their lines: where the loader says they are (any dialect, block or
+    flow style), else, for a half-written plan the loader refuses, a scan of its lines."""
+    lines = split_lines(text)
+    found = api.outline(text)
+    if found:
+        steps = []
+        for entry in found:
+            line, col = (entry["line"] or 1) - 1, (entry["col"] or 1) - 1
+            col += lines[line][col : col + 1] in ("'", '"') if line < len(lines) else 0  # past a quote
+            written = entry["output_line"] - 1 if entry["output_line"] else None
+            steps.append(StepAt(entry["id"], line, col, tool=entry["tool"],
+                                writes=_STATE.findall(entry["output"] or ""), output_line=written))  # fmt: skip
+        for i, step in enumerate(steps):
+            later = [s.line for s in steps[i + 1 :] if s.line > step.line]
+            step.end = (min(later) - 1) if later else len(lines) - 1
+            step.end = max(step.end, step.line)
+        return steps
+    return _scanned(text, lines)
+
+
+def _scanned(text: str, lines: list[str]) -> list[StepAt]:
     steps: list[StepAt] = []
     for number, line in enumerate(lines):
         found = _ID.match(line)
@@ -83,17 +138,26 @@ def build() -> Any:
     from lsprotocol import types as t
     from pygls.lsp.server import LanguageServer
 
-    server = LanguageServer("dagplan", api_version())
+    # Full sync: every change carries the whole text, so no line model but ours ever applies an edit.
+    server = LanguageServer("dagplan", api_version(), text_document_sync_kind=t.TextDocumentSyncKind.Full,
+                            protocol_cls=_protocol())  # fmt: skip
     pending: dict[str, asyncio.Task] = {}
 
-    def text_of(uri: str) -> str:
-        return server.workspace.get_text_document(uri).source
+    def opened(uri: str) -> Doc | None:
+        """The document the client opened, or None: an unopened URI is never read from disk (a FIFO or a
+        device would hang the server; the client's buffer is what counts)."""
+        document = server.workspace.text_documents.get(unquote(uri))
+        return Doc(document.source, server.workspace.position_codec) if document is not None else None
 
     def publish(uri: str) -> None:
-        name = Path(unquote(urlparse(uri).path)).name or "plan.yaml"
+        doc = opened(uri)
+        if doc is None:
+            return
+        path = unquote(urlparse(uri).path) if urlparse(uri).scheme == "file" else ""
+        name = path or Path(unquote(urlparse(uri).path)).name or "plan.yaml"
         try:
-            result = api.check_text(text_of(uri), name)
-            found = [_diagnostic(t, d, text_of(uri)) for d in result.diagnostics]
+            result = api.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
+            found = [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []
         except Exception as exc:  # noqa: BLE001 - a configuration or tools problem: say it, at the top
             found = [t.Diagnostic(range=t.Range(t.Position(0, 0), t.Position(0, 1)), message=str(exc),
                                   severity=t.DiagnosticSeverity.Error, source="dagplan")]  # fmt: skip
@@ -121,56 +185,84 @@ def build() -> Any:
 
     @server.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions(trigger_characters=["#", ".", " "]))
     def completion(ls: Any, params: t.CompletionParams) -> t.CompletionList:
-        text = text_of(params.text_document.uri)
-        line = (text.splitlines() or [""])[params.position.line] if text.splitlines() else ""
-        prefix = line[: params.position.character]
-        return t.CompletionList(is_incomplete=False, items=complete(t, text, prefix, params.position.line))
+        doc = opened(params.text_document.uri)
+        if doc is None:
+            return t.CompletionList(is_incomplete=False, items=[])
+        prefix = doc.line(params.position.line)[: doc.column(params.position)]
+        return t.CompletionList(is_incomplete=False, items=complete(t, doc.text, prefix, params.position.line))
 
     @server.feature(t.TEXT_DOCUMENT_HOVER)
     def hover(ls: Any, params: t.HoverParams) -> t.Hover | None:
-        text = text_of(params.text_document.uri)
-        lines = text.splitlines()
-        if params.position.line >= len(lines):
+        doc = opened(params.text_document.uri)
+        if doc is None:
             return None
-        word, _, _ = word_at(lines[params.position.line], params.position.character)
-        shown = describe(text, word)
+        word, _, _ = doc.word(params.position)
+        shown = describe(doc.text, word)
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=shown)) if shown else None
 
     @server.feature(t.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: Any, params: t.DefinitionParams) -> t.Location | None:
         uri = params.text_document.uri
-        text = text_of(uri)
-        word, _, _ = word_at(text.splitlines()[params.position.line], params.position.character)
-        found = define(text, word)
+        doc = opened(uri)
+        if doc is None:
+            return None
+        found = define(doc.text, doc.word(params.position)[0])
         if found is None:
             return None
         target, (line, col) = found
-        return t.Location(uri=target or uri, range=t.Range(t.Position(line, col), t.Position(line, col)))
+        at = doc.position(t, line, col) if target is None else t.Position(line, col)
+        return t.Location(uri=target or uri, range=t.Range(at, at))
 
     @server.feature(t.TEXT_DOCUMENT_REFERENCES)
     def references(ls: Any, params: t.ReferenceParams) -> list[t.Location]:
         uri = params.text_document.uri
-        text = text_of(uri)
-        word, _, _ = word_at(text.splitlines()[params.position.line], params.position.character)
-        return [t.Location(uri=uri, range=t.Range(t.Position(n, a), t.Position(n, b)))
-                for n, a, b in occurrences(text, word.lstrip("#"))]  # fmt: skip
+        doc = opened(uri)
+        if doc is None:
+            return []
+        word = doc.word(params.position)[0]
+        return [t.Location(uri=uri, range=doc.range(t, n, a, b)) for n, a, b in occurrences(doc.text, word.lstrip("#"))]
+
+    @server.feature(t.TEXT_DOCUMENT_PREPARE_RENAME)
+    def prepare_rename(ls: Any, params: t.PrepareRenameParams) -> t.Range | None:
+        doc = opened(params.text_document.uri)
+        if doc is None:
+            return None
+        word, a, b = doc.word(params.position)
+        return (
+            doc.range(t, params.position.line, a + word.startswith("#"), b)
+            if occurrences(doc.text, word.lstrip("#"))
+            else None
+        )
 
     @server.feature(t.TEXT_DOCUMENT_RENAME)
     def rename(ls: Any, params: t.RenameParams) -> t.WorkspaceEdit | None:
+        from pygls.exceptions import JsonRpcInvalidParams
+
         uri = params.text_document.uri
-        text = text_of(uri)
-        word, _, _ = word_at(text.splitlines()[params.position.line], params.position.character)
-        edits = [t.TextEdit(range=t.Range(t.Position(n, a), t.Position(n, b)), new_text=params.new_name)
-                 for n, a, b in occurrences(text, word.lstrip("#"))]  # fmt: skip
-        return t.WorkspaceEdit(changes={uri: edits}) if edits else None
+        doc = opened(uri)
+        if doc is None:
+            return None
+        word = doc.word(params.position)[0].lstrip("#")
+        places = occurrences(doc.text, word)
+        if not places or params.new_name == word:
+            return None
+        problem = api.step_id_problem(params.new_name)
+        if problem is None and any(s.id == params.new_name for s in index(doc.text)):
+            problem = f"step {params.new_name!r} exists already: two steps cannot share an id"
+        if problem is not None:
+            raise JsonRpcInvalidParams(f"cannot rename {word!r}: {problem}")
+        edits = [t.TextEdit(range=doc.range(t, n, a, b), new_text=params.new_name) for n, a, b in places]
+        return t.WorkspaceEdit(changes={uri: edits})
 
     @server.feature(t.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def symbols(ls: Any, params: t.DocumentSymbolParams) -> list[t.DocumentSymbol]:
-        text = text_of(params.text_document.uri)
+        doc = opened(params.text_document.uri)
+        if doc is None:
+            return []
         out = []
-        for step in index(text):
-            whole = t.Range(t.Position(step.line, 0), t.Position(step.end, 0))
-            name = t.Range(t.Position(step.line, step.col), t.Position(step.line, step.col + len(step.id)))
+        for step in index(doc.text):
+            whole = t.Range(t.Position(step.line, 0), doc.position(t, step.end, len(doc.line(step.end))))
+            name = doc.range(t, step.line, step.col, step.col + len(step.id))
             out.append(t.DocumentSymbol(name=step.id, detail=step.tool or "", kind=t.SymbolKind.Function,
                                         range=whole, selection_range=name))  # fmt: skip
         return out
@@ -178,21 +270,55 @@ def build() -> Any:
     @server.feature(t.TEXT_DOCUMENT_CODE_ACTION)
     def code_actions(ls: Any, params: t.CodeActionParams) -> list[t.CodeAction]:
         uri = params.text_document.uri
-        lines = text_of(uri).splitlines()
+        doc = opened(uri)
+        if doc is None:
+            return []
         out = []
         for diagnostic in params.context.diagnostics:
             found = _DID_YOU_MEAN.search(diagnostic.message)
             start = diagnostic.range.start
-            if not found or start.line >= len(lines):
+            if not found or start.line >= len(doc.lines):
                 continue
-            _, a, b = word_at(lines[start.line], start.character)
-            edit = t.TextEdit(range=t.Range(t.Position(start.line, a), t.Position(start.line, b)),
-                              new_text=found.group(1))  # fmt: skip
+            _, a, b = doc.word(start)
+            edit = t.TextEdit(range=doc.range(t, start.line, a, b), new_text=found.group(1))
             out.append(t.CodeAction(title=f"Replace with '{found.group(1)}'", kind=t.CodeActionKind.QuickFix,
                                     diagnostics=[diagnostic], edit=t.WorkspaceEdit(changes={uri: [edit]})))  # fmt: skip
         return out
 
     return server
+
+
+def _protocol() -> Any:
+    """pygls's protocol, made to answer every request: one whose params do not fit the method's types gets
+    ``-32602`` (pygls logged it and answered nothing), one after ``shutdown`` gets ``-32600``, and an
+    error's data never carries a traceback."""
+    from lsprotocol.types import ResponseError
+    from pygls.exceptions import JsonRpcException
+    from pygls.protocol import LanguageServerProtocol
+
+    class Answering(LanguageServerProtocol):
+        def structure_message(self, data: Any) -> Any:
+            try:
+                return super().structure_message(data)
+            except JsonRpcException:
+                if isinstance(data, dict) and "id" in data and "method" in data:
+                    method = str(data.get("method"))[:80]
+                    self._send_response(data["id"], error=ResponseError(-32602, f"Invalid params for {method}"))
+                raise
+
+        def handle_message(self, message: Any) -> None:
+            method, id_ = getattr(message, "method", ""), getattr(message, "id", None)
+            if self._shutdown and method != "exit" and id_ is not None and method:
+                self._send_response(id_, error=ResponseError(-32600, "the server is shutting down"))
+                return
+            super().handle_message(message)
+
+        def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+            if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
+                error = ResponseError(error.code, error.message)  # the traceback stays in the server
+            super()._send_response(msg_id, result, error)
+
+    return Answering
 
 
 def api_version() -> str:
@@ -204,15 +330,19 @@ def api_version() -> str:
         return "0"
 
 
-def _diagnostic(t: Any, d: Any, text: str) -> Any:
-    line = max(0, (d.span.line or 1) - 1)
-    col = max(0, (d.span.col or 1) - 1)
-    lines = text.splitlines()
-    _, _, end = word_at(lines[line], col) if line < len(lines) else ("", col, col + 1)
+def _diagnostic(t: Any, d: Any, doc: Doc, name: str) -> Any:
+    """A diagnostic of ``check`` (line and code point column, 1-based, from the loader's positions) at
+    its place in the client's encoding; one of another file (a sub-plan) at the top, naming that file."""
+    here = d.span.file in (None, "", "<string>", name) and d.span.line is not None
+    line = max(0, (d.span.line or 1) - 1) if here else 0
+    col = min(max(0, (d.span.col or 1) - 1), len(doc.line(line))) if here else 0
+    _, _, end = word_at(doc.line(line), col)
     message = d.message + (f" ({d.hint})" if d.hint else "")
+    if not here and d.span.file and d.span.file != name:
+        message = f"{os.path.basename(d.span.file)}:{d.span.line or 1}:{d.span.col or 1}: {message}"
     severity = t.DiagnosticSeverity.Error if d.severity == "error" else t.DiagnosticSeverity.Warning
-    return t.Diagnostic(range=t.Range(t.Position(line, col), t.Position(line, max(end, col + 1))), message=message,
-                        severity=severity, code=d.code, source="dagplan")  # fmt: skip
+    return t.Diagnostic(range=doc.range(t, line, col, max(end, col + 1)), message=message, severity=severity,
+                        code=d.code, source="dagplan")  # fmt: skip
 
 
 def _catalog() -> dict[str, Any]:
@@ -257,7 +387,7 @@ def complete(t: Any, text: str, prefix: str, line: int) -> list[Any]:
 
 
 def _under_args(text: str, line: int) -> bool:
-    lines = text.splitlines()
+    lines = split_lines(text)
     here = _indent(lines[line]) if line < len(lines) else 0
     for number in range(line - 1, -1, -1):
         above = lines[number]
@@ -296,7 +426,7 @@ def describe(text: str, word: str) -> str | None:
 
 
 def _reads(text: str, reader: StepAt, step: StepAt) -> bool:
-    body = "\n".join(text.splitlines()[reader.line : reader.end + 1])
+    body = "\n".join(split_lines(text)[reader.line : reader.end + 1])
     if re.search(rf"#{re.escape(step.id)}\b", body) or re.search(rf"deps:.*\b{re.escape(step.id)}\b", body):
         return True
     return any(re.search(rf"[\u2020$]state\.{re.escape(p.split('.')[0])}\b", body) for p in step.writes)
@@ -338,12 +468,12 @@ def occurrences(text: str, step_id: str) -> list[tuple[int, int, int]]:
         return []
     found = []
     pattern = re.compile(rf"(?<![\w-]){re.escape(step_id)}(?![\w-])")
-    for number, line in enumerate(text.splitlines()):
+    for number, line in enumerate(split_lines(text)):
         for match in pattern.finditer(line):
             before = line[: match.start()]
             if (
                 before.endswith("#")
-                or re.search(r"(?:^|[\s-])[\"']?id[\"']?\s*:\s*[\"']?$", before)
+                or re.search(r"(?:^|[\s{,-])[\"']?id[\"']?\s*:\s*[\"']?$", before)
                 or re.search(r"deps\s*:", before)
             ):
                 found.append((number, match.start(), match.end()))
