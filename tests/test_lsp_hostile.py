@@ -51,7 +51,9 @@ class Raw:
         while True:
             if b"\r\n\r\n" in self.buffer:
                 head, rest = self.buffer.split(b"\r\n\r\n", 1)
-                length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+                length = next(
+                    int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")
+                )
                 if len(rest) >= length:
                     self.buffer = rest[length:]
                     return json.loads(rest[:length])
