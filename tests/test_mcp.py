@@ -154,8 +154,11 @@ def test_a_changed_tool_is_refused_and_named(locked):
     lock_file = root / "dagplan.lock"
     lock = json.loads(lock_file.read_text())
     for tool in lock["servers"]["demo"]["tools"]:
-        if tool["name"] == "add":
-            tool["hash"] = "sha256:" + "0" * 64  # as if the server changed add's schema since the lock
+        if tool["name"] == "add":  # as if the server changed add's schema since the lock was written
+            from dagplan.interpreter.tools.mcp import tool_hash
+
+            tool["inputSchema"] = {**tool["inputSchema"], "description": "an older listing"}
+            tool["hash"] = tool_hash(tool)
     lock_file.write_text(json.dumps(lock))
     (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
     done = cli(root, "run", "plan.yaml", "--format", "json", env=env)

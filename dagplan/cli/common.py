@@ -72,8 +72,13 @@ USAGE_CODES = frozenset(
         "run-running",
         "usage",
         "tools-lock",
+        "lock-tampered",
         "mcp-none",
         "mcp-server",
+        "bad-answer",
+        "not-waiting",
+        "person-only",
+        "not-this-clients-run",
     }
 )
 

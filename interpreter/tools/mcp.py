@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,20 @@ from ...dsl.ir import Purity
 from ..core.config import MCP_SOURCE, expand_env
 from .catalog import TransientError, Tool
 
+
+class _ToDebugLog(logging.Handler):
+    """The MCP SDK's client log (a server's stray stdout line, a dropped session) goes to the ``dagplan.mcp``
+    debug log, one line a record, never to the terminal."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("dagplan.mcp").debug("MCP SDK: %s", first_line(record.getMessage())[:500])
+
+
+for _name in ("mcp.client", "mcp.shared", "mcp.os"):
+    _sdk = logging.getLogger(_name)
+    _sdk.handlers, _sdk.propagate = [_ToDebugLog()], False
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 LOCK_NAME = "dagplan.lock"
 LOCK_VERSION = 1
 CONNECT_TIMEOUT = 30.0
@@ -115,12 +130,26 @@ def _entry(tool: Any) -> dict[str, Any]:
 
 
 async def _listing(client: Any) -> list[dict[str, Any]]:
+    """A server's tools as the lock keeps them; a listing the SDK cannot read, or a tool no plan could call,
+    is a ValueError saying what is wrong (never the SDK's traceback)."""
     entries, cursor = [], None
     while True:
-        page = await client.list_tools(cursor=cursor)
-        entries += [_entry(t) for t in page.tools]
+        try:
+            page = await client.list_tools(cursor=cursor)
+        except asyncio.CancelledError:
+            raise
+        except TransientError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the SDK's validation of a malformed listing (pydantic)
+            if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+                raise
+            raise ValueError(f"its tool listing is malformed: {first_line(str(exc))[:300]}") from None
+        entries += [_entry(tool) for tool in page.tools]
         cursor = page.next_cursor
         if not cursor:
+            wrong = listing_problem(entries)
+            if wrong is not None:
+                raise ValueError(f"its tool listing is malformed: {wrong[1]}")
             return sorted(entries, key=lambda e: e["name"])
 
 
@@ -138,8 +167,8 @@ async def alock(servers: Mapping[str, Server]) -> dict[str, Any]:
         try:
             client = await connection.client()
             return server.name, await _listing(client)
-        except TransientError as exc:
-            raise RunError.make("mcp-server", f"cannot list its tools: {exc}",
+        except (TransientError, ValueError) as exc:
+            raise RunError.make("mcp-server", f"MCP server {server.name}: cannot list its tools: {exc}",
                                 hint=f"check [mcp.{server.name}] in dagplan.toml, then run again")  # fmt: skip
         finally:
             await connection.aclose()
@@ -171,11 +200,64 @@ def read_lock(path: Path) -> dict[str, Any]:
                             Span(str(path), line=1, col=1), hint="run: dagplan tools lock")  # fmt: skip
     for name, server in servers.items():
         tools = server.get("tools") if isinstance(server, dict) else None
-        named = isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools)
-        if not named:
+        if not isinstance(tools, list):
             raise RunError.make("tools-lock", f"{path.name}: server {name!r} has no list of tools",
-                                Span(str(path)), hint="run: dagplan tools lock")  # fmt: skip
+                                _where(path, text, name), hint="run: dagplan tools lock")  # fmt: skip
+        wrong = listing_problem(tools)
+        if wrong is not None:
+            raise RunError.make("tools-lock", f"{path.name}: server {name!r}: {wrong[1]}",
+                                _where(path, text, wrong[0] if wrong[0] is not None else name),
+                                hint="run: dagplan tools lock")  # fmt: skip
+        for entry in tools:
+            if entry.get("hash") != tool_hash(entry):  # edited by hand or by a bad merge: trusted for nothing
+                raise RunError.make(
+                    "lock-tampered",
+                    f"{path.name}: the entry of {name}.{entry['name']} does not match its hash: it was changed after "
+                    "`dagplan tools lock` wrote it",
+                    _where(path, text, entry["name"]),
+                    hint="run dagplan tools lock again (it asks the server), and review the lock's diff",
+                )
     return data
+
+
+def entry_problem(entry: Any) -> str | None:
+    """What is wrong with one tool of a listing (a server's answer or a lock's entry), or None: a name a plan
+    can write (``SERVER.TOOL``), text where text is meant, JSON Schemas and annotations that are objects."""
+    if not isinstance(entry, dict):
+        return "a tool is not an object"
+    name = entry.get("name")
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        return (f"tool name {printable(str(name))[:60]!r} is not a name a plan can call as SERVER.TOOL (letters, "
+                "digits, _ and -; no dots, slashes or spaces)")  # fmt: skip
+    for key, kind in (("description", str), ("inputSchema", dict), ("outputSchema", dict), ("annotations", dict)):
+        if key in entry and entry[key] is not None and not isinstance(entry[key], kind):
+            what = "text" if kind is str else "an object"
+            return f"tool {name!r}: {key} is {type(entry[key]).__name__}, not {what}"
+    if not isinstance(entry.get("inputSchema", {}), dict):
+        return f"tool {name!r} has no inputSchema object"
+    return None
+
+
+def listing_problem(entries: list[Any]) -> tuple[Any, str] | None:
+    """The first tool of a listing that no plan could call, or a name listed twice: (its name, why)."""
+    seen: set[str] = set()
+    for entry in entries:
+        problem = entry_problem(entry)
+        if problem is None and entry["name"] in seen:
+            problem = f"tool {entry['name']!r} is listed twice"
+        if problem is not None:
+            return (entry.get("name") if isinstance(entry, dict) else None), problem
+        seen.add(entry["name"])
+    return None
+
+
+def _where(path: Path, text: str, name: Any) -> Span:
+    """The line of the lock where ``name`` is written (a lock is indented JSON), else its first line."""
+    needle = json.dumps(str(name))
+    for number, line in enumerate(text.split("\n"), 1):
+        if needle in line:
+            return Span(str(path), line=number, col=line.index(needle) + 1)
+    return Span(str(path), line=1, col=1)
 
 
 def purity_of(annotations: Mapping[str, Any] | None) -> Purity:
@@ -369,7 +451,7 @@ class Connection:
         if self._live is None:
             self._live = {e["name"]: e["hash"] for e in await _listing(client)}
         live = self._live.get(entry["name"])
-        if live == entry.get("hash"):
+        if live == tool_hash(entry):  # the listing the lock's entry holds, whatever hash it claims
             return
         what = "is no longer listed" if live is None else "changed (its schemas or annotations)"
         raise McpDrift(
