@@ -135,7 +135,8 @@ def _gate(ctx: Any, raw: Any, path: tuple) -> Gate | None:
     timeout = raw.get("timeout")
     seconds = parse_duration(timeout) if timeout is not None else None
     if timeout is not None and not seconds:
-        ctx.fail("bad-duration", f"gate timeout {timeout!r} is not a positive duration", path + ("timeout",))
+        ctx.fail("bad-duration", f"gate timeout {timeout!r} is not a positive duration of at most 366d",
+                 path + ("timeout",))  # fmt: skip
     notify = raw.get("notify") or ()
     gate = Gate(
         question,

@@ -346,17 +346,23 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
+MAX_DURATION = 366 * 86400.0  # seconds: the one bound of every duration (timeouts, backoffs, gate deadlines)
+
+
 def parse_duration(raw: Any) -> float | None:
-    """``30``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"`` -> seconds; None if not a duration."""
+    """``30``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"``, ``"2d"`` -> seconds; None if not a
+    duration: negative, not finite (``.inf``, NaN), or longer than :data:`MAX_DURATION` (366 days; a
+    deadline past it could not even be written as a date)."""
     if isinstance(raw, bool):
         return None
+    seconds = None
     if isinstance(raw, (int, float)):
-        return float(raw) if raw >= 0 else None
-    if isinstance(raw, str):
+        seconds = float(raw)
+    elif isinstance(raw, str):
         m = _DURATION.match(raw)
         if m:
-            return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-    return None
+            seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    return seconds if seconds is not None and 0 <= seconds <= MAX_DURATION else None
 
 
 def format_duration(seconds: float) -> str:

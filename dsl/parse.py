@@ -343,9 +343,9 @@ def _seconds(ctx: _Context, raw: Any, path: tuple) -> float | None:
     if seconds is None:
         ctx.fail(
             "bad-duration",
-            f"{raw!r} is not a duration",
+            f"{raw!r} is not a duration (at most 366d)",
             path,
-            'write a number of seconds or a string such as "500ms", "30s", "2m", "1h"',
+            'write a number of seconds or a string such as "500ms", "30s", "2m", "1h", "2d"',
         )
     return seconds
 

@@ -642,7 +642,7 @@ def test_a_gate_answered_later_from_another_process_after_the_first_exited(tmp_p
     listed = cli(tmp_path, env, "runs")
     assert f"{info.id} waits at ok: Send the refund REFUND? [approve/reject]" in listed.stderr
     bad = cli(tmp_path, env, "answer", info.id, "ok", "maybe")
-    assert bad.returncode == 1 and "not one of approve, reject" in bad.stderr
+    assert bad.returncode == 2 and "not one of approve, reject" in bad.stderr  # the caller's to fix: usage
     assert cli(tmp_path, env, "answer", info.id, "ok", "approve").returncode == 0
     done = cli(tmp_path, env, "resume", info.id, "--tools", "tools.py", "--format", "json")
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,10 @@ def _cli(cwd, *args, **env):
     "toml, where, words",
     [
         ('[resume]\nside_efect = "adopt"\n', "dagplan.toml:2:1", "did you mean 'side_effect'?"),
-        ("[pool]\nmax_running = 0\n", "dagplan.toml:1:1", "pool must be"),
+        ("[pool]\nmax_running = 0\n", "dagplan.toml:2:1", "pool.max_running must be an integer of at least 1, not 0"),
+        ("[pool]\nmax_runing = 5\n", "dagplan.toml:2:1", "did you mean 'max_running'?"),
+        ("[pool.per_plan]\nnightly = -1\n", "dagplan.toml:2:1", "pool.per_plan.nightly must be an integer"),
+        ("pool = 5\n", "dagplan.toml:1:1", "pool must be a table"),
         ('state = "mysql://db/runs"\n', "dagplan.toml:1:1", "state must be"),
         ('state = "postgresql:/db"\n', "dagplan.toml:1:1", "state must be"),
     ],

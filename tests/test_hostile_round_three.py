@@ -208,3 +208,163 @@ def test_a_damaged_or_hand_edited_lock_is_refused_everywhere(fake_server, how, c
         assert proc.returncode == 2 and code in proc.stdout + proc.stderr, (command, proc.stdout, proc.stderr)
         assert "dagplan.lock:" in proc.stdout + proc.stderr, (command, proc.stdout + proc.stderr)
     assert not (fake_server / "CALLED").exists()
+
+
+# --- one bound for durations and answers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [".inf", "-.inf", ".nan", "99999999d", "367d", "1e400", '"9999999999h"'])
+def test_a_duration_past_the_bound_is_a_check_error(project, timeout):
+    (project / "g.yaml").write_text(f"steps:\n  - id: approve\n    gate: {{question: ok?, timeout: {timeout}}}\n")
+    (project / "t.yaml").write_text(
+        f"steps:\n  - id: a\n    tool: checkBillingHistory\n    args: {{customerId: c}}\n    timeout: {timeout}\n"
+    )
+    for name in ("g.yaml", "t.yaml"):
+        proc = _cli(project, "check", name, "--tools", "tools.py")
+        assert proc.returncode == 1 and "duration" in proc.stdout, (timeout, proc.stdout)
+    (project / "ok.yaml").write_text("steps:\n  - id: approve\n    gate: {question: ok?, timeout: 366d}\n")
+    assert _cli(project, "check", "ok.yaml").returncode == 0
+
+
+@pytest.mark.parametrize("deadline", [1e300, float("inf"), -1e300, 253402300800.0])
+def test_a_waiting_run_whose_old_record_holds_a_deadline_past_any_calendar_is_listed(capsys, deadline):
+    from dagplan.cli.runs import _show_waiting  # what `dagplan runs` prints for each waiting gate
+
+    _show_waiting("r1", {"step": "approve", "question": "ok?", "deadline": deadline, "on_timeout": "fail"})
+    assert "r1 waits at approve: ok? (until a date past any calendar; then fail)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, "1e999", "-1e999", "NaN", "Infinity"])
+def test_answers_and_inputs_are_bounded_like_every_json_word(project, value):
+    (project / "p.yaml").write_text(
+        "inputs: {n: {type: number}}\nsteps:\n  - id: val\n    gate: {question: a number?, schema: {type: number}}\n"
+        "  - id: use\n    tool: checkBillingHistory\n    args: {customerId: '#val'}\n"
+    )
+    answered = _cli(project, "run", "p.yaml", "--tools", "tools.py", "-i", "n=1", "--answer", f"val={value}")
+    assert answered.returncode == 2 and "--answer val" in answered.stderr, answered.stderr
+    given = _cli(project, "run", "p.yaml", "--tools", "tools.py", "-i", f"n={value}")
+    assert given.returncode == 2 and "bad-input" in given.stdout + given.stderr, given.stderr
+
+
+# --- a literal default covers an input never given --------------------------------------------------
+
+
+@pytest.mark.parametrize("args", ["{message: \"v: †input.nope || 'dflt'\"}", '{message: †input.nope || "dflt"}',
+                                  '{message: †input.nope || †input.other || "dflt"}'])  # fmt: skip
+def test_an_input_never_given_takes_its_literal_default(project, args):
+    (project / "p.yaml").write_text(f"steps:\n  - id: a\n    tool: notify\n    args: {args}\n    output: †state.a\n")
+    assert _cli(project, "check", "p.yaml", "--tools", "tools.py").returncode == 0
+    run = _cli(project, "run", "p.yaml", "--tools", "tools.py", "--format", "json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["steps"]["a"]["output"] in ("v: dflt", "dflt")
+    (project / "q.yaml").write_text("steps:\n  - id: a\n    tool: notify\n    args: {message: †input.nope}\n")
+    assert _cli(project, "run", "q.yaml", "--tools", "tools.py").returncode != 0  # without a default: an error
+
+
+# --- ${VAR}: the documented forms, $${ for a literal, anything else a config error -------------------
+
+
+@pytest.mark.parametrize("arg", ["${TOKEN:-${FALLBACK}}", "${TOKEN:?TOKEN must be set}", "${ TOKEN }", "${TOKEN",
+                                 "${1X}", "a${}b"])  # fmt: skip
+def test_an_unsupported_variable_form_is_a_config_error(fake_server, arg):
+    toml = (fake_server / "dagplan.toml").read_text().replace('args = ["fake.py"]', f'args = ["fake.py", "{arg}"]')
+    (fake_server / "dagplan.toml").write_text(toml)
+    proc = _cli(fake_server, "tools", "lock", env={"TOKEN": "", "FALLBACK": ""})
+    assert (
+        proc.returncode == 2
+        and "error config" in proc.stdout + proc.stderr
+        and "mcp.fake.args" in proc.stdout + proc.stderr
+    )
+    assert not (fake_server / "dagplan.lock").exists()
+
+
+def test_variable_forms_that_work(monkeypatch):
+    from dagplan.interpreter.core.config import expand_env
+
+    monkeypatch.setenv("A", "x")
+    monkeypatch.delenv("B", raising=False)
+    assert expand_env("k", "${A}/${B:-dflt}/$${A}/${B:-}") == "x/dflt/${A}/"
+
+
+# --- notifiers: never the URL, never a hang, nothing left running ----------------------------------
+
+SLOW = """import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open("child.pid", "w").write(str(child.pid))
+open("parent.pid", "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_command_notifier_that_times_out_is_killed_with_its_children(project):
+    (project / "slow.py").write_text(SLOW)
+    (project / "dagplan.toml").write_text(
+        f'[notify.pager]\ncommand = ["{sys.executable}", "slow.py"]\nretries = 1\ntimeout = 1\n'
+    )
+    (project / "g.yaml").write_text("steps:\n  - id: approve\n    gate: {question: ok?, notify: pager}\n")
+    proc = _cli(project, "run", "g.yaml")
+    assert proc.returncode == 3 and "notifier pager: the notice was not delivered" in proc.stderr, proc.stderr
+    assert "Event loop is closed" not in proc.stderr
+    for name in ("parent.pid", "child.pid"):
+        pid = int((project / name).read_text())
+        assert not _alive(pid), name
+
+
+def test_a_webhook_url_is_never_shown(project):
+    (project / "dagplan.toml").write_text('[notify.ops]\nwebhook = "${HOOK}"\nretries = 1\ntimeout = 1\n')
+    (project / "g.yaml").write_text("steps:\n  - id: approve\n    gate: {question: ok?, notify: ops}\n")
+    for url in ("http://127.0.0.1:9/services/T000/B000/SECRETTOKEN x", "http://127.0.0.1:9/SECRETTOKEN\x07",
+                "http://[::1/SECRETTOKEN", "http://127.0.0.1:99999/SECRETTOKEN"):  # fmt: skip
+        proc = _cli(project, "run", "g.yaml", env={"HOOK": url})
+        assert proc.returncode == 3 and "notifier ops" in proc.stderr, proc.stderr
+        assert "SECRETTOKEN" not in proc.stdout + proc.stderr, proc.stderr
+
+
+# --- left from round two: cassettes, output paths, positions in the configuration -------------------
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda c: c.update(kind="model", request={"params": {"response_format": "x"}}), "response_format"),
+        (lambda c: c.update(kind="model", request={"params": "x"}), "request.params"),
+        (lambda c: c.update(alternative=[1]), "alternative"),
+        (lambda c: c.update(duration="slow"), "duration"),
+        (lambda c: c.update(name=5), "name"),
+    ],
+)
+def test_a_cassette_call_of_the_wrong_shape_is_a_diagnostic(project, change, words):
+    (project / "w.yaml").write_text(ONE)
+    assert _cli(project, "run", "w.yaml", "--tools", "tools.py", "--record", "c.json").returncode == 0
+    cassette = json.loads((project / "c.json").read_text())
+    change(cassette["calls"][0])
+    (project / "c.json").write_text(json.dumps(cassette))
+    proc = _cli(project, "run", "w.yaml", "--tools", "tools.py", "--replay", "c.json", "--ephemeral")
+    assert proc.returncode in (1, 2) and "c.json" in proc.stdout + proc.stderr and words in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("value", ["", "\x00x"])
+def test_an_empty_output_path_is_a_usage_error(project, value):
+    (project / "w.yaml").write_text(ONE)
+    (project / "w.test.yaml").write_text("plan: w.yaml\ntools: [tools.py]\ncases:\n  - name: x\n")
+    for command in (("run", "w.yaml", "--tools", "tools.py", "--record", value), ("test", "w.test.yaml", "-o", value),
+                    ("plan", "do it", "-o", value)):  # fmt: skip
+        if "\x00" in value:
+            continue  # a NUL cannot be passed on a command line; the rule is tested by the empty path
+        proc = _cli(project, *command)
+        assert proc.returncode == 2 and "cannot name a file" in proc.stderr, (command, proc.stderr)
+
+
+def test_a_missing_tools_file_of_a_test_is_reported_at_its_line(project):
+    (project / "w.yaml").write_text(ONE)
+    (project / "w.test.yaml").write_text("plan: w.yaml\ntools: [nope.py]\ncases:\n  - name: x\n")
+    proc = _cli(project, "check", "w.test.yaml")
+    assert proc.returncode == 2 and "w.test.yaml:2:9: error tools-import" in proc.stdout, proc.stdout

@@ -77,7 +77,7 @@ def test_a_gate_answer_nested_thousands_deep_is_refused(tmp_path):
     assert waiting.returncode == 3
     run_id = waiting.stderr.split("run ", 1)[1].split()[0]
     proc = _cli(tmp_path, "answer", run_id, "ok", "[" * 5000 + "]" * 5000)
-    assert proc.returncode == 1 and "error bad-answer" in proc.stderr and len(proc.stderr) < 2000, proc.stderr
+    assert proc.returncode == 2 and "error bad-answer" in proc.stderr and len(proc.stderr) < 2000, proc.stderr
 
 
 def test_a_step_id_with_thousands_of_digits_sorts_without_converting(tmp_path):

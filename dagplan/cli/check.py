@@ -91,6 +91,7 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
         sys.stdout.write(render_json(results, worst))
     else:
         sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
+    sys.stdout.flush()  # before the summary on stderr: a terminal (2>&1) shows them in order
     if fmt == "text" and verbosity() >= 0:
         if verbosity() > 0:
             for r in results:

@@ -177,3 +177,19 @@ def guard_streams() -> None:
         sys.stdout = Printable(sys.stdout)
     if not isinstance(sys.stderr, Printable):
         sys.stderr = Printable(sys.stderr)
+
+
+class OutputFile(click.Path):
+    """A file an option writes (a report, a cassette, a plan): the one rule for such paths. An empty path,
+    a NUL or an existing directory is a usage error (exit 2) before anything runs."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, writable=False)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if not isinstance(value, str) or not value or "\0" in value:
+            self.fail(f"{value!r} cannot name a file: give a file path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUTPUT_FILE = OutputFile()

@@ -17,7 +17,7 @@ import click
 
 from ..dsl.errors import DagplanError
 
-from .common import EXIT_FAILED, EXIT_USAGE, Exit, finish
+from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish
 from .common import die as _die
 
 
@@ -48,7 +48,7 @@ def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Write the plan here (default: print it on stdout).",
 )

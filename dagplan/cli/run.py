@@ -18,6 +18,7 @@ from .common import (
     EXIT_OK,
     EXIT_USAGE,
     EXIT_WAITING,
+    OUTPUT_FILE,
     die,
     fail,
     state_dir_option,
@@ -52,7 +53,7 @@ def output_options(f):
 
 record_option = click.option(
     "--record",
-    type=click.Path(dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     metavar="FILE",
     help="Write every tool and model call of this run to a cassette FILE (from its journal; secrets redacted;"
@@ -239,8 +240,12 @@ def ask_gate_on_terminal(request: dict) -> Any:
 
 
 def check_record(record: str | None) -> None:
-    if record is not None and (not record or "\0" in record):
-        die(f"--record {record!r} cannot name a cassette file: give a file path", EXIT_USAGE)
+    """--record given to the API (the CLI's option is an OUTPUT_FILE already): the same rule."""
+    if record is not None:
+        try:
+            OUTPUT_FILE.convert(record, None, None)
+        except click.BadParameter as exc:
+            die(f"--record: {exc.message}", EXIT_USAGE)
 
 
 def _waiting_hint(result: Any, record: str | None) -> None:

@@ -15,7 +15,7 @@ import click
 
 from .. import DagplanError
 from ..dsl.errors import counted, error, printable
-from .common import fail, raw_stream, state_dir_option, tools_option
+from .common import OUTPUT_FILE, fail, raw_stream, state_dir_option, tools_option
 from .run import output_options, record_option
 
 
@@ -117,7 +117,10 @@ def _show_waiting(run_id: str, request: Any) -> None:
     if request.get("deadline"):
         from datetime import datetime
 
-        when = datetime.fromtimestamp(request["deadline"]).isoformat(timespec="seconds")
+        try:
+            when = datetime.fromtimestamp(request["deadline"]).isoformat(timespec="seconds")
+        except (OverflowError, ValueError, OSError, TypeError):  # a record written before durations were bounded
+            when = "a date past any calendar"
         allowed += f" (until {when}; then {request.get('on_timeout', 'fail')})"
     click.echo(
         f"{run_id} waits at {request['step']}: {request['question']}{allowed}"
@@ -167,9 +170,7 @@ def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_ru
 
 @runs.command("export")
 @click.argument("run_id", metavar="RUN")
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="The cassette file (default: stdout)."
-)
+@click.option("-o", "--output", type=OUTPUT_FILE, default=None, help="The cassette file (default: stdout).")
 @state_dir_option
 @click.pass_context
 def export(ctx: click.Context, run_id: str, output: str | None, state_dir: str | None) -> None:

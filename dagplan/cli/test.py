@@ -7,7 +7,7 @@ import os
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, exit_code, fail, finish, verbosity
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OUTPUT_FILE, die, exit_code, fail, finish, verbosity
 
 
 @click.command("test")
@@ -20,9 +20,7 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, exit_code, fail, fini
     show_default=True,
     help="junit: JUnit XML for CI systems; github: annotations at each failing assertion's line.",
 )
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report to FILE (e.g. junit.xml)."
-)
+@click.option("-o", "--output", type=OUTPUT_FILE, default=None, help="Write the report to FILE (e.g. junit.xml).")
 @click.option("-k", "select", default=None, metavar="TEXT", help="Only cases whose name contains TEXT.")
 @click.option("--coverage", is_flag=True, help="Report each plan's branch coverage (text, or in the JSON).")
 @click.option(

@@ -193,10 +193,27 @@ def _table(v: Any) -> bool:
 
 
 def _pool(value: Any) -> bool:
-    if not isinstance(value, dict) or set(value) - {"max_running", "per_plan"}:
-        return False
-    limits = [value.get("max_running", 1), *dict(value.get("per_plan") or {}).values()]
-    return isinstance(value.get("per_plan", {}), dict) and all(_positive_int(v) for v in limits)
+    return isinstance(value, dict)  # what is inside: pool_problems, each at its own line
+
+
+def pool_problems(value: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong inside ``[pool]``: (the dotted key, a sentence) each."""
+    out = []
+    for key in value:
+        if key not in ("max_running", "per_plan"):
+            hint = did_you_mean(key, ("max_running", "per_plan"), "known keys: max_running, per_plan")
+            out.append((f"pool.{key}", f"unknown key pool.{key}" + (f" ({hint})" if hint else "")))
+    if "max_running" in value and not _positive_int(value["max_running"]):
+        out.append(
+            ("pool.max_running", f"pool.max_running must be an integer of at least 1, not {value['max_running']!r}")
+        )
+    per_plan = value.get("per_plan", {})
+    if not isinstance(per_plan, dict):
+        out.append(("pool.per_plan", "pool.per_plan must be a table: [pool.per_plan] with a plan's name = its limit"))
+    else:
+        out += [(f"pool.per_plan.{name}", f"pool.per_plan.{name} must be an integer of at least 1, not {limit!r}")
+                for name, limit in per_plan.items() if not _positive_int(limit)]  # fmt: skip
+    return out
 
 
 def _patterns(value: Any) -> bool:
@@ -249,15 +266,27 @@ def server_problems(name: str, table: Any) -> list[str]:
     return out
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR}, ${VAR:-default}
+# ${VAR}, ${VAR:-default} (a default holds no `$`, `{` or `}`), $${ for a literal ${; any other ${ is an error
+_VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^${}]*))?\}|\$\{")
 
 
 def expand_env(where: str, value: str) -> str:
     """``${VAR}`` replaced by the environment's value (``${VAR:-default}``: the default when it is unset or
-    empty); a variable that is not set and has no default is a ``config`` error naming ``where``."""
+    empty; ``$${`` a literal ``${``); a variable that is not set and has no default, or a ``${`` of any other
+    form (``${A:?msg}``, ``${A:-${B}}``, ``${ A }``), is a ``config`` error naming ``where``."""
 
     def one(found: re.Match) -> str:
         name, default = found.group(1), found.group(2)
+        if found.group(0) == "$${":
+            return "${"
+        if name is None:
+            rest = value[found.start() : found.start() + 24]
+            raise RunError.make(
+                "config",
+                f"{where}: {rest!r}... is not a form dagplan reads: only ${{VAR}} and ${{VAR:-default}} (a default "
+                "without $, { or })",
+                hint="write ${VAR} or ${VAR:-default}; $${ stands for a literal ${",
+            )
         if default is not None:
             return os.environ.get(name) or default
         if name not in os.environ:
@@ -369,6 +398,9 @@ def _build(path: Path, table: dict) -> Config:
         problems += [
             error("config", message, _key_span(path, f"mcp.{name}")) for message in server_problems(name, server)
         ]
+    pool = table.get("pool")
+    problems += [error("config", message, _key_span(path, key)) for key, message in pool_problems(pool)] if isinstance(
+        pool, dict) else []  # fmt: skip
     notifiers = table.get("notify")
     for name, notifier in (notifiers if isinstance(notifiers, dict) else {}).items():
         problems += [
@@ -410,10 +442,29 @@ def _key_span(path: Path, key: str) -> Span:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return Span(str(path))
-    name = rf"(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
-    pattern = re.compile(rf"^\s*(?:{name}\s*=|\[\s*{name}\s*[\].])")  # `key = ...`, or a table `[key]`
+
+    def quoted(word: str) -> str:
+        return rf"(?:\"{re.escape(word)}\"|'{re.escape(word)}'|{re.escape(word)})"
+
+    def at(number: int, line: str) -> Span:
+        return Span(str(path), line=number, col=len(line) - len(line.lstrip()) + 1)
+
+    pattern = re.compile(rf"^\s*(?:{quoted(key)}\s*=|\[\s*{quoted(key)}\s*[\].])")  # `key = ...`, or `[key]`
     for number, line in enumerate(lines, 1):
-        found = pattern.match(line)
-        if found:
-            return Span(str(path), line=number, col=len(line) - len(line.lstrip()) + 1)
+        if pattern.match(line):
+            return at(number, line)
+    if "." in key:  # `[table]` then `name = ...` under it (the table's header when the name is not found)
+        table, name = key.rsplit(".", 1)
+        dotted = r"\s*\.\s*".join(quoted(part) for part in table.split("."))
+        header = re.compile(rf"^\s*\[\s*{dotted}\s*\]")
+        inside = re.compile(rf"^\s*{quoted(name)}\s*=")
+        for number, line in enumerate(lines, 1):
+            if header.match(line):
+                for later, below in enumerate(lines[number:], number + 1):
+                    if below.lstrip().startswith("["):
+                        break
+                    if inside.match(below):
+                        return at(later, below)
+                return at(number, line)
+        return _key_span(path, table)
     return Span(str(path))

@@ -32,6 +32,11 @@ class BadReference(Exception):
     """A reference into a value that does not have that key or index."""
 
 
+class MissingInput(BadReference):
+    """``†input.NAME`` of an input the run was not given: an error, unless a ``||`` alternative or literal
+    default follows it (then it is as unwritten as a branch not taken)."""
+
+
 def get_path(root: Any, path: tuple) -> Any:
     """The value at ``path`` inside ``root``, or MISSING."""
     node = root
@@ -256,7 +261,7 @@ class Resolver:
         found = get_path(root, ref.path)
         if found is MISSING:
             if ref.root == "input":
-                raise BadReference(f"{ref} is not among the run's inputs")
+                raise MissingInput(f"{ref} is not among the run's inputs")
             for end in range(len(ref.path) - 1, 0, -1):
                 if ref.path[:end] in self.failed:
                     return self.failed[ref.path[:end]]
@@ -268,13 +273,13 @@ class Resolver:
         for option in node.options[:-1]:
             try:
                 return Resolver.ref(self, option)  # the first written (a lenient reader too: not its null)
-            except Dead:
+            except (Dead, MissingInput):  # an input never given is as unwritten as a branch not taken
                 continue
         if not node.has_default:
             return self.ref(node.options[-1])
         try:
             return Resolver.ref(self, node.options[-1])
-        except Dead:  # none was written: the plan's literal default
+        except (Dead, MissingInput):  # none was written, or given: the plan's literal default
             return thaw(node.default) if isinstance(node.default, (dict, list)) else node.default
 
     def text(self, part: Any) -> str:

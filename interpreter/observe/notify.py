@@ -13,8 +13,12 @@ notifier's name, never its URL. The run ends by waiting a bounded time for notic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import signal
+import time
 from typing import Any, Mapping, Sequence
 
 from ..core.config import expand_env, notifier_problems
@@ -72,6 +76,8 @@ def _post(url: str, body: Mapping[str, Any], timeout: float) -> None:
 
     if not url.startswith(("https://", "http://")):
         raise ValueError("the webhook's URL does not start with http:// or https://")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ValueError("the webhook's URL holds a space or a control character (pasted with a trailing word?)")
     data = json.dumps(body, ensure_ascii=False).encode("utf-8")
     request = Request(url, data=data, headers={"Content-Type": "application/json"}, method="POST")
     with urlopen(request, timeout=timeout) as response:  # noqa: S310 - the scheme is checked above
@@ -79,22 +85,82 @@ def _post(url: str, body: Mapping[str, Any], timeout: float) -> None:
 
 
 async def _run(argv: list[str], body: Mapping[str, Any], timeout: float) -> None:
+    """The command, given the notice on stdin, in a process group of its own: after ``timeout`` the whole
+    group is killed (a child it started in the background too), and the run never waits on pipes it holds."""
+    _adopt_orphans()
     process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         _, err = await asyncio.wait_for(process.communicate(json.dumps(body).encode("utf-8")), timeout)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        await asyncio.shield(asyncio.to_thread(_kill_group, process.pid))  # reaping may take moments: off the loop
+        with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+            await asyncio.wait_for(process.wait(), 5)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
         raise TimeoutError(f"the command did not finish within {timeout:g}s") from None
     if process.returncode:
         last = (err or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         raise RuntimeError(f"the command exited with {process.returncode}: {last[0][:200]}")
 
 
+def _adopt_orphans() -> None:
+    """On Linux, this process becomes the reaper of what its notifier commands leave behind (a child they
+    started in the background), so a killed group is reaped here, not left to an init that may never reap
+    (a container's): once per process."""
+    global _ADOPTING
+    if _ADOPTING is None:
+        _ADOPTING = False
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _ADOPTING = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+
+
+_ADOPTING: bool | None = None
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the command's process group, then reap the members this process adopted."""
+    members = _group(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if not _ADOPTING:
+        return
+    for member in members - {pid}:  # the command itself is asyncio's to reap
+        for _ in range(200):  # SIGKILL takes effect within moments; never wait unbounded
+            try:
+                if os.waitpid(member, os.WNOHANG) != (0, 0):
+                    break  # reaped
+            except ChildProcessError:  # not (yet) ours: its parent is still dying, or it is gone
+                if not os.path.exists(f"/proc/{member}"):
+                    break
+            time.sleep(0.01)
+
+
+def _group(pgid: int) -> set[int]:
+    """The processes of a process group, from /proc (empty where there is none)."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{entry}/stat", "rb") as stat:
+                        fields = stat.read().rsplit(b")", 1)[1].split()
+                    if int(fields[2]) == pgid:
+                        found.add(int(entry))
+    return found
+
+
 def _why(exc: BaseException) -> str:
-    """A failure in words that never carry the URL (urllib's errors do not; a RunError names the variable)."""
+    """A failure in words that never carry the URL or the command's arguments (a secret may be in either):
+    words of our own for what we know, else only the exception's type."""
     from urllib.error import HTTPError, URLError
 
     if isinstance(exc, HTTPError):
@@ -103,5 +169,11 @@ def _why(exc: BaseException) -> str:
         return f"cannot connect ({exc.reason})" if isinstance(exc.reason, str) else "cannot connect"
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return str(exc) or "timed out"
+    if isinstance(exc, (ValueError, RuntimeError)) and type(exc) in (ValueError, RuntimeError):
+        return str(exc)  # raised here, in words that hold no URL (the command's exit and its last line)
     headline = getattr(exc, "headline", None)
-    return headline.message if headline is not None else f"{type(exc).__name__}: {exc}"
+    if headline is not None:
+        return headline.message  # a RunError names the variable, never its value
+    if isinstance(exc, FileNotFoundError):
+        return "the command was not found"
+    return type(exc).__name__  # its text may quote the URL (http.client's InvalidURL does): never shown

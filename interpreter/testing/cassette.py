@@ -189,6 +189,25 @@ def _call_problems(call: Any, index: int) -> Iterable[tuple[tuple, str]]:
             yield (name,), f"calls[{index}].{name} must be {shown}, not {type(call[name]).__name__}"
     if "error" in call and not isinstance(call["error"], dict):
         yield ("error",), f"calls[{index}].error must be an object with type and message"
+    alternative = call.get("alternative")
+    if alternative is not None and (type(alternative) is not int or alternative < 0):
+        yield ("alternative",), f"calls[{index}].alternative must be the number of an output alternative (0, 1, ...)"
+    for key, wanted, shown in (("model", str, "a model name"), ("name", str, "a tool name")):
+        if key in call and call[key] is not None and not isinstance(call[key], wanted):
+            yield (key,), f"calls[{index}].{key} must be {shown}"
+    if "duration" in call and (type(call["duration"]) not in (int, float) or call["duration"] < 0):
+        yield ("duration",), f"calls[{index}].duration must be a number of seconds"
+    request = call.get("request")
+    if kind == "model" and isinstance(request, dict):
+        params = request.get("params")
+        if params is not None and not isinstance(params, dict):
+            yield ("request", "params"), f"calls[{index}].request.params must be an object"
+        elif isinstance(params, dict) and params.get("response_format") is not None:
+            if not isinstance(params["response_format"], dict):
+                yield (
+                    ("request", "params", "response_format"),
+                    (f"calls[{index}].request.params.response_format must be an object"),
+                )
     if "step" in call and not isinstance(call["step"], str):
         yield ("step",), f"calls[{index}].step must be a step id"
 
