@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -368,3 +369,79 @@ def test_a_missing_tools_file_of_a_test_is_reported_at_its_line(project):
     (project / "w.test.yaml").write_text("plan: w.yaml\ntools: [nope.py]\ncases:\n  - name: x\n")
     proc = _cli(project, "check", "w.test.yaml")
     assert proc.returncode == 2 and "w.test.yaml:2:9: error tools-import" in proc.stdout, proc.stdout
+
+
+def test_a_full_disk_while_spilling_a_large_output_stops_the_run_and_keeps_what_was_committed(tmp_path, monkeypatch):
+    """The journal's own writes already stopped a run on a full disk; a large output spilled to its own file
+    did not (OSError: No space left on device). Now both stop the run the same way, and a resume finishes."""
+    import errno
+
+    import dagplan
+    from dagplan.interpreter.stores import wal
+
+    @dagplan.tool(purity="pure")
+    def small() -> int:
+        return 1
+
+    @dagplan.tool(purity="pure")
+    def blob(n: int) -> str:
+        return "x" * 40_000 + str(n)  # spilled beside the journal (over its inline limit)
+
+    plan = dagplan.load(text="steps:\n  - {id: a, tool: small, output: †state.a}\n"
+                             "  - {id: b, tool: blob, args: {n: †state.a}, output: †state.b}\nresult: †state.b\n",
+                        tools=[small, blob])  # fmt: skip
+    real = wal.atomic_write
+
+    def full(path, data):
+        if "step_results" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(wal, "atomic_write", full)
+    created: list[str] = []
+    with pytest.raises(dagplan.DagplanError) as stopped:
+        dagplan.run(plan, tools=[small, blob], durable=True, state_dir=tmp_path / "s", on_run_created=created.append)
+    assert stopped.value.headline.code == "io" and "No space left" in stopped.value.headline.message
+    monkeypatch.setattr(wal, "atomic_write", real)  # space is free again
+    resumed = dagplan.resume(created[0], tools=[small, blob], state_dir=tmp_path / "s")
+    assert resumed.status == "completed" and resumed.result.endswith("1")
+
+
+def test_a_run_whose_database_goes_away_ends_with_state_unavailable_and_resumes(tmp_path, postgres):
+    import psycopg
+
+    (tmp_path / "t.py").write_text(
+        "import dagplan, os, time\n"
+        "@dagplan.tool(purity='pure')\ndef hold() -> int:\n"
+        "    open('started', 'w').close()\n"
+        "    while not os.path.exists('go'):\n        time.sleep(0.02)\n    return 1\n"
+        "@dagplan.tool(purity='pure')\ndef inc(n: int) -> int:\n    return n + 1\n"
+    )
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: hold, output: †state.a}\n"
+                                     "  - {id: b, tool: inc, args: {n: †state.a}, output: †state.b}\nresult: †state.b\n")  # fmt: skip
+    name = postgres.rsplit("/", 1)[1]
+    admin = postgres.rsplit("/", 1)[0] + "/postgres"
+    assert _cli(tmp_path, "db", "upgrade", "--state", postgres).returncode == 0
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "t.py", "--state", postgres],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60  # a bound on waiting for the first step, not a timing assertion
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        with psycopg.connect(admin, autocommit=True) as conn:  # the database goes away under the run
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        (tmp_path / "go").touch()
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 2 and "state-unavailable" in out + err and "Traceback" not in out + err, err
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    listed = _cli(tmp_path, "runs", "--state", postgres, "--format", "json")
+    run_id = json.loads(listed.stdout)[0]["id"]
+    resumed = _cli(tmp_path, "resume", run_id, "--tools", "t.py", "--state", postgres)
+    assert resumed.returncode == 0, resumed.stderr

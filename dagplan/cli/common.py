@@ -75,6 +75,7 @@ USAGE_CODES = frozenset(
         "lock-tampered",
         "mcp-none",
         "mcp-server",
+        "state-unavailable",
         "bad-answer",
         "not-waiting",
         "person-only",

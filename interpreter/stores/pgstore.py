@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
-from ...dsl.errors import RunError
+from ...dsl.errors import RunError, first_line
 from ...dsl.files import json_safe
 from ..core.redact import masked
 from .journal import (
@@ -112,6 +112,52 @@ def _connect(url: str, **kwargs: Any) -> Any:
                             hint="check the URL of `state` and that PostgreSQL runs") from None  # fmt: skip
 
 
+def _unavailable(exc: BaseException) -> RunError:
+    first = first_line(str(exc)) or type(exc).__name__
+    return RunError.make("state-unavailable", f"lost the run database: {first}",
+                         hint="when PostgreSQL is back: dagplan resume RUN (what was committed is kept)")  # fmt: skip
+
+
+def _translating(cls: type) -> type:
+    """Every public method of ``cls`` (and the journal protocol's ``commit_sync``) says a lost database as
+    the ``state-unavailable`` error: the one place psycopg's connection errors become dagplan's (a run
+    stops with it, a worker waits and reconnects), never a traceback."""
+    import functools
+    import inspect
+
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - this module needs psycopg to do anything
+        return cls
+    lost = (psycopg.OperationalError, psycopg.InterfaceError)
+
+    def wrap(fn: Any) -> Any:
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def generating(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    yield from fn(*args, **kwargs)
+                except lost as exc:
+                    raise _unavailable(exc) from None
+
+            return generating
+
+        @functools.wraps(fn)
+        def calling(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except lost as exc:
+                raise _unavailable(exc) from None
+
+        return calling
+
+    for name, value in list(vars(cls).items()):
+        if inspect.isfunction(value) and (not name.startswith("_") or name in ("_write_durable",)):
+            setattr(cls, name, wrap(value))
+    return cls
+
+
 def upgrade(url: str) -> tuple[int, int]:
     """Create or migrate the schema; returns (version before, version after)."""
     with _connect(url) as conn:
@@ -139,6 +185,7 @@ _HELD = (
 )  # whether a session holds run r's lock (its owner is alive)
 
 
+@_translating
 class PgRegistry:
     """All runs of one database (the registry protocol)."""
 
@@ -384,6 +431,7 @@ def _same_host(run_id: str, registry: PgRegistry) -> bool:
     return bool(row and row[0] and str(row[0]).rsplit(":", 1)[0] == socket.gethostname())
 
 
+@_translating
 class PgRun(Artifact, FoldedReads, GroupCommit):
     """One run in the database: its artifact, its progress folded from its events, and (acquired) its writer."""
 

@@ -495,8 +495,11 @@ class Run(Artifact, GroupCommit):
             data, rel = value.encode("utf-8", "surrogatepass"), f"{folder}/{name}.txt"
         else:
             data, rel = text.encode("ascii"), f"{folder}/{name}.json"
-        (self.dir / folder).mkdir(exist_ok=True)
-        wal.atomic_write(self.dir / rel, data)
+        try:
+            (self.dir / folder).mkdir(exist_ok=True)
+            wal.atomic_write(self.dir / rel, data)
+        except OSError as exc:  # a full disk while spilling: the same stop as a journal write that fails
+            raise self._cannot_write(exc) from None
         return {"spill": rel, "spill_bytes": len(data), "spill_crc": zlib.crc32(data)}
 
     def commit_sync(self) -> None:
@@ -509,6 +512,17 @@ class Run(Artifact, GroupCommit):
 
     def _after_commit(self) -> None:
         self._maybe_compact()
+
+    def _cannot_write(self, exc: OSError) -> RunError:
+        """The one stop for a write the disk refused (full, a quota, gone): the run stops, said once, and what
+        was committed before is kept."""
+        self._broken = RunError.make(
+            "io",
+            f"cannot write the journal of run {self.id} in {self.dir.parent}: {exc.strerror or exc}; the run "
+            "stopped, and everything committed before is kept",
+            hint=f"free some space, then: dagplan resume {self.id}",
+        )
+        return self._broken
 
     def _flush(self) -> None:
         with self._io:
@@ -532,13 +546,7 @@ class Run(Artifact, GroupCommit):
                 self._reserved = self._offset
             except OSError:
                 pass
-            self._broken = RunError.make(
-                "io",
-                f"cannot write the journal of run {self.id} in {self.dir.parent}: {exc.strerror or exc}; the run "
-                "stopped, and everything committed before is kept",
-                hint=f"free some space, then: dagplan resume {self.id}",
-            )
-            raise self._broken from None
+            raise self._cannot_write(exc) from None
         self._offset += len(data)
         self._tail += data.count(b"\n")
         self._durable_seq = upto
