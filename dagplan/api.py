@@ -181,13 +181,16 @@ async def arun(
     cassette: str | os.PathLike | Mapping[str, Any] | None = None,
     executor: str | None = None,
     person_gates: bool | None = None,
+    approval: Mapping[str, Any] | None = None,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
     ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
     ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins).
     ``person_gates``: every gate of the run (and of its resumes) is one only a person may answer, as for a
-    plan a model wrote (MCP, the planner): a model's channel cannot answer it."""
+    plan a model wrote (MCP, the planner): a model's channel cannot answer it. ``approval``: a person's
+    approval of this plan (:func:`check_approval` verified it), kept in the run's journal; it is the
+    approval of a lazy plan too."""
     from .interpreter.ops.driver import RunRequest, start
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
@@ -222,14 +225,21 @@ async def arun(
             registry(tools),
             options,
             inputs=inputs,
-            approve=approve,
+            approve=approve if approval is None else (lambda preview: True),  # approved ahead, by a person
             durable=durable,
             state=_state(state_dir, cfg),
             run_id=run_id,
-            meta={"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None},
+            meta={
+                "tool_sources": source_record(tool_sources),
+                "config": str(cfg.path) if cfg.path else None,
+                **({"approval": {k: approval.get(k) for k in _APPROVAL_KEPT}} if approval else {}),
+            },  # fmt: skip
             on_run_created=on_run_created,
         )
     )
+
+
+_APPROVAL_KEPT = ("plan_hash", "tools_hash", "side_effects", "approved_by", "approved_at")
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -733,6 +743,67 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
     if llm_steps(old) or llm_steps(new):
         found.cost = tuple(estimate(p, cfg).summary(steps=False) or "no model calls" for p in (old, new))  # type: ignore[assignment]
     return found
+
+
+def approve(
+    plan: Plan | str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    tool_sources: Iterable[str] = (),
+    config: Any = None,
+    who: str | None = None,
+) -> dict:
+    """A person's approval of ``plan`` with these tools (``dagplan preview PLAN --approve``): its canonical
+    hash, the tools' hash, the steps that can act, the worst-case cost, who approved it (by default the OS
+    user) and when. :func:`run` with ``approval=`` runs only this plan with these tools."""
+    from .interpreter.core.vocabulary import os_user
+    from .interpreter.ops.approval import make
+    from .interpreter.tools.sources import source_record
+
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
+    cost = estimate(plan, cfg).to_json()
+    return make(plan, _specs(tools) if tools is not None else {}, source_record(tool_sources),
+                who=who if who is not None else os_user(), cost=cost)  # fmt: skip
+
+
+def check_approval(
+    approval: Mapping[str, Any] | str | os.PathLike,
+    plan: Plan | str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    tool_sources: Iterable[str] = (),
+    config: Any = None,
+) -> dict:
+    """The approval (a file, or its data) when ``plan`` with these tools is what it approved; else the error
+    ``not-approved``, each difference in ``dagplan diff``'s words."""
+    from .dsl.errors import RunError
+    from .interpreter.ops.approval import differences, read
+    from .interpreter.tools.sources import source_record
+
+    given = read(approval) if not isinstance(approval, Mapping) else dict(approval)
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
+    found = differences(given, plan, _specs(tools) if tools is not None else {}, source_record(tool_sources))
+    if found:
+        raise RunError.make("not-approved", "this is not the plan that was approved: " + "; ".join(found),
+                            hint="run the approved plan, or have a person approve this one: "
+                                 "dagplan preview PLAN --approve -o FILE")  # fmt: skip
+    return given
+
+
+def walk(plan: Plan) -> Any:
+    """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``)."""
+    from .dsl.ir import walk as steps
+
+    return steps(plan)
+
+
+def matches(pattern: str, unit_id: str) -> bool:
+    """Whether a gate's full id (``each[2].approve_close``) matches ``pattern`` (``*``: any characters)."""
+    from .interpreter.ops.runs import matches as rule
+
+    return rule(pattern, unit_id)
 
 
 def answered(value: Any, channel: str, who: str | None = None) -> Any:

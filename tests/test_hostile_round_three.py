@@ -445,3 +445,146 @@ def test_a_run_whose_database_goes_away_ends_with_state_unavailable_and_resumes(
     run_id = json.loads(listed.stdout)[0]["id"]
     resumed = _cli(tmp_path, "resume", run_id, "--tools", "t.py", "--state", postgres)
     assert resumed.returncode == 0, resumed.stderr
+
+
+# --- an approval bound to the exact plan a person approved ------------------------------------------
+
+REFUND = """summary: Refund a customer
+inputs:
+  customerId: {type: string}
+steps:
+  - id: history
+    tool: checkBillingHistory
+    args: {customerId: †input.customerId}
+    output: †state.history
+  - id: refund
+    tool: issueRefund
+    args: {customerId: †input.customerId, amount: 20}
+    output: †state.receipt
+result: †state.receipt
+"""
+
+
+def test_a_plan_approved_in_review_is_the_plan_that_runs(project):
+    (project / "refund.yaml").write_text(REFUND)
+    shown = _cli(project, "preview", "refund.yaml", "--tools", "tools.py", "--approve", "-o", "refund.approval.json")
+    assert shown.returncode == 0 and "--approved refund.approval.json" in shown.stderr, shown.stderr
+    approval = json.loads((project / "refund.approval.json").read_text())
+    assert approval["side_effects"] == ["refund"] and approval["approved_by"] and approval["plan_hash"].startswith(
+        "sha256:")  # fmt: skip
+    run = ("run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1", "--approved", "refund.approval.json")
+    done = _cli(project, *run, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    (record,) = (project / "s").rglob(f"{json.loads(done.stdout)['run_id']}/plan.json")
+    assert approval["plan_hash"] in record.read_text()  # the approval is kept in the run's record
+    # the same plan in JSON and another key order is the same plan
+    (project / "same.json").write_text(json.dumps(yaml_load(REFUND), sort_keys=True))
+    same = _cli(project, "run", "same.json", *run[2:])
+    assert same.returncode == 0, same.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda t: t.replace("amount: 20", "amount: 2000"), "step refund changed: args"),
+        (lambda t: t.replace("result:", "  - id: again\n    tool: issueRefund\n    args: {customerId: x, amount: 1}\nresult:"),
+         "a step that acts on the world was added: again"),
+        (lambda t: t.replace("summary: Refund a customer", "summary: Refund\nmax_cost: 500"), "max_cost"),
+    ],
+)  # fmt: skip
+def test_a_plan_changed_after_its_approval_is_refused_naming_what_changed(project, edit, words):
+    (project / "refund.yaml").write_text(REFUND)
+    assert _cli(project, "preview", "refund.yaml", "--tools", "tools.py", "--approve").returncode == 0
+    (project / "refund.yaml").write_text(edit(REFUND))
+    proc = _cli(project, "run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1",
+                "--approved", "refund.approval.json")  # fmt: skip
+    assert proc.returncode == 1 and "not-approved" in proc.stderr and words in proc.stderr, proc.stderr
+    assert not list((project / "s").rglob("*.jsonl"))  # nothing ran
+
+
+def test_tools_changed_after_the_approval_are_refused(project):
+    (project / "refund.yaml").write_text(REFUND)
+    assert _cli(project, "preview", "refund.yaml", "--tools", "tools.py", "--approve").returncode == 0
+    (project / "tools.py").write_text(TOOLS.replace('"""Refund an amount', '"""Refund any amount'))
+    proc = _cli(project, "run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1",
+                "--approved", "refund.approval.json")  # fmt: skip
+    assert proc.returncode == 1 and "tool issueRefund is not the one approved" in proc.stderr, proc.stderr
+    (project / "tools.py").write_text(TOOLS + "\n# a comment: the code changed\n")
+    proc = _cli(project, "run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1",
+                "--approved", "refund.approval.json")  # fmt: skip
+    assert proc.returncode == 1 and "the code of the tools changed" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["{}", "not json", '{"dagplan_approval": 1}', "EDITED"])
+def test_a_damaged_or_edited_approval_is_refused(project, damage):
+    (project / "refund.yaml").write_text(REFUND)
+    assert _cli(project, "preview", "refund.yaml", "--tools", "tools.py", "--approve").returncode == 0
+    path = project / "refund.approval.json"
+    if damage == "EDITED":  # the plan inside widened by hand, the hashes left
+        data = json.loads(path.read_text())
+        data["document"]["steps"][1]["args"]["amount"] = 2000
+        path.write_text(json.dumps(data))
+    else:
+        path.write_text(damage)
+    proc = _cli(project, "run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1", "--approved", str(path))
+    assert proc.returncode == 2 and "bad-approval" in proc.stderr, proc.stderr
+
+
+def yaml_load(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+# --- gates in bulk, and a refusal that is routed is a decision ---------------------------------------
+
+FAN = """steps:
+  - id: each
+    for_each: [a, b, c]
+    plan:
+      inputs: {x: {type: string}}
+      steps:
+        - id: approve_close
+          gate: {question: "close †input.x?", choices: [approve, reject]}
+    args: {x: †item}
+    output: †state.closed
+"""
+
+
+def test_gates_of_a_fan_out_are_listed_and_answered_at_once(project):
+    (project / "f.yaml").write_text(FAN)
+    waiting = _cli(project, "run", "f.yaml")
+    assert waiting.returncode == 3 and all(f"each[{i}].approve_close" in waiting.stderr for i in range(3))
+    listed = _cli(project, "runs")
+    assert all(f"waits at each[{i}].approve_close" in listed.stderr for i in range(3)), listed.stderr
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    assert _cli(project, "answer", run_id, "each[*].approve_close", "maybe").returncode == 2  # each one checked
+    assert _cli(project, "answer", run_id, "each[*].approve_close", "approve").returncode == 0
+    done = _cli(project, "resume", run_id)
+    assert done.returncode == 0, done.stderr
+    one = _cli(project, "run", "f.yaml", "--answer", "each[1].approve_close=approve", "--format", "json")
+    assert one.returncode == 3 and [w["step"] for w in json.loads(one.stdout)["waiting"]] == [
+        "each[0].approve_close", "each[2].approve_close"]  # fmt: skip
+    every = _cli(project, "run", "f.yaml", "--answer", "each[*].approve_close=approve")
+    assert every.returncode == 0, every.stderr
+    wrong = _cli(project, "run", "f.yaml", "--answer", "each[0].aprove_close=approve")
+    assert wrong.returncode == 2 and "no gate" in wrong.stderr
+
+
+def test_a_refusal_the_plan_routes_is_an_ordinary_completion(project):
+    (project / "g.yaml").write_text(
+        "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
+        "    output: †state.approved || †state.rejected\n"
+        "  - id: ship\n    tool: notify\n    args: {message: †state.approved}\n    output: †state.shipped\n"
+        "  - id: tell\n    tool: notify\n    args: {message: 'not shipped'}\n    deps: [approve]\n"
+        "    when: †state.rejected\n    output: †state.told\n"
+    )
+    refused = _cli(project, "run", "g.yaml", "--tools", "tools.py", "--answer", "approve=reject", "--format", "json")
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    steps = json.loads(refused.stdout)["steps"]
+    assert steps["ship"]["status"] == "skipped" and steps["tell"]["status"] == "completed"
+    (project / "h.yaml").write_text(
+        "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
+    )
+    unrouted = _cli(project, "run", "h.yaml", "--answer", "approve=reject")
+    assert unrouted.returncode == 1  # a refusal nothing handles: completed with errors

@@ -76,6 +76,7 @@ USAGE_CODES = frozenset(
         "mcp-none",
         "mcp-server",
         "state-unavailable",
+        "bad-approval",
         "bad-answer",
         "not-waiting",
         "person-only",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import sys
 from typing import Any, Callable, Coroutine
@@ -87,19 +88,41 @@ def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> di
 @click.argument("file", type=click.Path(dir_okay=False))
 @tools_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
-    """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing."""
+@click.option("--approve", is_flag=True, help="Approve this plan with these tools, as shown: write the approval file.")
+@click.option("-o", "--output", type=OUTPUT_FILE, default=None,
+              help="Where --approve writes the approval (default: FILE.approval.json beside the plan).")  # fmt: skip
+def preview(
+    file: str, tool_sources: tuple[str, ...], fmt: str, approve: bool = False, output: str | None = None
+) -> None:
+    """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing. With
+    --approve, a person approves it: `dagplan run FILE --approved APPROVAL` then runs only this plan."""
+    from .. import api
     from ..api import preview as build
     from .. import load_config
     from ..views import preview_text
 
+    if output is not None and not approve:
+        die("-o is where --approve writes the approval: give --approve too", EXIT_USAGE)
     try:
         config = load_config()
         tools = load_tools(tool_sources, config) if tool_sources or config.tools else None
-        shown = build(load_plan(file, tools) if tools is not None else file, tools)
+        plan = load_plan(file, tools) if tools is not None else api.load(file)
+        shown = build(plan, tools)
+        approval = (
+            api.approve(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], config=config)
+            if approve
+            else None
+        )
     except DagplanError as exc:
         fail(exc)
     click.echo(json.dumps(shown.to_json(), indent=2, ensure_ascii=False) if fmt == "json" else preview_text(shown))
+    if approval is not None:
+        target = output or os.path.splitext(file)[0] + ".approval.json"
+        api.write_file(target, (json.dumps(approval, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        acts = ", ".join(approval["side_effects"]) or "none"
+        tools_given = "".join(f" --tools {t}" for t in tool_sources)
+        click.echo(f"approved by {approval['approved_by']}: wrote {target} (steps that act on the world: {acts}); "
+                   f"run it with: dagplan run {file}{tools_given} --approved {target}", err=True)  # fmt: skip
 
 
 @click.command()
@@ -125,6 +148,13 @@ def preview(file: str, tool_sources: tuple[str, ...], fmt: str) -> None:
     help="Answer a gate ahead (repeatable; VALUE as JSON, else text): the run does not stop there (for CI).",
 )
 @click.option(
+    "--approved",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="APPROVAL",
+    help="Run only the plan and tools this approval file (dagplan preview --approve) approved; refuse anything else.",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default=None,
@@ -141,6 +171,7 @@ def run(
     record,
     replay,
     answers,
+    approved,
     executor,
     fmt,
     events,
@@ -162,6 +193,13 @@ def run(
     from .. import api
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file, replay)
+    approval = None
+    if approved is not None:
+        try:
+            approval = api.check_approval(approved, plan, tools=tools, tool_sources=[*config.tools, *tool_sources],
+                                          config=config)  # fmt: skip
+        except DagplanError as exc:
+            fail(exc)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
@@ -175,6 +213,7 @@ def run(
         model=model,
         cassette=replay,
         executor=executor,
+        approval=approval,
     )
     session.execute(api.arun, plan, **kwargs)
 
@@ -204,16 +243,19 @@ def prepare(
 
 
 def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
-    """``--answer STEP=VALUE`` pairs: each a gate of the plan (else exit 2, with did-you-mean), the value
-    read as JSON, else as text."""
+    """``--answer STEP=VALUE`` pairs: each a gate of the plan, of a sub-plan or of a fan-out's items
+    (``each[0].approve_close``, or ``each[*].approve_close`` for all; else exit 2, with did-you-mean), the
+    value read as JSON, else as text."""
+    import re
+
     from .. import api
     from ..dsl.errors import did_you_mean
 
-    gates = [s.id for s in plan.steps if s.gate is not None]
+    gates = [full for full, s in api.walk(plan) if s.gate is not None]
     out: dict[str, Any] = {}
     for pair in given:
         step, sep, raw = pair.partition("=")
-        if not sep or step not in gates:
+        if not sep or re.sub(r"\[[^\]]*\]", "", step) not in gates and not any(api.matches(step, g) for g in gates):
             known = ", ".join(gates) or "none"
             hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
             die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)
@@ -326,8 +368,9 @@ class Session:
         run stops waiting for it."""
         from .. import api
 
-        if request["step"] in self.answers:
-            return api.answered(self.answers[request["step"]], "--answer")
+        given = next((k for k in self.answers if api.matches(k, request["step"])), None)
+        if given is not None:
+            return api.answered(self.answers[given], "--answer")
         if not self.interactive:
             raise api.waiting(request)
         return api.answered(self._paused(ask_gate_on_terminal)(request), "terminal")

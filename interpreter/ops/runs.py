@@ -192,38 +192,53 @@ def answer_gate(
 ) -> str:
     """Durably record the answer of a gate a run waits at (``resume`` then continues); returns the run id.
 
-    With ``text``, ``value`` is a command-line word: kept as text when the gate has choices,
-    else read as JSON when it is JSON. ``channel`` and ``who`` are recorded with it; a gate only a
-    person may answer refuses a channel a model holds (``person-only``).
+    ``step`` is a gate's full id (``each[2].approve_close``) or a pattern where ``*`` stands for any
+    characters (``each[*].approve_close``, ``*``): every waiting gate it matches gets the answer, each
+    checked first, all recorded together or none. With ``text``, ``value`` is a command-line word: kept
+    as text when the gate has choices, else read as JSON when it is JSON. ``channel`` and ``who`` are
+    recorded with it; a gate only a person may answer refuses a channel a model holds (``person-only``).
     """
     journal = open_registry(state).open(run_id)
     progress = journal.progress()
-    request = _request(journal.id, step, progress.waiting if progress.status is RunStatus.WAITING else ())
-    refused = answer_refused(request, channel)
-    if refused:
-        raise RunError.make("person-only", refused, hint=PERSON_HINT)
-    if text:
-        value = _parse(value, request)
-    problem = answer_problem(request, value)
-    if problem:
-        raise RunError.make("bad-answer", f"step {step}: {problem}", hint=_choices_hint(request))
+    requests = _requests(journal.id, step, progress.waiting if progress.status is RunStatus.WAITING else ())
+    answers = []
+    for request in requests:
+        refused = answer_refused(request, channel)
+        if refused:
+            raise RunError.make("person-only", refused, hint=PERSON_HINT)
+        given = _parse(value, request) if text else value
+        problem = answer_problem(request, given)
+        if problem:
+            raise RunError.make("bad-answer", f"step {request['step']}: {problem}", hint=_choices_hint(request))
+        answers.append((str(request["step"]), given))
     journal.acquire()
     try:
-        data = {"value": value, "channel": Channel(channel).value, "who": who}
-        journal.record(Event(EventType.GATE_ANSWERED, journal.id, step, data=data))
+        for unit, given in answers:
+            data = {"value": given, "channel": Channel(channel).value, "who": who}
+            journal.record(Event(EventType.GATE_ANSWERED, journal.id, unit, data=data))
     finally:
         journal.release()
     return journal.id
 
 
-def _request(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any]:
+def matches(pattern: str, unit_id: str) -> bool:
+    """Whether a gate's full id matches ``pattern``: the id itself, or ``*`` standing for any characters
+    (``each[*].approve_close``); the one rule of ``dagplan answer`` and ``--answer``."""
+    if "*" not in pattern:
+        return pattern == unit_id
+    import re
+
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), unit_id) is not None
+
+
+def _requests(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> list[Mapping[str, Any]]:
     if not waiting:
         raise RunError.make(
             "not-waiting", f"run {run_id} is not waiting for an answer", hint="dagplan runs shows each run's status"
         )
-    for request in waiting:
-        if request.get("step") == step:
-            return request
+    found = [request for request in waiting if matches(step, str(request.get("step")))]
+    if found:
+        return found
     names = ", ".join(str(r.get("step", "?")) for r in waiting)
     raise RunError.make("no-such-step", f"run {run_id} is not waiting at {step!r}", hint=f"it waits at: {names}")
 

@@ -1,0 +1,150 @@
+"""An approval bound to the plan a person approved: what ``dagplan preview PLAN --approve`` writes and
+``dagplan run PLAN --approved FILE`` verifies.
+
+An approval holds the plan's canonical document and its hash (the checked document, sub-plans inlined: the
+same plan in another dialect, key order or file is the same plan), the hash of the tools it calls (their
+catalog entries as a plan sees them, MCP tools from the lock, and the content of the Python files they come
+from), the steps that can act on the world, the plan's worst-case cost, who approved it and when. A run
+given the approval runs only that plan with those tools; anything else is refused, naming what differs in
+``dagplan diff``'s words, and the approval is kept in the run's journal. This is how a plan reviewed in a
+pull request is the plan CI runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any, Iterable, Mapping
+
+from ...dsl.errors import RunError, Span
+from ...dsl.ir import Plan, can_act, walk
+
+FORMAT = 1
+_HOW = "write it with: dagplan preview PLAN --approve -o FILE"
+
+
+def _hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if hasattr(value, "keys") else list(value)
+
+
+def _document(plan: Plan) -> Any:
+    """The plan as data: its checked canonical document (sub-plans inlined), as plain JSON."""
+    if plan.document is None:
+        raise RunError.make("not-durable", "an approved plan must be loaded from a document",
+                            hint="load it with dagplan.load() or give its file")  # fmt: skip
+    return json.loads(json.dumps(plan.document, default=_plain))
+
+
+def tools_used(plan: Plan) -> list[str]:
+    """The names of every tool the plan (and the plans it runs) may call, sorted."""
+    names = set()
+    for _, step in walk(plan):
+        if step.tool:
+            names.add(step.tool)
+        if step.llm is not None:
+            names.update(step.llm.tools)
+    return sorted(names)
+
+
+def tools_identity(plan: Plan, specs: Mapping[str, Any], sources: Iterable[Mapping[str, str]]) -> dict[str, Any]:
+    """What the plan relies on of its tools: each used tool's catalog entry (parameters, purity, ...), and
+    the content hash of every Python file tools were loaded from (a file's path is where it is, not what
+    it does)."""
+    used = tools_used(plan)
+    catalog = {name: specs[name].to_json() if name in specs else None for name in used}
+    files = sorted(s["sha256"] for s in sources if "sha256" in s)
+    modules = sorted(s["module"] for s in sources if "module" in s)
+    return {"catalog": catalog, "files": files, "modules": modules}
+
+
+def make(plan: Plan, specs: Mapping[str, Any], sources: Iterable[Mapping[str, str]], *, who: str | None,
+         cost: Any = None) -> dict[str, Any]:  # fmt: skip
+    """The approval of ``plan`` with these tools, by ``who``, now."""
+    document = _document(plan)
+    tools = tools_identity(plan, specs, sources)
+    return {
+        "dagplan_approval": FORMAT,
+        "plan": os.path.basename(plan.source),
+        "plan_hash": _hash(document),
+        "tools_hash": _hash(tools),
+        "side_effects": [full for full, step in walk(plan) if can_act(step, specs) and not _has_children(step)],
+        "worst_case_cost": cost,
+        "approved_by": who,
+        "approved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "document": document,
+        "tools": tools,
+    }
+
+
+def _has_children(step: Any) -> bool:
+    return step.plan is not None or step.loop is not None
+
+
+def read(path: str | os.PathLike) -> dict[str, Any]:
+    """An approval file, its shape checked; a damaged one is a usage error naming the file."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as handle:
+            data = json.loads(handle.read(16 * 1024 * 1024 + 1))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise RunError.make("bad-approval", f"cannot read the approval {name}: {why}", Span(name), hint=_HOW) from None
+    fields = {"dagplan_approval": int, "plan_hash": str, "tools_hash": str, "document": dict, "tools": dict}
+    wrong = [k for k, kind in fields.items() if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
+    if wrong or data.get("dagplan_approval") != FORMAT:
+        raise RunError.make("bad-approval", f"{name} is not a dagplan approval (missing or wrong: {', '.join(wrong)})",
+                            Span(name, line=1, col=1), hint=_HOW)  # fmt: skip
+    if _hash(data["document"]) != data["plan_hash"] or _hash(data["tools"]) != data["tools_hash"]:
+        raise RunError.make("bad-approval", f"{name} was changed after it was written: its plan or tools do not "
+                            "match its hashes", Span(name, line=1, col=1),
+                            hint="approve the plan again: dagplan preview PLAN --approve -o FILE")  # fmt: skip
+    return data
+
+
+def differences(approval: Mapping[str, Any], plan: Plan, specs: Mapping[str, Any],
+                sources: Iterable[Mapping[str, str]]) -> list[str]:  # fmt: skip
+    """What differs between the approved plan and tools and these (empty: this is what was approved)."""
+    out = []
+    if _hash(_document(plan)) != approval["plan_hash"]:
+        out += _plan_words(approval, plan, specs)
+    tools = tools_identity(plan, specs, list(sources))
+    if _hash(tools) != approval["tools_hash"]:
+        was = approval["tools"]
+        for name in sorted(set(was.get("catalog", {})) | set(tools["catalog"])):
+            if was.get("catalog", {}).get(name) != tools["catalog"].get(name):
+                out.append(f"tool {name} is not the one approved (its parameters, purity or description changed, "
+                           "or it is new or gone)")  # fmt: skip
+        if was.get("files") != tools["files"] or was.get("modules") != tools["modules"]:
+            out.append("the code of the tools changed since the approval (a tool file's content differs)")
+        if not out:
+            out.append("the tools are not the ones approved")
+    return out
+
+
+def _plan_words(approval: Mapping[str, Any], plan: Plan, specs: Mapping[str, Any]) -> list[str]:
+    """The plan's changes in ``dagplan diff``'s terms."""
+    from ...dsl import check
+    from ...dsl.diff import diff
+
+    approved = check(text=json.dumps(approval["document"]), name=str(approval.get("plan") or "approved plan"),
+                     tools=specs or None)  # fmt: skip
+    if approved.plan is None:
+        return ["the plan is not the one approved"]
+    found = diff(approved.plan, plan, specs)
+    if found.same:
+        return []  # the same plan in another form (dialect, spelling, key order)
+    words = [f"a step that acts on the world was added: {s}" for s in found.side_effects_added]
+    words += [f"step added: {s}" for s in found.added if s not in found.side_effects_added]
+    words += [f"step removed: {s}" for s in found.removed]
+    words += [f"step renamed: {a} -> {b}" for a, b in found.renamed]
+    words += [f"step {s} changed: {', '.join(fields)}" for s, fields in found.changed.items()]
+    words += [f"the plan's {key} changed" for key in found.plan_changed]
+    words += [f"new order: {a} before {b}" for a, b in found.edges_added]
+    return words or ["the plan is not the one approved"]
