@@ -15,10 +15,27 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeGuard
 
-from .ir import NOT_GIVEN, AllOf, AnyOf, Output, Placeholder, Plan, Ref, Step, SubPlan, Template, ToolSpec, purity_of
+from .ir import (
+    NOT_GIVEN,
+    AllOf,
+    AnyOf,
+    Guard,
+    Output,
+    Placeholder,
+    Plan,
+    Ref,
+    Step,
+    SubPlan,
+    Template,
+    ToolSpec,
+    purity_of,
+)
 
 _NOT_COMPARED = frozenset({"id", "span"})
 _SETS = frozenset({"deps", "required_inputs"})  # lists whose order means nothing
+# Fields that say how something was written, not what it does: a sub-plan's resolved file name, a condition
+# as typed (its parsed form is compared).
+_FORM_FIELDS = frozenset({("source", SubPlan), ("text", Guard)})
 # Every key of a plan is compared but these: its steps (compared one by one), where it was read from and
 # in which dialect (form, not meaning), and what is derived from the rest.
 _PLAN_FORM = frozenset({"steps", "source", "dialect", "span", "document", "by_id"})
@@ -142,8 +159,8 @@ def _norm(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):
-            if f.name == "span" or not f.compare or (f.name == "source" and isinstance(value, SubPlan)):
-                continue  # a sub-plan's resolved file name is where it was read, not what it does
+            if f.name == "span" or not f.compare or (f.name, type(value)) in _FORM_FIELDS:
+                continue  # how it was written, not what it does
             got = getattr(value, f.name)
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING  # type: ignore[misc]

@@ -258,7 +258,7 @@ def test_a_fuzz_of_requests_on_mutated_plans_each_answered(lsp, tmp_path):
     alphabet = ["\n", "\r\n", "\r", "\u2028", "🎉", "é", "#", "†state.", ":", "- ", "  ", "{", "}", "[", '"', "\t"]
     methods = ["completion", "hover", "definition", "references", "rename", "documentSymbol", "prepareRename",
                "codeAction"]  # fmt: skip
-    for number in range(60):
+    for number in range(60 * int(os.environ.get("DAGPLAN_FUZZ_SCALE", "1"))):  # longer by hand: the scale
         text = list(rng.choice(sources))
         for _ in range(rng.randrange(1, 6)):
             at = rng.randrange(len(text) + 1)
