@@ -226,6 +226,9 @@ def serve_lsp_stdio(server: Any) -> None:
     wire_in, wire_out = _divert()
     wire = Wire(wire_out)
     server.start_io(FramedReader(wire_in, wire), wire)
+    # LSP: exit ends the process with 0 after a shutdown request, 1 otherwise (pygls's own sys.exit was
+    # swallowed by its loop, so it always ended with 0)
+    sys.exit(0 if getattr(server.protocol, "_shutdown", False) else 1)
 
 
 def _one_line_logs(name: str) -> None:

@@ -153,7 +153,21 @@ def _gate(ctx: Any, raw: Any, path: tuple) -> Gate | None:
     elif gate.on_timeout != "fail" and gate.choices and gate.on_timeout not in gate.choices:
         ctx.fail("gate-timeout", f"on_timeout {gate.on_timeout!r} is neither `fail` nor one of the choices "
                  f"({', '.join(gate.choices)})", path + ("on_timeout",))  # fmt: skip
+    elif gate.on_timeout != "fail" and gate.schema is not None and not _fits(gate.on_timeout, gate.schema):
+        ctx.fail("gate-timeout", f"on_timeout {gate.on_timeout!r} is neither `fail` nor an answer the gate's schema "
+                 "accepts", path + ("on_timeout",))  # fmt: skip
     return gate
+
+
+def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is an answer ``schema`` accepts (an unusable schema is reported on its own)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        return Draft202012Validator(dict(schema)).is_valid(value)
+    except (SchemaError, TypeError, ValueError):
+        return True
 
 
 # --- children: load, check, cycles, arguments -------------------------------------------------

@@ -588,3 +588,13 @@ def test_a_refusal_the_plan_routes_is_an_ordinary_completion(project):
     )
     unrouted = _cli(project, "run", "h.yaml", "--answer", "approve=reject")
     assert unrouted.returncode == 1  # a refusal nothing handles: completed with errors
+
+
+@pytest.mark.parametrize("schema, answer, ok", [("{type: integer}", "approve", False), ("{type: string}", "approve", True),
+                                                ("{enum: [yes, no]}", "maybe", False), ("{enum: [yes, no]}", "no", True)])  # fmt: skip
+def test_on_timeout_must_be_an_answer_the_gates_schema_accepts(project, schema, answer, ok):
+    (project / "g.yaml").write_text(
+        f"steps:\n  - id: n\n    gate: {{question: q, schema: {schema}, timeout: 1h, on_timeout: {answer}}}\n"
+    )
+    proc = _cli(project, "check", "g.yaml")
+    assert (proc.returncode == 0) == ok and (ok or "g.yaml:3:" in proc.stdout and "gate-timeout" in proc.stdout)

@@ -281,3 +281,17 @@ def test_a_fuzz_of_requests_on_mutated_plans_each_answered(lsp, tmp_path):
                           "context": {"diagnostics": []}}  # fmt: skip
             answer = raw.request(f"textDocument/{method}", params)
             assert "result" in answer or answer["error"]["code"] == -32602, answer
+
+
+@pytest.mark.parametrize("shutdown", [True, False])
+def test_exit_ends_with_0_after_shutdown_and_1_without(tmp_path, shutdown):
+    raw = Raw(tmp_path)
+    raw.init(tmp_path)
+    uri = _uri(tmp_path)
+    raw.open(uri, PLAN)
+    if shutdown:
+        assert "result" in raw.request("shutdown", None)
+        after = raw.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
+        assert after["error"]["code"] == -32600  # a request after shutdown is answered, refused
+    raw.notify("exit", None)
+    assert raw.p.wait(20) == (0 if shutdown else 1)
