@@ -801,7 +801,7 @@ def walk(plan: Plan) -> Any:
 
 def matches(pattern: str, unit_id: str) -> bool:
     """Whether a gate's full id (``each[2].approve_close``) matches ``pattern`` (``*``: any characters)."""
-    from .interpreter.ops.runs import matches as rule
+    from .interpreter.core.calls import matches as rule
 
     return rule(pattern, unit_id)
 

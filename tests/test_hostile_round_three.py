@@ -598,3 +598,13 @@ def test_on_timeout_must_be_an_answer_the_gates_schema_accepts(project, schema, 
     )
     proc = _cli(project, "check", "g.yaml")
     assert (proc.returncode == 0) == ok and (ok or "g.yaml:3:" in proc.stdout and "gate-timeout" in proc.stdout)
+
+
+def test_a_plan_test_mocks_every_items_gate_with_one_pattern(project):
+    (project / "f.yaml").write_text(FAN)
+    (project / "f.test.yaml").write_text(
+        "plan: f.yaml\ncases:\n  - name: all approved\n    mocks:\n      gates: {'each[*].approve_close': approve}\n"
+        "    expect: {status: completed}\n"
+    )
+    proc = _cli(project, "test", "f.test.yaml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr

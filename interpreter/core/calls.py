@@ -84,6 +84,16 @@ def step_names(unit_id: str) -> list[str]:
     return names
 
 
+def matches(pattern: str, unit_id: str) -> bool:
+    """Whether a unit's full id matches ``pattern``: the id itself, or ``*`` standing for any characters
+    (``each[*].approve_close``); the one rule of ``dagplan answer``, ``--answer`` and a test's gate mocks."""
+    if "*" not in pattern:
+        return pattern == unit_id
+    import re
+
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), unit_id) is not None
+
+
 def _without_indexes(unit_id: str) -> str:
     out, depth = [], 0
     for char in unit_id:

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from ...dsl.errors import RunError
 from ..stores.registry import open_registry
 from ..core.progress import RunInfo, plan_step_ids, shown_status
+from ..core.calls import matches
 from ..core.values import word_value
 from ..engine.runners import answer_problem
 from ..core.vocabulary import (
@@ -219,16 +220,6 @@ def answer_gate(
     finally:
         journal.release()
     return journal.id
-
-
-def matches(pattern: str, unit_id: str) -> bool:
-    """Whether a gate's full id matches ``pattern``: the id itself, or ``*`` standing for any characters
-    (``each[*].approve_close``); the one rule of ``dagplan answer`` and ``--answer``."""
-    if "*" not in pattern:
-        return pattern == unit_id
-    import re
-
-    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), unit_id) is not None
 
 
 def _requests(run_id: str, step: str, waiting: tuple[Mapping[str, Any], ...]) -> list[Mapping[str, Any]]:

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..engine.attempts import StepFailure
 from ..core.calls import ModelCall, step_names
+from ..core.calls import matches as unit_matches
 from .expect import matches, show
 from ..tools.catalog import Branch, TransientError
 
@@ -135,6 +136,9 @@ class MockCalls:
         for name in step_names(unit_id):
             if name in self.gates:
                 return self.gates[name]
+        for pattern in self.gates:  # each[*].approve_close: every item's gate
+            if "*" in pattern and unit_matches(pattern, unit_id):
+                return self.gates[pattern]
         self.unmocked.append(Unmocked(unit_id, "gate", unit_id, request.get("question")))
         raise UnmockedCall(f"gate {unit_id} has no answer in this case (mocks.gates)")
 
