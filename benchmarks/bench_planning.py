@@ -62,13 +62,52 @@ def _names_right(text: str, tools: dict) -> bool:
     return True
 
 
+def graph_scores(model: str, count: int, repair: int, mode: str = "auto") -> dict:
+    """The reference tasks (planning/reference.yaml), an even sample of ``count`` across both catalogs, planned
+    by ``model`` and scored as `dagplan eval` scores them (node and edge F1, values, runs to the end)."""
+    import yaml
+
+    from dagplan.interpreter.testing.evaluate import Report, aevaluate, read_tasks
+
+    files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
+    tools = catalogs()
+    every = [(name, task) for name, path in files.items() for task in read_tasks(str(HERE / "planning" / path))]
+    every = every[:: max(1, len(every) // count)][:count]
+    graded = []
+    for name in files:
+        mine = [task for catalog, task in every if catalog == name]
+        if mine:
+            report = asyncio.run(aevaluate(mine, tools[name], model, repair=repair, structured_output=mode,
+                                           on_graded=lambda g: print(f"  {g.task}: {g.misses or 'right'}",
+                                                                     file=sys.stderr, flush=True)))  # fmt: skip
+            graded += report.graded
+    return Report(model, graded).to_json()
+
+
+def print_graph_scores(found: dict) -> None:
+    per = found["per_plan"]
+    misses = ", ".join(f"{k} {v}" for k, v in found["misses"].items() if v) or "none"
+    print(f"| {found['model']} | {found['tasks']} | {found['node_f1']:.1f} | {found['edge_f1']:.1f} | "
+          f"{found['value_accuracy']:.1f}% | {found['ran_to_end']:.1f}% | {per['tokens']:.0f} | {per['seconds']:.1f} | "
+          f"{misses} |")  # fmt: skip
+
+
+GRAPH_HEADER = ("| model | tasks | node F1 | edge F1 | values | ran to the end | tokens/plan | s/plan | misses |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="local")
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--repair", type=int, default=2)
     parser.add_argument("--modes", default="auto,json_object", help="auto (held to the catalog), json_object, or both")
+    parser.add_argument("--graph", action="store_true", help="the graph scores on the reference tasks instead")
     args = parser.parse_args()
+    if args.graph:
+        print(GRAPH_HEADER)
+        print_graph_scores(graph_scores(args.model, args.tasks, args.repair))
+        return
     tasks = json.loads((HERE / "planning" / "tasks.json").read_text())
     every = [(task, "everyday") for task in tasks["everyday"]] + [(task, "examples") for task in tasks["examples"]]
     every = every[:: max(1, len(every) // args.tasks)][: args.tasks]

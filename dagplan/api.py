@@ -745,6 +745,37 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
     return found
 
 
+async def aevaluate(
+    tasks: str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    model: str,
+    repair: int = 2,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    config: Any = None,
+    on_graded: Callable[[Any], None] | None = None,
+):
+    """``dagplan eval``: plan every task of a task file with ``model`` over ``tools`` (tools, or their
+    :class:`ToolSpec`: a catalog needs no code) and score the plans
+    (node and edge F1, argument values, runs to the end with the tools faked; misses by kind). Returns a
+    :class:`~dagplan.interpreter.testing.evaluate.Report`."""
+    from .interpreter.testing.evaluate import aevaluate as evaluate, read_tasks
+
+    from .dsl.ir import ToolSpec
+
+    cfg = config or load_config()
+    given = dict(tools) if isinstance(tools, Mapping) else None
+    specs = given if given is not None and all(isinstance(v, ToolSpec) for v in given.values()) else _specs(tools)
+    return await evaluate(read_tasks(os.fspath(tasks)), specs, model,
+                          repair=repair, completion_kwargs={**cfg.llm, **(completion_kwargs or {})},
+                          structured_output=cfg.structured_output, on_graded=on_graded)  # fmt: skip
+
+
+def evaluate(tasks: str | os.PathLike, **kwargs: Any):
+    """See :func:`aevaluate`."""
+    return _sync(aevaluate(tasks, **kwargs))
+
+
 def approve(
     plan: Plan | str | os.PathLike,
     *,

@@ -99,6 +99,8 @@ WALK: list[tuple[str, str, Exit]] = [
     ("submit", "usage", USAGE),
     ("serve --port 99999999", "usage", USAGE),
     ("plan", "usage", USAGE),
+    ("eval no-such-tasks.yaml --model openai/x --tools examples/tools.py", "unreadable file", USAGE),
+    ("eval examples/weather.yaml --model openai/x --tools examples/tools.py", "usage", USAGE),  # not a task file
     ("chek examples", "usage", USAGE),
     ("tools lock", "usage", USAGE),  # no MCP server is declared
     ("tools list --tools no_such_tools.py", "usage", USAGE),

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lsp": ("dagplan.cli.lsp", "lsp", "A language server for plan files (diagnostics, completion, hover...)."),
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),
     "score": ("dagplan.cli.plan", "score", "Complexity score of a task (plan-first gate)."),
+    "eval": ("dagplan.cli.plan", "evaluate", "Plan every task of a file with a model and score the plans."),
 }
 
 

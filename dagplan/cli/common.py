@@ -30,10 +30,13 @@ EXITS: dict[Exit, str] = {
     " what was asked",
     Exit.FINDING: "a finding: a plan or test file is invalid (warnings too with `--strict`), a test failed or"
     " coverage is under `--fail-under`, `fmt --check` would reformat, a run failed or completed with errors, a"
-    " worker finished a run that failed",
+    " worker finished a run that failed, a plan that is not the one its `--approved` file approved, plans scored"
+    " under `dagplan eval --fail-under`",
     Exit.USAGE: "the command was called wrongly or cannot start: an unknown option or command, a file that cannot"
-    " be read, an unknown run or step, a bad configuration or state URL, tools that do not import, inputs that"
-    " do not fit the plan, no model or credentials for an LLM step",
+    " be read, an unknown run or step, a bad configuration or state URL, a run database that went away, tools"
+    " that do not import or a damaged or hand-edited `dagplan.lock`, inputs or a gate's answer that do not fit"
+    " (or an answer through a channel that may not give it), a damaged approval file or task file, no model or"
+    " credentials for an LLM step",
     Exit.WAITING: "waiting for a person: the run stopped at an approval gate, or at a side effect whose outcome"
     " nobody knows (answer, adopt or retry it, then resume)",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): what completed is kept; resume the run",
@@ -77,6 +80,7 @@ USAGE_CODES = frozenset(
         "mcp-server",
         "state-unavailable",
         "bad-approval",
+        "eval-tasks",
         "bad-answer",
         "not-waiting",
         "person-only",

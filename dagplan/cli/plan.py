@@ -255,3 +255,53 @@ def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
         ("sequencers", found.sequencers, 2, found.matched_sequencers),
     ):
         click.echo(f"  {name:<10} {value}/{cap}  {', '.join(matched)}".rstrip())
+
+
+@click.command("eval")
+@click.argument("tasks", type=click.Path(dir_okay=False))
+@click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
+              help="The catalog the plans may use (repeatable; also `tools` in the config).")  # fmt: skip
+@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@click.option("--repair", type=click.IntRange(0), default=2, show_default=True, help="Repairs a plan may get.")
+@click.option("--api-base", default=None, help="OpenAI-compatible endpoint (e.g. a local server).")
+@click.option("--fail-under", type=click.FloatRange(0, 100), default=None, metavar="F1",
+              help="Exit 1 when the node F1 or the edge F1 is under this (0-100).")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repair: int, api_base: str | None,
+             fail_under: float | None, fmt: str) -> None:  # fmt: skip
+    """Plan every task of TASKS with a model and score the plans against what each task expects: node and
+    edge F1 (which tools, in which order), argument values, plans that run to the end with the tools
+    faked; misses by kind; tokens, seconds and cost a plan."""
+    from .. import api, load_config
+    from ..dsl.errors import printable as safe_text
+
+    config = load_config()
+    model = model or config.default_model
+    if not model:
+        _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
+    specs = _tool_specs(tool_sources, config)
+    if not specs:
+        _die("no tools: pass --tools (the catalog the plans may use), or `tools` in dagplan.toml", EXIT_USAGE)
+    kwargs = {"api_base": api_base} if api_base else {}
+
+    def said(graded: Any) -> None:
+        if fmt == "text":
+            shown = "; ".join(f"{k}: {', '.join(v)}" for k, v in graded.misses.items()) or "right"
+            click.echo(safe_text(f"{graded.task}: {shown}"), err=True)
+
+    try:
+        report = api.evaluate(tasks, tools=specs, model=model, repair=repair, completion_kwargs=kwargs,
+                              config=config, on_graded=said)  # fmt: skip
+    except DagplanError as exc:
+        _show_failure(exc)
+    if fmt == "json":
+        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        per = report.per_plan()
+        misses = ", ".join(f"{k} {v}" for k, v in report.misses().items() if v) or "none"
+        click.echo(f"{len(report.graded)} tasks, {model}: node F1 {report.node_f1:.1f}, edge F1 {report.edge_f1:.1f}, "
+                   f"values {report.value_accuracy:.1f}%, ran to the end {report.ran:.1f}%\n"
+                   f"misses: {misses}\nper plan (median): {per['tokens']:.0f} tokens, {per['seconds']:.2f} s, "
+                   f"${per['cost']:.4f}")  # fmt: skip
+    if fail_under is not None and min(report.node_f1, report.edge_f1) < fail_under:
+        finish(EXIT_FAILED)
