@@ -406,6 +406,13 @@ def outline(text: str, name: str = "plan.yaml") -> list[dict] | None:
     return out
 
 
+def what_valid_means() -> str:
+    """What ``check`` holds a planned plan to, and what it cannot know (``dagplan plan`` says it)."""
+    from .interpreter.llm.planner import CHECKED
+
+    return CHECKED
+
+
 def step_id_problem(step_id: str) -> str | None:
     """Why ``step_id`` cannot be a step's id (the rule ``check`` applies: ``unsafe-id``), or None."""
     from .dsl.validate import ID_PATTERN, MAX_ID_LENGTH

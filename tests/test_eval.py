@@ -128,3 +128,22 @@ def test_the_reference_tasks_are_well_formed_and_name_catalog_tools_only():
         chains = [t for t in tasks if len(t.order) >= 2 and any(w in t.request for w in ("then", "after", "once"))]
         assert len(chains) >= 10, catalog
     assert total >= 100
+
+
+def test_plan_says_what_valid_means_and_warns_when_the_plan_ignores_the_request(stub, tmp_path):
+    lonely = {"steps": [{"id": "w", "tool": "getWeather", "args": {"city": "Oslo"}, "output": "$state.w || $state.r"}],
+              "result": "$state.w"}  # fmt: skip
+    stub.script(json_reply(lonely))
+    done = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "--tools", TOOLS,
+                "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning fewer-steps-than-clauses: the request states 3 things to do in order, and the plan has 1"
+        in done.stderr
+    )
+    assert "warning request-values-unused: no step uses a value the request gives (Rome)" in done.stderr
+    assert "valid: checked: its shape, the tool and argument names" in done.stderr and "dagplan eval" in done.stderr
+    stub.script(json_reply(RIGHT_WEATHER))
+    right = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "--tools", TOOLS,
+                 "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert "fewer-steps" not in right.stderr and "values-unused" not in right.stderr, right.stderr

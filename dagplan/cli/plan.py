@@ -89,6 +89,12 @@ def plan(
     specs = _tool_specs(tool_sources, config)
     kwargs = {**config.llm, **({"api_base": api_base} if api_base else {})}
     click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
+    if model == "local" or model.startswith("local:"):
+        note = (
+            "note: the local model (SmolLM2-135M by default) is for trying dagplan out, not for work: its plans "
+            "pass check yet often call the wrong tools; point --model at a real model"
+        )
+        click.echo(note, err=True)
     try:
         result = make_plan(
             task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs, on_attempt=_report_attempt,
@@ -149,6 +155,9 @@ def _render(result: Any, path: Path | None, fmt: str) -> None:
         click.echo(f"wrote {path}", err=True)
     for warning in result.warnings:
         click.echo(warning.format(), err=True)
+    from ..api import what_valid_means
+
+    click.echo(f"valid: {what_valid_means()}", err=True)
     click.echo(_preview(result.plan, path), err=path is None)
     click.echo(
         f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, ${result.cost:.6f}",

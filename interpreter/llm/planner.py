@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -94,6 +95,47 @@ class PlanResult:
         return len(self.attempts) - 1
 
 
+# What `check` holds a plan to, and what it cannot know: `dagplan plan` says both.
+CHECKED = ("checked: its shape, the tool and argument names, the arguments' types, the references and the order "
+           "(no cycles); not checked: that these are the right tools, order and values for the request "
+           "(dagplan eval measures that on tasks with known answers)")  # fmt: skip
+_CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|afterwards|finally)\b|;|\.\s+(?=[A-Z])", re.I)
+_VALUES = re.compile(
+    r"""'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
+    r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
+)
+
+
+def request_warnings(task: str, plan: Plan) -> list[Diagnostic]:
+    """What a valid plan may still get wrong about its request, said as warnings: fewer steps than the
+    clauses the request states in order ("..., then ..."), and no step using a value the request gives (a
+    city, a date, an id, a quoted text)."""
+    from ...dsl.errors import warning
+    from ...dsl.ir import walk
+
+    found = []
+    clauses = len([c for c in _CLAUSES.split(task) if c and c.strip(" ,.")])
+    steps = [s for _, s in walk(plan) if s.tool or s.llm is not None or s.gate is not None]
+    if clauses > len(steps):
+        found.append(
+            warning(
+                "fewer-steps-than-clauses",
+                f"the request states {clauses} things to do in order, and "
+                f"the plan has {len(steps)} step(s)",  # fmt: skip
+                hint="read the plan: a step may be missing (ask again, or write it)",
+            )
+        )
+    values = {v.strip("'\"") for v in _VALUES.findall(task)} - {"I"}
+    if values:
+        written = json.dumps(plan.document, ensure_ascii=False, default=lambda v: dict(v) if hasattr(v, "keys") else
+                             list(v)).casefold() if plan.document is not None else ""  # fmt: skip
+        if not any(v.casefold() in written for v in values):
+            shown = ", ".join(sorted(values)[:4])
+            found.append(warning("request-values-unused", f"no step uses a value the request gives ({shown})",
+                                 hint="the plan may answer another request: read its arguments"))  # fmt: skip
+    return found
+
+
 class PlanningFailed(PlanInvalid):
     """No valid plan after every repair; ``attempts`` holds each answer and its diagnostics."""
 
@@ -151,7 +193,10 @@ async def aplan(
         if on_attempt:
             on_attempt(attempts[-1])
         if checked.ok and checked.plan is not None:
-            return usage.result(checked, tuple(attempts), model)
+            found = usage.result(checked, tuple(attempts), model)
+            from dataclasses import replace
+
+            return replace(found, warnings=(*found.warnings, *request_warnings(task, checked.plan)))
         messages += [
             {"role": "assistant", "content": answer},
             {"role": "user", "content": REPAIR_PROMPT.format(problems=repair_text(checked.diagnostics))},
