@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -62,7 +63,7 @@ def _names_right(text: str, tools: dict) -> bool:
     return True
 
 
-def graph_scores(model: str, count: int, repair: int, mode: str = "auto") -> dict:
+def graph_scores(model: str, count: int, repair: int, mode: str = "auto", guide: tuple[str, ...] = ()) -> dict:
     """The reference tasks (planning/reference.yaml), an even sample of ``count`` across both catalogs, planned
     by ``model`` and scored as `dagplan eval` scores them (node and edge F1, values, runs to the end)."""
     import yaml
@@ -77,17 +78,21 @@ def graph_scores(model: str, count: int, repair: int, mode: str = "auto") -> dic
     for name in files:
         mine = [task for catalog, task in every if catalog == name]
         if mine:
+
+            def said(g: Any) -> None:
+                print(f"  {g.task}: {g.misses or 'right'}", file=sys.stderr, flush=True)
+
             report = asyncio.run(aevaluate(mine, tools[name], model, repair=repair, structured_output=mode,
-                                           on_graded=lambda g: print(f"  {g.task}: {g.misses or 'right'}",
-                                                                     file=sys.stderr, flush=True)))  # fmt: skip
+                                           guide=guide, on_graded=said))  # fmt: skip
             graded += report.graded
-    return Report(model, graded).to_json()
+    return {**Report(model, graded).to_json(), "guide": "+".join(guide) or "none"}
 
 
 def print_graph_scores(found: dict) -> None:
     per = found["per_plan"]
     misses = ", ".join(f"{k} {v}" for k, v in found["misses"].items() if v) or "none"
-    print(f"| {found['model']} | {found['tasks']} | {found['node_f1']:.1f} | {found['edge_f1']:.1f} | "
+    label = f"{found['model']}, guide: {found.get('guide', 'none')}"
+    print(f"| {label} | {found['tasks']} | {found['node_f1']:.1f} | {found['edge_f1']:.1f} | "
           f"{found['value_accuracy']:.1f}% | {found['ran_to_end']:.1f}% | {per['tokens']:.0f} | {per['seconds']:.1f} | "
           f"{misses} |")  # fmt: skip
 
@@ -103,10 +108,14 @@ def main() -> None:
     parser.add_argument("--repair", type=int, default=2)
     parser.add_argument("--modes", default="auto,json_object", help="auto (held to the catalog), json_object, or both")
     parser.add_argument("--graph", action="store_true", help="the graph scores on the reference tasks instead")
+    parser.add_argument("--ideas", default="none,order,order+values",
+                        help="comma-separated guides to compare: none, order, values, order+values")  # fmt: skip
     args = parser.parse_args()
     if args.graph:
         print(GRAPH_HEADER)
-        print_graph_scores(graph_scores(args.model, args.tasks, args.repair))
+        for idea in args.ideas.split(","):
+            guide = tuple(part for part in idea.split("+") if part != "none")
+            print_graph_scores(graph_scores(args.model, args.tasks, args.repair, guide=guide))
         return
     tasks = json.loads((HERE / "planning" / "tasks.json").read_text())
     every = [(task, "everyday") for task in tasks["everyday"]] + [(task, "examples") for task in tasks["examples"]]

@@ -40,18 +40,28 @@ def catalog_schema(
     inputs: Mapping[str, Any] | None = None,
     max_steps: int = 7,
     state_references: bool = True,
+    guide: list[list[str]] | None = None,
+    values: list[str] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of a plan for this catalog (see the module docstring). Without ``state_references``
     an argument is a value or an input, never another step's output: a grammar cannot tie a read to a path
     some step writes, and a very small model invents the paths it reads (each plan it failed, it failed on
-    that); its steps then pass data through their prompts' ``#id`` placeholders only."""
+    that); its steps then pass data through their prompts' ``#id`` placeholders only. ``guide`` (numbered
+    steps only; :func:`.guide.positions`): the tools offered at each position, one position per clause the
+    request states in order, each depending on the one before; after them, one more step at most. ``values``
+    (numbered steps only): the values the request gives, the only ones a text argument (and a number argument,
+    when the request gives numbers) may take."""
     if state_references:
         reference: str | None = REFERENCE if inputs else STATE_REFERENCE
     else:
         reference = INPUT_REFERENCE if inputs else None
     variants = [_tool_step(spec, reference) for _, spec in sorted((tools or {}).items())] + [_llm_step(tools)]
     steps: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}}
-    if not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
+    if not state_references and values:
+        variants = [_offering(v, values) for v in variants]
+    if not state_references and guide:
+        steps = _guided(tools or {}, reference, guide, max_steps, values)
+    elif not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
         positions = [{"anyOf": [_numbered(v, n) for v in variants]} for n in range(1, max_steps + 1)]
         steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": False, "prefixItems": positions}
     plan: dict[str, Any] = {
@@ -159,6 +169,61 @@ def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
         "required": ["id", "llm", "output"],
         "additionalProperties": False,
     }
+
+
+def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[list[str]], max_steps: int,
+            values: list[str] | None = None) -> dict:  # fmt: skip
+    """Numbered steps held to the guide: position N offers the tools of the request's Nth clause and, from the
+    second on, depends on the step before it (the order the request states); a request of one clause offers
+    its tools at up to three positions."""
+    chain = len(guide) >= 2
+    whole = sorted({name for names in guide for name in names if name in tools})
+    positions = []
+    for number in range(1, min(max_steps, len(guide) + 1 if chain else 3) + 1):
+        names = guide[number - 1] if chain and number <= len(guide) else whole
+        variants = [_numbered(_offering(_tool_step(tools[name], reference), values), number)
+                    for name in names if name in tools]  # fmt: skip
+        if not chain or number > len(guide):
+            variants.append(_numbered(_llm_step(None), number))
+        if chain and 1 < number <= len(guide):
+            variants = [_depending(v, number) for v in variants]
+        positions.append({"anyOf": variants})
+    least = len(guide) if chain else 1
+    return {"type": "array", "minItems": least, "maxItems": len(positions), "items": False, "prefixItems": positions}
+
+
+def _offering(variant: Mapping[str, Any], values: list[str] | None) -> dict[str, Any]:
+    """A tool step whose text and number arguments are held to ``values`` (what the request gives): a small
+    model let write free text after a value's first letters goes on writing (measured: Paris_toRomeDbCe...)."""
+    if not values or "args" not in variant["properties"]:
+        return dict(variant)
+    args = dict(variant["properties"]["args"])
+    offered = {}
+    for name, schema in (args.get("properties") or {}).items():
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if kind == "string" and "enum" not in schema and "const" not in schema:
+            offered[name] = {"enum": list(values)}
+        elif kind in ("number", "integer"):
+            numbers = [_number(v) for v in values if _number(v) is not None]
+            wanted = [n for n in numbers if kind == "number" or float(n).is_integer()]
+            offered[name] = {"enum": [int(n) if kind == "integer" else n for n in wanted]} if wanted else schema
+        else:
+            offered[name] = schema
+    args["properties"] = offered
+    return {**variant, "properties": {**variant["properties"], "args": args}}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _depending(variant: Mapping[str, Any], number: int) -> dict[str, Any]:
+    """A step at position ``number`` that runs after the one before it."""
+    properties = {**variant["properties"], "deps": {"const": [f"s{number - 1}"]}}
+    return {**variant, "properties": properties, "required": [*variant["required"], "deps"]}
 
 
 def _numbered(variant: Mapping[str, Any], number: int) -> dict[str, Any]:

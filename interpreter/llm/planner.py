@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -22,6 +21,7 @@ from ...dsl.ir import Plan, ToolSpec
 from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
+GUIDES = ("order", "values")  # how a small model is guided (see aplan); each measured in bench_planning --graph
 
 SYSTEM_PROMPT = """\
 You are a planner. Turn the user's task into a plan: a small graph of steps that an \
@@ -99,11 +99,6 @@ class PlanResult:
 CHECKED = ("checked: its shape, the tool and argument names, the arguments' types, the references and the order "
            "(no cycles); not checked: that these are the right tools, order and values for the request "
            "(dagplan eval measures that on tasks with known answers)")  # fmt: skip
-_CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|afterwards|finally)\b|;|\.\s+(?=[A-Z])", re.I)
-_VALUES = re.compile(
-    r"""'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
-    r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
-)
 
 
 def request_warnings(task: str, plan: Plan) -> list[Diagnostic]:
@@ -114,7 +109,9 @@ def request_warnings(task: str, plan: Plan) -> list[Diagnostic]:
     from ...dsl.ir import walk
 
     found = []
-    clauses = len([c for c in _CLAUSES.split(task) if c and c.strip(" ,.")])
+    from .guide import clauses as stated
+
+    clauses = len(stated(task))
     steps = [s for _, s in walk(plan) if s.tool or s.llm is not None or s.gate is not None]
     if clauses > len(steps):
         found.append(
@@ -125,7 +122,9 @@ def request_warnings(task: str, plan: Plan) -> list[Diagnostic]:
                 hint="read the plan: a step may be missing (ask again, or write it)",
             )
         )
-    values = {v.strip("'\"") for v in _VALUES.findall(task)} - {"I"}
+    from .guide import request_values
+
+    values = set(request_values(task))
     if values:
         written = json.dumps(plan.document, ensure_ascii=False, default=lambda v: dict(v) if hasattr(v, "keys") else
                              list(v)).casefold() if plan.document is not None else ""  # fmt: skip
@@ -158,8 +157,13 @@ async def aplan(
     budget: Budget | None = None,
     on_attempt: Callable[[PlanAttempt], None] | None = None,
     structured_output: str = "auto",
+    guide: tuple[str, ...] = GUIDES,
 ) -> PlanResult:
     """A valid plan for ``task`` using only ``tools``; raises :class:`PlanningFailed`.
+
+    ``guide`` (the local model only; :mod:`.guide`): ``order``, the request split into the clauses it states
+    in order, each step position held to the few tools its clause is about and depending on the one before;
+    ``values``, a text or number argument may be one of the values the request gives. ``()``: neither.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
@@ -167,6 +171,7 @@ async def aplan(
     the answer is held to the catalog's plan schema (:mod:`.constrained`; ``auto`` by provider).
     """
     from .constrained import catalog_schema, response_params
+    from .guide import clauses, positions, request_values
     from .preflight import model_problems
 
     problems = list(model_problems({model: None}, completion_kwargs))
@@ -174,11 +179,22 @@ async def aplan(
         raise RunError(problems)
     from .local import is_local
 
-    schema = catalog_schema(tools, inputs, state_references=not is_local(model))
+    small = is_local(model)
+    order = positions(task, tools or {}) if small and "order" in guide and tools else None
+    given = request_values(task) if small and "values" in guide else None
+    schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given)
     params = response_params(schema, model, structured_output)
+    shown = (
+        {name: spec for name, spec in (tools or {}).items() if name in {n for p in order for n in p}}
+        if order
+        else tools
+    )
+    steps = clauses(task)
+    said = task if not order or len(steps) < 2 else task + "\n\nDo these in order:\n" + "\n".join(
+        f"{number}. {clause}" for number, clause in enumerate(steps, 1))  # fmt: skip
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": task_prompt(task, tools, inputs)},
+        {"role": "user", "content": task_prompt(said, shown, inputs)},
     ]
     usage = _Usage()
     attempts: list[PlanAttempt] = []

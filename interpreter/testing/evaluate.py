@@ -318,15 +318,17 @@ async def aevaluate(
     completion_kwargs: Mapping[str, Any] = {},
     structured_output: str = "auto",
     on_graded: Callable[[Graded], None] | None = None,
+    guide: tuple[str, ...] | None = None,
 ) -> Report:
     """Plan every task with ``model`` over ``specs``, and grade each plan."""
     from ..llm.planner import PlanningFailed, aplan
 
+    guided = {"guide": tuple(guide)} if guide is not None else {}
     graded = []
     for task in tasks:
         started = time.perf_counter()
         try:
-            result = await aplan(task.request, tools=specs, model=model, repair=repair,
+            result = await aplan(task.request, tools=specs, model=model, repair=repair, **guided,
                                  completion_kwargs=completion_kwargs, structured_output=structured_output)  # fmt: skip
         except PlanningFailed as failed:
             one = Graded(task.id, False, (0, 0, len(task.tools)), (0, 0, len(task.order)),

@@ -1,0 +1,95 @@
+"""Guiding a small model to the right plan: the request split into the clauses it states in order
+(plan-and-solve), and the catalog narrowed to the tools each clause is about (BM25 over the tools' names,
+descriptions and argument names, with ``rank_bm25``).
+
+A 135M-parameter model held to the whole catalog's schema writes plans that pass ``check`` and call the
+wrong tools: any of 40 names is as good as another to it. Held instead to a schema whose first position
+offers the few tools the first clause is about, whose second the tools of the second clause and depends on
+the first, and so on, it chooses among a handful and fills in the arguments: the order the request states
+is the order of the plan. :func:`positions` is what the planner's schema (:func:`.constrained.catalog_schema`)
+is built from; measured in ``benchmarks/bench_planning.py --graph`` (README: "Is the plan right?").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from ...dsl.ir import ToolSpec
+
+# A clause ends where the request says what comes next: ", then", "after", "once", "finally", ";", a new
+# sentence. The same words `dagplan plan` counts for its fewer-steps-than-clauses warning.
+CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|finally)\b|;|\.\s+(?=[A-Z])", re.I)
+_WORD = re.compile(r"[A-Za-z]+")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
+                  "then after once finally first last one do get find give make check".split())  # fmt: skip
+# The values a request gives: a quoted text, an email, a date, a number or time, a capitalised name (not the
+# sentence's first word), an id (o-1234, cust_42, p77), an all-capital code (USD, AAPL).
+VALUES = re.compile(
+    r"""'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
+    r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
+)
+PER_CLAUSE = 3  # tools offered for one clause
+WHOLE = 5  # tools offered for a request of one clause, or for positions past the clauses
+
+
+def clauses(task: str) -> list[str]:
+    """The things a request asks for, in the order it states them (one when it states none)."""
+    found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
+    return found or [task]
+
+
+def _stem(word: str) -> str:
+    """A word's first four letters: "planner" and "plan", "summary" and "summarize", "flights" and "flight"
+    meet (a request's words and a catalog's rarely share their endings)."""
+    return word[:4]
+
+
+def _tokens(text: str) -> list[str]:
+    words = _WORD.findall(_CAMEL.sub(" ", text))
+    return [_stem(w.lower()) for w in words if w.lower() not in _STOP]
+
+
+def _document(spec: ToolSpec) -> list[str]:
+    params = " ".join((spec.parameters or {}).get("properties", {}))
+    name = _tokens(spec.name)
+    return name * 3 + _tokens(spec.description or "") + _tokens(params)  # the name weighs most
+
+
+def rank(text: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
+    """The ``k`` tools most about ``text`` (BM25), best first; none when the text shares no word with any."""
+    from rank_bm25 import BM25Okapi
+
+    names = sorted(tools)
+    if not names:
+        return []
+    index = BM25Okapi([_document(tools[name]) for name in names])
+    scores = index.get_scores(_tokens(text))
+    ranked = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
+    return [names[i] for i in ranked[:k] if scores[i] > 0]
+
+
+def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7) -> list[list[str]]:
+    """Per step position, the tools offered there: the few each clause (read with the clause before it) is
+    about, in the request's order. A request of one clause gets the tools it is about at every
+    position."""
+    parts = clauses(task)[:max_steps]
+    whole = rank(task, tools, WHOLE) or sorted(tools)
+    if len(parts) < 2:
+        return [whole]
+    # a clause is read with the one before it: "then book the first one" books what the clause before searched
+    # (its own words count twice)
+    return [
+        rank(f"{part} {part} {parts[i - 1] if i else ''}", tools, PER_CLAUSE) or whole for i, part in enumerate(parts)
+    ]
+
+
+def request_values(task: str) -> list[str]:
+    """The values a request gives, in order, each once (quotes taken off)."""
+    seen: dict[str, None] = {}
+    for found in VALUES.findall(task):
+        value = found.strip("'\"")
+        if value and value != "I":
+            seen.setdefault(value)
+    return list(seen)
