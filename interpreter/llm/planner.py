@@ -181,7 +181,7 @@ async def aplan(
 
     small = is_local(model)
     order = positions(task, tools or {}) if small and "order" in guide and tools else None
-    given = request_values(task) if small and "values" in guide else None
+    given = request_values(task, words=True) if small and "values" in guide else None
     schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given)
     params = response_params(schema, model, structured_output)
     shown = (

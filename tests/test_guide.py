@@ -1,0 +1,68 @@
+"""The guide a small model plans with (interpreter/llm/guide.py): clauses, retrieval, and the schema built
+from them (the local model's own run is in test_local_model.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from dagplan.interpreter.llm.constrained import catalog_schema
+from dagplan.interpreter.llm.guide import clauses, positions, rank, request_values
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.bench_planning import catalogs  # noqa: E402
+
+TOOLS = catalogs()
+
+
+@pytest.mark.parametrize(
+    "task, parts",
+    [
+        ("Search flights, then book one, then email it", 3),
+        ("Track the package and once it is delivered, email the shop", 2),
+        ("After getting the price of MSFT, post it", 2),
+        ("What's the weather in Paris today?", 1),
+        ("Get the forecast; summarize it. Then email it", 3),
+    ],
+)
+def test_a_request_is_split_into_the_clauses_it_states_in_order(task, parts):
+    assert len(clauses(task)) == parts, clauses(task)
+
+
+def test_retrieval_finds_the_tools_a_clause_is_about():
+    assert rank("translate 'good morning' into Japanese", TOOLS["everyday"], 1) == ["translateText"]
+    assert rank("what is the price of AAPL stock", TOOLS["everyday"], 1) == ["getStockPrice"]
+    assert rank("plan it", TOOLS["examples"], 1) == ["planner"]
+    assert rank("zzz qqq", TOOLS["everyday"], 3) == []
+
+
+def test_the_values_a_request_gives():
+    assert request_values("Book a flight from Rome to Berlin on 2026-12-01 for Ada Lovelace") == [
+        "Rome", "Berlin", "2026-12-01", "Ada Lovelace"]  # fmt: skip
+    assert request_values("Refund payment p77 and order o-1234, 'quoted text', USD 100") == [
+        "p77", "o-1234", "quoted text", "USD", "100"]  # fmt: skip
+
+
+def test_the_guided_schema_holds_each_position_to_its_clause_and_order():
+    task = "Get the news about football, then summarize it, then post it to #sports"
+    guide = positions(task, TOOLS["everyday"])
+    schema = catalog_schema(TOOLS["everyday"], state_references=False, guide=guide, values=request_values(task))
+    steps = schema["properties"]["steps"]
+    assert steps["minItems"] == 3 and steps["maxItems"] == 4 and steps["items"] is False
+    for number, position in enumerate(steps["prefixItems"][:3], 1):
+        offered = {v["properties"]["tool"]["const"] for v in position["anyOf"] if "tool" in v["properties"]}
+        assert offered == set(guide[number - 1])
+        for variant in position["anyOf"]:
+            assert variant["properties"]["id"] == {"const": f"s{number}"}
+            if number > 1:
+                assert variant["properties"]["deps"] == {"const": [f"s{number - 1}"]} and "deps" in variant["required"]
+    news = next(v for v in steps["prefixItems"][0]["anyOf"] if v["properties"].get("tool", {}).get("const") == "getNews")
+    assert news["properties"]["args"]["properties"]["topic"] == {"enum": ["#sports"]}  # what request_values() gave
+    with_words = catalog_schema(TOOLS["everyday"], state_references=False, guide=guide,
+                                values=request_values(task, words=True))  # fmt: skip
+    news = next(v for v in with_words["properties"]["steps"]["prefixItems"][0]["anyOf"]
+                if v["properties"].get("tool", {}).get("const") == "getNews")  # fmt: skip
+    assert "football" in news["properties"]["args"]["properties"]["topic"]["enum"]
