@@ -43,3 +43,36 @@ def test_the_report_s_start_up_rows_time_the_editable_and_the_installed_package(
         (False, True),
     ]
     assert "the editable finder's share of every start" in out.stderr
+
+
+def test_plan_first_and_react_run_on_the_same_tasks_and_are_scored_alike(stub):
+    """bench_agent's two ways, each on a stubbed model: ReAct calls one tool a turn then answers; the plan runs
+    its steps; both are scored by dagplan eval's rule on what was actually called."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT))
+    from llm_stub import json_reply
+
+    from benchmarks import bench_agent
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()["examples"]
+    (catalog, task), *_ = [(c, t) for c, t in bench_agent.chains(40) if t.id == "chain-lisbon-park"]
+    kwargs = stub.kwargs()
+    stub.script(json_reply({"call": "getWeather", "arguments": {"city": "Lisbon"}}),
+                json_reply({"call": "findPark", "arguments": {"weather": {"city": "Lisbon"}}}),
+                json_reply({"call": "presentSuggestion", "arguments": {"suggestion": "a park"}}),
+                json_reply({"answer": "done"}))  # fmt: skip
+    reacted = asyncio.run(bench_agent.react(task, tools, "openai/gpt-4o-mini", 0.0, completion_kwargs=kwargs))
+    assert reacted["calls"] == 4 and reacted["nodes"] == (3, 0, 0) and reacted["edges"] == (2, 0, 0)
+    assert reacted["values"] == (1, 1) and reacted["first_tool"] is not None
+    plan = {"steps": [
+        {"id": "w", "tool": "getWeather", "args": {"city": "Lisbon"}, "output": "$state.sunny || $state.rainy"},
+        {"id": "p", "tool": "findPark", "args": {"weather": "$state.sunny"}, "output": "$state.park"},
+        {"id": "s", "tool": "presentSuggestion", "args": {"suggestion": "$state.park"}, "output": "$state.told"}]}  # fmt: skip
+    stub.script(json_reply(plan))
+    planned = asyncio.run(bench_agent.plan_first(task, tools, "openai/gpt-4o-mini", 0.0, completion_kwargs=kwargs))
+    assert planned["calls"] == 1 and planned["nodes"] == (3, 0, 0) and planned["edges"] == (2, 0, 0), planned
+    lines = bench_agent.table({"ReAct": [reacted], "plan-first": [planned]})
+    assert lines[-2].startswith("| ReAct | 4 |") and "| 100.0 | 100.0 | 100.0% |" in lines[-2]
+    assert lines[-1].startswith("| plan-first | 1 |"), lines

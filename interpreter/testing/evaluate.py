@@ -175,9 +175,26 @@ class Graded:
 
 def grade(plan: Plan, task: Task, catalog: Iterable[str]) -> Graded:
     """A valid plan against what the task expects (the catalog's tools only count)."""
-    known = set(catalog)
     nodes, edges, calls = tool_graph(plan)
-    nodes &= known
+    return grade_graph(nodes, edges, calls, task, catalog)
+
+
+def grade_calls(called: list[tuple[str, Mapping[str, Any]]], task: Task, catalog: Iterable[str]) -> Graded:
+    """The tool calls an agent made, in order, against what the task expects: its graph is the tools it
+    called and each call after the call before it (how a ReAct agent orders its work)."""
+    nodes = {name for name, _ in called}
+    edges = {(a, b) for (a, _), (b, _) in zip(called, called[1:]) if a != b}
+    calls: dict[str, list[Mapping[str, Any]]] = {}
+    for name, args in called:
+        calls.setdefault(name, []).append(args)
+    return grade_graph(nodes, edges, calls, task, catalog)
+
+
+def grade_graph(nodes: set[str], edges: set[tuple[str, str]], calls: Mapping[str, list[Mapping[str, Any]]],
+                task: Task, catalog: Iterable[str]) -> Graded:  # fmt: skip
+    """The one scoring rule: a graph of tool calls against what the task expects (catalog tools only)."""
+    known = set(catalog)
+    nodes = nodes & known
     edges = {e for e in edges if e[0] in known and e[1] in known}
     misses: dict[str, list[str]] = {}
     wrong = sorted(nodes - task.tools)

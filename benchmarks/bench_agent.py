@@ -1,0 +1,193 @@
+"""Plan-first against ReAct on the same model, tools and tasks (the seeds' claim, measured).
+
+    python -m benchmarks.bench_agent [--model local] [--tasks 10] [--latency 0.3]
+
+The tasks are the reference chains of benchmarks/planning (requests that state 2-5 things to do in order,
+with their expected tool graphs). The tools are fakes with a fixed latency that answer an object of their
+arguments. Two ways, each held to the catalog with the same constrained decoding:
+
+- **ReAct**, written here: one tool call per model turn (``{"call": TOOL, "arguments": {...}}`` or
+  ``{"answer": ...}``, the catalog's own argument schemas), the observation appended, up to 8 turns;
+- **plan-first**: dagplan's planner writes the plan once (for the local model guided by the request,
+  :mod:`dagplan.interpreter.llm.guide`), and dagplan runs it with its parallelism.
+
+Per way: model calls, prompt and completion tokens, wall time, time to the first tool call, and the graph
+scores of what was actually called (`dagplan eval`'s rule: node and edge F1, values). Medians per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+REACT_SYSTEM = (
+    "You solve the user's task with the tools below, one tool call at a time. Each turn answer with ONE JSON "
+    'object: {"call": "<tool name>", "arguments": {...}} to call a tool (you will see its result), or '
+    '{"answer": "<text>"} once the task is done.\n\nTools:\n'
+)
+
+
+def chains(count: int) -> list[tuple[str, Any]]:
+    """The reference tasks that state an order, (catalog, task), an even sample of ``count``."""
+    import yaml
+
+    from dagplan.interpreter.testing.evaluate import read_tasks
+
+    files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
+    every = [(name, task) for name, path in files.items() for task in read_tasks(str(HERE / "planning" / path))]
+    found = [(name, task) for name, task in every
+             if task.order and any(w in task.request for w in ("then", "after", "After", "once"))]  # fmt: skip
+    return found[:: max(1, len(found) // count)][:count]
+
+
+class FakeTools:
+    """Tools that take ``latency`` seconds and answer an object of their arguments; they note every call."""
+
+    def __init__(self, latency: float):
+        self.latency, self.called, self.first = latency, [], None
+
+    async def call(self, name: str, args: Mapping[str, Any]) -> dict:
+        if self.first is None:
+            self.first = time.perf_counter()
+        self.called.append((name, dict(args)))
+        await asyncio.sleep(self.latency)
+        return {"ok": True, "tool": name, **{k: v for k, v in args.items() if isinstance(v, (str, int, float))}}
+
+
+def react_schema(specs: Mapping[str, Any]) -> dict:
+    from dagplan.interpreter.llm.constrained import _value_schema
+
+    calls = []
+    for name, spec in sorted(specs.items()):
+        params = spec.parameters or {}
+        properties = {k: _value_schema(v) for k, v in (params.get("properties") or {}).items()}
+        arguments = {"type": "object", "properties": properties,
+                     "required": [k for k in params.get("required") or () if k in properties],
+                     "additionalProperties": False}  # fmt: skip
+        calls.append({"type": "object", "properties": {"call": {"const": name}, "arguments": arguments},
+                      "required": ["call", "arguments"], "additionalProperties": False})  # fmt: skip
+    answer = {"type": "object", "properties": {"answer": {"type": "string", "pattern": '^[^"\\\\\\x00-\\x1f]*$'}},
+              "required": ["answer"], "additionalProperties": False}  # fmt: skip
+    return {"anyOf": [*calls, answer]}
+
+
+async def react(task: Any, specs: Mapping[str, Any], model: str, latency: float, max_turns: int = 8,
+                completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    from dagplan.interpreter.llm.constrained import response_params
+    from dagplan.interpreter.llm.conversation import complete
+    from dagplan.interpreter.llm.planner import tool_catalog
+
+    tools = FakeTools(latency)
+    params = response_params(react_schema(specs), model)
+    messages = [{"role": "system", "content": REACT_SYSTEM + tool_catalog(specs)},
+                {"role": "user", "content": task.request}]  # fmt: skip
+    started, calls, prompt, completion = time.perf_counter(), 0, 0, 0
+    for _ in range(max_turns):
+        record = await complete(model, messages, params, completion_kwargs, "react")
+        calls += 1
+        prompt += record.get("usage", {}).get("prompt_tokens", 0)
+        completion += record.get("usage", {}).get("completion_tokens", 0)
+        text = record["message"].get("content") or ""
+        try:
+            turn = json.loads(text)
+        except ValueError:
+            break
+        if not isinstance(turn, dict) or "call" not in turn or turn.get("call") not in specs:
+            break
+        observation = await tools.call(turn["call"], turn.get("arguments") or {})
+        messages += [{"role": "assistant", "content": text},
+                     {"role": "user", "content": "Observation: " + json.dumps(observation)}]  # fmt: skip
+    return _row(task, specs, tools, started, calls, prompt, completion)
+
+
+async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: float,
+                     completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    from dagplan.interpreter.engine.scope import Options
+    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
+    from dagplan.interpreter.ops.driver import RunRequest, start
+    from dagplan.interpreter.testing.evaluate import Fakes
+    from dagplan.interpreter.tools.catalog import Tool, registry
+
+    tools = FakeTools(latency)
+
+    class Timed(Fakes):
+        def tool(self, unit_id: str, name: str, args: Mapping[str, Any], real: Any) -> Any:
+            return tools.call(name, args)
+
+    started = time.perf_counter()
+    try:
+        result = await aplan(task.request, tools=specs, model=model, repair=2, completion_kwargs=completion_kwargs)
+    except PlanningFailed:
+        return _row(task, specs, tools, started, 3, 0, 0)
+    registered = registry(
+        {n: Tool(n, lambda **_: None, s.description, s.parameters, s.purity) for n, s in specs.items()}
+    )
+    fakes = Timed()
+    options = Options(calls=fakes, ask_gate=fakes.answer_gate, model="fake/model", backoff_scale=0.0)
+    await start(RunRequest(result.plan, registered, options, approve=lambda preview: True))
+    return _row(task, specs, tools, started, result.calls, result.prompt_tokens, result.completion_tokens)
+
+
+def _row(task: Any, specs: Mapping[str, Any], tools: FakeTools, started: float, calls: int, prompt: int,
+         completion: int) -> dict:  # fmt: skip
+    from dagplan.interpreter.testing.evaluate import grade_calls
+
+    graded = grade_calls(tools.called, task, specs)
+    return {"task": task.id, "calls": calls, "prompt": prompt, "completion": completion,
+            "seconds": time.perf_counter() - started,
+            "first_tool": (tools.first - started) if tools.first is not None else None,
+            "nodes": graded.nodes, "edges": graded.edges, "values": graded.values}  # fmt: skip
+
+
+def table(rows: Mapping[str, list[dict]]) -> list[str]:
+    from dagplan.interpreter.testing.evaluate import Report
+
+    out = ["| way | model calls | prompt tokens | completion tokens | wall s | first tool call s | node F1 | edge F1 "
+           "| values |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for way, found in rows.items():
+
+        def median(key: str) -> float:
+            values = [r[key] for r in found if r[key] is not None]
+            return statistics.median(values) if values else float("nan")
+
+        node = Report._f1(r["nodes"] for r in found)
+        edge = Report._f1(r["edges"] for r in found)
+        right, total = sum(r["values"][0] for r in found), sum(r["values"][1] for r in found)
+        out.append(f"| {way} | {median('calls'):.0f} | {median('prompt'):.0f} | {median('completion'):.0f} | "
+                   f"{median('seconds'):.1f} | {median('first_tool'):.1f} | {node:.1f} | {edge:.1f} | "
+                   f"{100 * right / total if total else 100:.1f}% |")  # fmt: skip
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="local")
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.3)
+    args = parser.parse_args()
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()
+    rows: dict[str, list[dict]] = {"ReAct": [], "plan-first": []}
+    for catalog, task in chains(args.tasks):
+        for way, run in (("ReAct", react), ("plan-first", plan_first)):
+            rows[way].append(asyncio.run(run(task, tools[catalog], args.model, args.latency)))
+            print(f"  {way} {task.id}: {rows[way][-1]}", file=sys.stderr, flush=True)
+    print(f"{len(rows['ReAct'])} tasks that state an order, model {args.model}, tools answering in {args.latency:g} s; "
+          "medians per task")  # fmt: skip
+    print("\n".join(table(rows)))
+
+
+if __name__ == "__main__":
+    main()
