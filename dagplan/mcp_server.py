@@ -228,40 +228,22 @@ class Here:
 def _answers(fn: Any) -> Any:
     """The one path from an error to what a client reads: a dagplan error is its diagnostics (code,
     message, hint, position) as JSON text, anything else its type and message; never a traceback."""
-    import functools
-    import inspect
+    from .dsl.errors import translating
 
-    def refused(exc: BaseException) -> Exception:
-        from .dsl.errors import DagplanError
+    return translating(Exception, _refused)(fn)
 
-        from mcp.server.mcpserver.exceptions import ToolError
 
-        if isinstance(exc, ToolError):
-            return exc
-        if isinstance(exc, DagplanError):
-            found = [{k: v for k, v in d.to_json().items() if v is not None} for d in exc.diagnostics]
-            return ToolError(json.dumps({"error": found[0]["code"] if found else "error", "diagnostics": found}))
-        return ToolError(f"{type(exc).__name__}: {exc}")
+def _refused(exc: BaseException) -> Exception:
+    from .dsl.errors import DagplanError
 
-    if inspect.iscoroutinefunction(fn):
+    from mcp.server.mcpserver.exceptions import ToolError
 
-        @functools.wraps(fn)
-        async def answering(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - every error reaches the client as words
-                raise refused(exc) from None
-
-        return answering
-
-    @functools.wraps(fn)
-    def answering_now(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every error reaches the client as words
-            raise refused(exc) from None
-
-    return answering_now
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, DagplanError):
+        found = [{k: v for k, v in d.to_json().items() if v is not None} for d in exc.diagnostics]
+        return ToolError(json.dumps({"error": found[0]["code"] if found else "error", "diagnostics": found}))
+    return ToolError(f"{type(exc).__name__}: {exc}")
 
 
 def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: bool) -> None:

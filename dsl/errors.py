@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 Severity = Literal["error", "warning"]
 DocPath = tuple[str | int, ...]
@@ -208,3 +208,45 @@ def first_line(text: str, width: int = 0) -> str:
     one-line report shows of a long message (a traceback, a replay miss's diff)."""
     line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
     return line if not width or len(line) <= width else line[: width - 1] + "\u2026"
+
+
+def translating(catch: type[BaseException] | tuple[type[BaseException], ...],
+                convert: Callable[[BaseException], BaseException]) -> Callable[[Any], Any]:  # fmt: skip
+    """A decorator: what a function (plain, async or a generator) raises of ``catch`` is raised as
+    ``convert(exc)`` instead, its cause dropped (the one way a boundary turns another library's errors, or
+    any error, into the words its caller reads: the MCP server's tools, the PostgreSQL store)."""
+    import functools
+    import inspect
+
+    def wrap(fn: Any) -> Any:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awaiting(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(*args, **kwargs)
+                except catch as exc:
+                    raise convert(exc) from None
+
+            return awaiting
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def generating(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    yield from fn(*args, **kwargs)
+                except catch as exc:
+                    raise convert(exc) from None
+
+            return generating
+
+        @functools.wraps(fn)
+        def calling(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except catch as exc:
+                raise convert(exc) from None
+
+        return calling
+
+    return wrap

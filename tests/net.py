@@ -21,3 +21,13 @@ def wait_for_port(port: int, seconds: float = 30) -> None:
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds:g}s")
+
+
+def read_some(stream, deadline: float) -> bytes:
+    """What a child process wrote on ``stream`` by ``deadline`` (time.monotonic), at most 1 MiB: empty
+    when nothing came in time or the stream ended (the raw JSON-RPC drivers of the MCP and LSP tests)."""
+    import os
+    import select
+
+    ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+    return os.read(stream.fileno(), 1 << 20) if ready else b""

@@ -59,7 +59,9 @@ def test_the_guided_schema_holds_each_position_to_its_clause_and_order():
             assert variant["properties"]["id"] == {"const": f"s{number}"}
             if number > 1:
                 assert variant["properties"]["deps"] == {"const": [f"s{number - 1}"]} and "deps" in variant["required"]
-    news = next(v for v in steps["prefixItems"][0]["anyOf"] if v["properties"].get("tool", {}).get("const") == "getNews")
+    news = next(
+        v for v in steps["prefixItems"][0]["anyOf"] if v["properties"].get("tool", {}).get("const") == "getNews"
+    )
     assert news["properties"]["args"]["properties"]["topic"] == {"enum": ["#sports"]}  # what request_values() gave
     with_words = catalog_schema(TOOLS["everyday"], state_references=False, guide=guide,
                                 values=request_values(task, words=True))  # fmt: skip

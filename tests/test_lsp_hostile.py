@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from net import read_some
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = """steps:
@@ -57,10 +57,7 @@ class Raw:
                 if len(rest) >= length:
                     self.buffer = rest[length:]
                     return json.loads(rest[:length])
-            ready, _, _ = select.select([self.p.stdout], [], [], max(0, end - time.monotonic()))
-            if not ready:
-                return None
-            chunk = os.read(self.p.stdout.fileno(), 1 << 20)
+            chunk = read_some(self.p.stdout, end)
             if not chunk:
                 return None
             self.buffer += chunk

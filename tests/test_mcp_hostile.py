@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from net import read_some
 
 TOOLS = '''import dagplan
 
@@ -64,10 +64,7 @@ class Raw:
         assert self.p.stdout is not None
         end = time.monotonic() + timeout
         while b"\n" not in self.buffer:
-            ready, _, _ = select.select([self.p.stdout], [], [], max(0, end - time.monotonic()))
-            if not ready:
-                return None
-            chunk = os.read(self.p.stdout.fileno(), 1 << 20)
+            chunk = read_some(self.p.stdout, end)
             if not chunk:
                 return None
             self.buffer += chunk

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
-from ...dsl.errors import RunError, first_line
+from ...dsl.errors import RunError, first_line, translating
 from ...dsl.files import json_safe
 from ..core.redact import masked
 from .journal import (
@@ -119,41 +119,18 @@ def _unavailable(exc: BaseException) -> RunError:
 
 
 def _translating(cls: type) -> type:
-    """Every public method of ``cls`` (and the journal protocol's ``commit_sync``) says a lost database as
-    the ``state-unavailable`` error: the one place psycopg's connection errors become dagplan's (a run
+    """Every public method of ``cls`` (and the journal protocol's ``_write_durable``) says a lost database
+    as the ``state-unavailable`` error: the one place psycopg's connection errors become dagplan's (a run
     stops with it, a worker waits and reconnects), never a traceback."""
-    import functools
     import inspect
 
     try:
         import psycopg
     except ImportError:  # pragma: no cover - this module needs psycopg to do anything
         return cls
-    lost = (psycopg.OperationalError, psycopg.InterfaceError)
-
-    def wrap(fn: Any) -> Any:
-        if inspect.isgeneratorfunction(fn):
-
-            @functools.wraps(fn)
-            def generating(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    yield from fn(*args, **kwargs)
-                except lost as exc:
-                    raise _unavailable(exc) from None
-
-            return generating
-
-        @functools.wraps(fn)
-        def calling(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except lost as exc:
-                raise _unavailable(exc) from None
-
-        return calling
-
+    wrap = translating((psycopg.OperationalError, psycopg.InterfaceError), _unavailable)
     for name, value in list(vars(cls).items()):
-        if inspect.isfunction(value) and (not name.startswith("_") or name in ("_write_durable",)):
+        if inspect.isfunction(value) and (not name.startswith("_") or name == "_write_durable"):
             setattr(cls, name, wrap(value))
     return cls
 
