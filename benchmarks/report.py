@@ -359,7 +359,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--max-scale", type=int, default=100_000)
-    parser.add_argument("--skip", default="", help="comma-separated: startup,engine,durability,postgres,check,scale")
+    sections = "startup,engine,durability,postgres,check,scale,planning,agent"
+    parser.add_argument("--skip", default="", help=f"comma-separated: {sections}")
+    parser.add_argument("--planning-tasks", type=int, default=40, help="reference tasks the local model plans")
+    parser.add_argument("--agent-tasks", type=int, default=10, help="tasks of the plan-first / ReAct table")
     parser.add_argument("--peers", type=Path, help="a bin folder holding yamllint and check-jsonschema")
     parser.add_argument("--point", nargs=2, metavar=("SHAPE", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -382,6 +385,36 @@ def main() -> None:
         print(f"| {figure} | {floor} | {ours} | {goal} |")
     if "scale" not in skip:
         scale(args.max_scale)
+    if "planning" not in skip:
+        planning(args.planning_tasks)
+    if "agent" not in skip:
+        agent(args.agent_tasks)
+
+
+def planning(count: int) -> None:
+    """Graph scores of the local model's plans on the reference tasks, with and without each guide."""
+    from benchmarks.bench_planning import GRAPH_HEADER, graph_scores, print_graph_scores
+
+    print(f"\nplanning: SmolLM2-135M in-process, {count} reference tasks (benchmarks/planning), each guide in turn")
+    print(GRAPH_HEADER)
+    for guide in ((), ("order",), ("order", "values")):
+        print_graph_scores(graph_scores("local", count, 2, guide=guide))
+
+
+def agent(count: int) -> None:
+    """Plan-first against ReAct on the local model (benchmarks/bench_agent.py)."""
+    import asyncio
+
+    from benchmarks import bench_agent
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()
+    rows: dict[str, list[dict]] = {"ReAct": [], "plan-first": []}
+    for catalog, task in bench_agent.chains(count):
+        for way, run in (("ReAct", bench_agent.react), ("plan-first", bench_agent.plan_first)):
+            rows[way].append(asyncio.run(run(task, tools[catalog], "local", 0.3)))
+    print(f"\nplan-first against ReAct: SmolLM2-135M in-process, {count} tasks that state an order, tools of 0.3 s")
+    print("\n".join(bench_agent.table(rows)))
 
 
 if __name__ == "__main__":
