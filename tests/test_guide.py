@@ -62,9 +62,28 @@ def test_the_guided_schema_holds_each_position_to_its_clause_and_order():
     news = next(
         v for v in steps["prefixItems"][0]["anyOf"] if v["properties"].get("tool", {}).get("const") == "getNews"
     )
-    assert news["properties"]["args"]["properties"]["topic"] == {"enum": ["#sports"]}  # what request_values() gave
+    assert news["properties"]["args"]["properties"]["topic"] == {"enum": ["\\#sports"]}  # request_values(), escaped
     with_words = catalog_schema(TOOLS["everyday"], state_references=False, guide=guide,
                                 values=request_values(task, words=True))  # fmt: skip
     news = next(v for v in with_words["properties"]["steps"]["prefixItems"][0]["anyOf"]
                 if v["properties"].get("tool", {}).get("const") == "getNews")  # fmt: skip
     assert "football" in news["properties"]["args"]["properties"]["topic"]["enum"]
+
+
+def test_a_value_the_request_gives_is_offered_as_the_plan_must_write_it():
+    """`#dev` in "post to #dev" is a channel: offered escaped, it loads as the text itself (it was read as a
+    placeholder of a step `dev`, and the local model's plan failed check)."""
+    import json
+
+    import dagplan
+
+    task = "Post 'standup in 5' to #dev"
+    schema = catalog_schema(TOOLS["everyday"], state_references=False, guide=positions(task, TOOLS["everyday"]),
+                            values=request_values(task, words=True))  # fmt: skip
+    slack = next(v for v in schema["properties"]["steps"]["prefixItems"][0]["anyOf"]
+                 if v["properties"].get("tool", {}).get("const") == "postSlack")  # fmt: skip
+    channel = slack["properties"]["args"]["properties"]["channel"]["enum"]
+    assert "\\#dev" in channel
+    plan = dagplan.load(text=json.dumps({"steps": [{"id": "s1", "tool": "postSlack",
+                                                    "args": {"channel": "\\#dev", "text": "standup in 5"}}]}))  # fmt: skip
+    assert plan.steps[0].args["channel"] == "#dev"

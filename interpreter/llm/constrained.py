@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...dsl.ir import ToolSpec
+from ...dsl.ir import ToolSpec, escape_text
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
 from .grammar import plain as _plain
 
@@ -202,7 +202,8 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None) -> dict[str,
     for name, schema in (args.get("properties") or {}).items():
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind == "string" and "enum" not in schema and "const" not in schema:
-            offered[name] = {"enum": list(values)}
+            # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder
+            offered[name] = {"enum": [escape_text(v) for v in values]}
         elif kind in ("number", "integer"):
             numbers = [_number(v) for v in values if _number(v) is not None]
             wanted = [n for n in numbers if kind == "number" or float(n).is_integer()]

@@ -20,6 +20,9 @@ from ...dsl.ir import ToolSpec
 # A clause ends where the request says what comes next: ", then", "after", "once", "finally", ";", a new
 # sentence. The same words `dagplan plan` counts for its fewer-steps-than-clauses warning.
 CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|finally)\b|;|\.\s+(?=[A-Z])", re.I)
+# "... and VERB ...": another thing to do, after the first ("find a restaurant and reserve a table"); "and the
+# rate", "and a hotel" join two objects of one thing (an article or a name follows)
+_AND_THEN = re.compile(r",?\s+and\s+(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)")
 _WORD = re.compile(r"[A-Za-z]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
@@ -44,6 +47,7 @@ def clauses(task: str) -> list[str]:
     if leading:
         return [*clauses(leading.group(1)), *clauses(leading.group(2))]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
+    found = [piece.strip(" ,.") for part in found for piece in _AND_THEN.split(part) if piece.strip(" ,.")]
     return found or [task]
 
 
