@@ -128,8 +128,10 @@ async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: f
     started = time.perf_counter()
     try:
         result = await aplan(task.request, tools=specs, model=model, repair=2, completion_kwargs=completion_kwargs)
-    except PlanningFailed:
-        return _row(task, specs, tools, started, 3, 0, 0)
+    except PlanningFailed as failed:  # what the attempts cost still counts
+        used = failed.usage
+        return _row(task, specs, tools, started, used.get("calls", 0), used.get("prompt_tokens", 0),
+                    used.get("completion_tokens", 0))  # fmt: skip
     registered = registry(
         {n: Tool(n, lambda **_: None, s.description, s.parameters, s.purity) for n, s in specs.items()}
     )

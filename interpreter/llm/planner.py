@@ -140,6 +140,7 @@ class PlanningFailed(PlanInvalid):
 
     def __init__(self, diagnostics, attempts: tuple[PlanAttempt, ...] = ()):
         self.attempts = tuple(attempts)
+        self.usage: dict[str, Any] = {}  # what the failed attempts cost (tokens, cost, calls)
         super().__init__(diagnostics)
 
     def __reduce__(self):
@@ -217,7 +218,10 @@ async def aplan(
             {"role": "assistant", "content": answer},
             {"role": "user", "content": REPAIR_PROMPT.format(problems=repair_text(checked.diagnostics))},
         ]
-    raise _failed(attempts)
+    failed = _failed(attempts)
+    failed.usage = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                    "cost": usage.cost, "calls": usage.calls}  # fmt: skip
+    raise failed
 
 
 def plan(task: str, **kwargs: Any) -> PlanResult:

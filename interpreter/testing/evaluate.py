@@ -352,6 +352,11 @@ async def aevaluate(
                          (0, sum(len(v) for v in task.values.values())),
                          misses={"no_plan": [failed.headline.message[:200]]})  # fmt: skip
             one.seconds = time.perf_counter() - started
+            used = failed.usage
+            one.tokens, one.cost = (
+                used.get("prompt_tokens", 0) + used.get("completion_tokens", 0),
+                used.get("cost", 0.0),
+            )
         else:
             one = grade(result.plan, task, specs)
             one.seconds = time.perf_counter() - started
