@@ -198,16 +198,18 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None) -> dict[str,
     if not values or "args" not in variant["properties"]:
         return dict(variant)
     args = dict(variant["properties"]["args"])
-    offered = {}
+    offered: dict[str, Any] = {}
     for name, schema in (args.get("properties") or {}).items():
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind == "string" and "enum" not in schema and "const" not in schema:
             # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder
             offered[name] = {"enum": [escape_text(v) for v in values]}
         elif kind in ("number", "integer"):
-            numbers = [_number(v) for v in values if _number(v) is not None]
-            wanted = [n for n in numbers if kind == "number" or float(n).is_integer()]
-            offered[name] = {"enum": [int(n) if kind == "integer" else n for n in wanted]} if wanted else schema
+            numbers = [n for n in map(_number, values) if n is not None]
+            wanted: list[Any] = [
+                int(n) if kind == "integer" else n for n in numbers if kind == "number" or n.is_integer()
+            ]
+            offered[name] = {"enum": wanted} if wanted else schema
         else:
             offered[name] = schema
     args["properties"] = offered

@@ -340,12 +340,14 @@ async def aevaluate(
     """Plan every task with ``model`` over ``specs``, and grade each plan."""
     from ..llm.planner import PlanningFailed, aplan
 
-    guided = {"guide": tuple(guide)} if guide is not None else {}
+    from ..llm.planner import GUIDES
+
+    chosen = tuple(guide) if guide is not None else GUIDES
     graded = []
     for task in tasks:
         started = time.perf_counter()
         try:
-            result = await aplan(task.request, tools=specs, model=model, repair=repair, **guided,
+            result = await aplan(task.request, tools=specs, model=model, repair=repair, guide=chosen,
                                  completion_kwargs=completion_kwargs, structured_output=structured_output)  # fmt: skip
         except PlanningFailed as failed:
             one = Graded(task.id, False, (0, 0, len(task.tools)), (0, 0, len(task.order)),
