@@ -583,6 +583,16 @@ def test_a_refusal_the_plan_routes_is_an_ordinary_completion(project):
     assert refused.returncode == 0, refused.stdout + refused.stderr
     steps = json.loads(refused.stdout)["steps"]
     assert steps["ship"]["status"] == "skipped" and steps["tell"]["status"] == "completed"
+    (project / "w.yaml").write_text(
+        "steps:\n  - id: decide\n    gate: {question: ship?, choices: [approve, reject]}\n    output: †state.decision\n"
+        "  - id: ship\n    tool: notify\n    args: {message: shipping}\n    when: †state.decision == 'approve'\n"
+        "  - id: tell\n    tool: notify\n    args: {message: no}\n    when: †state.decision == 'reject'\n"
+    )
+    decided = _cli(project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=reject", "--format", "json")
+    assert decided.returncode == 0, decided.stdout + decided.stderr  # a when: on the answer decides
+    steps = json.loads(decided.stdout)["steps"]
+    assert [steps[s]["status"] for s in ("decide", "ship", "tell")] == ["completed", "skipped", "completed"], steps
+    assert _cli(project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=maybe").returncode == 1
     (project / "h.yaml").write_text(
         "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
     )

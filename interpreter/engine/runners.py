@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Mapping
 
 from ...dsl.compose import is_refusal
-from ...dsl.ir import Step, StepKind
+from ...dsl.ir import Plan, Step, StepKind
 from .attempts import StepFailure, no_answer_within
 from ..core.context import Runner, StepContext
 from ..core.vocabulary import EventType
@@ -70,7 +70,22 @@ class GateRunner:
         answer = await ctx.answer(request)
         if request.get("timed_out") and is_refusal(answer):
             raise StepFailure(f"{no_answer_within(gate.timeout or 0)}: {answer} (its on_timeout)")
+        if is_refusal(answer) and decided_on(ctx.execution.plan, step) and not answer_problem(request, answer):
+            return answer  # the plan decides on the answer (a when: reads it): refusing is a decision
         return check_answer(request, answer)
+
+
+def decided_on(plan: Plan, gate: Step) -> bool:
+    """Whether a step's ``when:`` reads what the gate writes (one path, no ``||`` route: a route takes a
+    refusal to its last path already): then the plan decides on the answer, and a refusal is a value like
+    any other (the gate completes), not a failure."""
+    from ...dsl.condition import condition_refs
+
+    if gate.output is None or gate.output.branching:
+        return False
+    heads = {ref.path[:1] for alternative in gate.output.alternatives for ref in alternative}
+    guards = [step.guard.condition for step in plan.steps if step.guard is not None]
+    return any(ref.root == "state" and ref.path[:1] in heads for guard in guards for ref in condition_refs(guard))
 
 
 def check_answer(request: Mapping[str, Any], answer: Any) -> Any:
