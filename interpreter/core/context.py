@@ -18,6 +18,10 @@ class StepContext(Protocol):
     unit_id: str
     options: Any  # engine.Options: model, completion kwargs, step_max_iterations, default caps
 
+    @property
+    def plan(self) -> Any:
+        """The plan the unit belongs to (a sub-plan's own, inside one)."""
+
     def resolve(self, value: Any) -> Any:
         """The run-time value of an IR value (references, templates, placeholders)."""
 

@@ -480,6 +480,10 @@ class StepContext:
         self.unit.usage = dict(usage)
         self.execution.scope.spend(usage)
 
+    @property
+    def plan(self) -> Plan:
+        return self.execution.plan
+
     async def answer(self, request: Mapping[str, Any]) -> Any:
         return await self.execution.scope.answer(self.unit_id, request)
 

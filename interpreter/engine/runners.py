@@ -70,7 +70,7 @@ class GateRunner:
         answer = await ctx.answer(request)
         if request.get("timed_out") and is_refusal(answer):
             raise StepFailure(f"{no_answer_within(gate.timeout or 0)}: {answer} (its on_timeout)")
-        if is_refusal(answer) and decided_on(ctx.execution.plan, step) and not answer_problem(request, answer):
+        if is_refusal(answer) and decided_on(ctx.plan, step) and not answer_problem(request, answer):
             return answer  # the plan decides on the answer (a when: reads it): refusing is a decision
         return check_answer(request, answer)
 
