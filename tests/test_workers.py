@@ -268,9 +268,19 @@ def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, post
         return True
 
     pool = worker(tmp_path, postgres)
+
+    def worked(run_id: str, what: str) -> None:
+        """Wait for the worker to finish a run; on the bound, fail with what the worker said (CI once met the
+        first run unfinished after 60 s on a loaded machine, with nothing to tell why)."""
+        try:
+            wait(lambda: completed(run_id), what, seconds=120)
+        except AssertionError:
+            pool.terminate()
+            raise AssertionError(f"{what}: {pool.communicate(timeout=30)[1][-3000:]}") from None
+
     try:
         first = submit("p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres)
-        wait(lambda: completed(first), "the first run")
+        worked(first, "the first run")
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
@@ -278,11 +288,7 @@ def test_a_worker_outlives_its_database_going_away_and_comes_back(tmp_path, post
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         wait(lambda: reachable(postgres), "the database to accept connections again")  # it came back
         second = submit("p.yaml", "--tools", "t.py", cwd=tmp_path, url=postgres)
-        try:
-            wait(lambda: completed(second), "the run submitted after the database came back")
-        except AssertionError:
-            pool.terminate()
-            raise AssertionError(pool.communicate(timeout=30)[1][-3000:]) from None
+        worked(second, "the run submitted after the database came back")
         assert pool.poll() is None  # still working
     finally:
         pool.terminate()
