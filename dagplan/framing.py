@@ -52,7 +52,7 @@ def screen(body: bytes | str) -> tuple[Any, dict | None]:
     id_ = message.get("id") if isinstance(message, dict) else None
     if not isinstance(id_, (str, int)) or isinstance(id_, bool):
         id_ = None
-    problem = _shape(message, "\\ud" in text.lower() or "\\udc" in text.lower())
+    problem = _shape(message, "\\ud" in text.lower())  # a lone surrogate can only come from a \ud... escape
     if problem is None and not (isinstance(message, dict) and message.get("jsonrpc") == "2.0"):
         problem = "not a JSON-RPC 2.0 message"
     if problem is None and isinstance(message, dict) and "method" in message and not isinstance(message["method"], str):

@@ -190,8 +190,8 @@ class Here:
         return os.path.join(self.root, base if base not in ("", ".", "..") else "plan.yaml")
 
     def checked(self, plan: str, name: str) -> Checked:
-        result = api.check_text(plan, self.name(name), root=self.root)
         own = self.name(name)
+        result = api.check_text(plan, own, root=self.root)
         found = []
         for d in result.diagnostics:
             shown = d.to_json()
