@@ -111,20 +111,30 @@ async def react(task: Any, specs: Mapping[str, Any], model: str, latency: float,
     return _row(task, specs, tools, started, calls, prompt, completion)
 
 
-async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: float,
-                     completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+def faked(specs: Mapping[str, Any], tools: FakeTools) -> tuple[dict, Any]:
+    """The catalog as tools whose calls go to ``tools`` (with their purity), and the options that fake the
+    run's tools, model steps and gates the same way for every way that runs a plan."""
     from dagplan.interpreter.engine.scope import Options
-    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
-    from dagplan.interpreter.ops.driver import RunRequest, start
     from dagplan.interpreter.testing.evaluate import Fakes
     from dagplan.interpreter.tools.catalog import Tool, registry
-
-    tools = FakeTools(latency)
 
     class Timed(Fakes):
         def tool(self, unit_id: str, name: str, args: Mapping[str, Any], real: Any) -> Any:
             return tools.call(name, args)
 
+    registered = registry(
+        {n: Tool(n, lambda **_: None, s.description, s.parameters, s.purity) for n, s in specs.items()}
+    )
+    fakes = Timed()
+    return registered, Options(calls=fakes, ask_gate=fakes.answer_gate, model="fake/model", backoff_scale=0.0)
+
+
+async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: float,
+                     completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
+    from dagplan.interpreter.ops.driver import RunRequest, start
+
+    tools = FakeTools(latency)
     started = time.perf_counter()
     try:
         result = await aplan(task.request, tools=specs, model=model, repair=2, completion_kwargs=completion_kwargs)
@@ -132,13 +142,39 @@ async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: f
         used = failed.usage
         return _row(task, specs, tools, started, used.get("calls", 0), used.get("prompt_tokens", 0),
                     used.get("completion_tokens", 0))  # fmt: skip
-    registered = registry(
-        {n: Tool(n, lambda **_: None, s.description, s.parameters, s.purity) for n, s in specs.items()}
-    )
-    fakes = Timed()
-    options = Options(calls=fakes, ask_gate=fakes.answer_gate, model="fake/model", backoff_scale=0.0)
+    registered, options = faked(specs, tools)
     await start(RunRequest(result.plan, registered, options, approve=lambda preview: True))
     return _row(task, specs, tools, started, result.calls, result.prompt_tokens, result.completion_tokens)
+
+
+async def streamed(task: Any, specs: Mapping[str, Any], model: str, latency: float,
+                   completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    """Plan-first with the plan streamed (interpreter/ops/streamed.py): a step that changes nothing starts as
+    soon as its text is complete and checked; the rest once the plan is whole."""
+    from dagplan.interpreter.llm.planner import PlanningFailed
+    from dagplan.interpreter.ops.streamed import StreamRequest, plan_and_run
+
+    tools = FakeTools(latency)
+    registered, options = faked(specs, tools)
+    written: list[float] = []
+    started = time.perf_counter()
+
+    def said(event: Mapping[str, Any]) -> None:
+        if event.get("type") == "answer_complete" and not written:
+            written.append(time.perf_counter())
+
+    try:
+        result = await plan_and_run(StreamRequest(task.request, registered, options, model, {"repair": 2},
+                                                  completion_kwargs, approve=lambda preview: True, durable=False,
+                                                  on_event=said))  # fmt: skip
+    except PlanningFailed as failed:
+        used = failed.usage
+        return _row(task, specs, tools, started, used.get("calls", 0), used.get("prompt_tokens", 0),
+                    used.get("completion_tokens", 0))  # fmt: skip
+    row = _row(task, specs, tools, started, result.calls, result.prompt_tokens, result.completion_tokens)
+    # the first tool call started before the model finished writing the plan
+    row["before_written"] = bool(written and tools.first is not None and tools.first < written[0])
+    return row
 
 
 def _row(task: Any, specs: Mapping[str, Any], tools: FakeTools, started: float, calls: int, prompt: int,
@@ -178,17 +214,33 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.3)
     args = parser.parse_args()
+    rows = compare(args.tasks, args.model, args.latency)
+    print(f"{len(rows['ReAct'])} tasks that state an order, model {args.model}, tools answering in {args.latency:g} s; "
+          "medians per task")  # fmt: skip
+    print("\n".join(summary(rows)))
+
+
+WAYS = (("ReAct", react), ("plan-first", plan_first), ("plan-first, streamed", streamed))
+
+
+def compare(count: int, model: str = "local", latency: float = 0.3) -> dict[str, list[dict]]:
+    """Each way on the same ``count`` tasks (one after the other per task: the same model state)."""
     from benchmarks.bench_planning import catalogs
 
     tools = catalogs()
-    rows: dict[str, list[dict]] = {"ReAct": [], "plan-first": []}
-    for catalog, task in chains(args.tasks):
-        for way, run in (("ReAct", react), ("plan-first", plan_first)):
-            rows[way].append(asyncio.run(run(task, tools[catalog], args.model, args.latency)))
+    rows: dict[str, list[dict]] = {way: [] for way, _ in WAYS}
+    for catalog, task in chains(count):
+        for way, run in WAYS:
+            rows[way].append(asyncio.run(run(task, tools[catalog], model, latency)))
             print(f"  {way} {task.id}: {rows[way][-1]}", file=sys.stderr, flush=True)
-    print(f"{len(rows['ReAct'])} tasks that state an order, model {args.model}, tools answering in {args.latency:g} s; "
-          "medians per task")  # fmt: skip
-    print("\n".join(table(rows)))
+    return rows
+
+
+def summary(rows: Mapping[str, list[dict]]) -> list[str]:
+    """The table, and how often the streamed way's first tool call started before the plan was written."""
+    early = [r.get("before_written") for r in rows.get("plan-first, streamed", ())]
+    return [*table(rows), "", f"streamed: the first tool call started before the model finished the plan in "
+            f"{sum(map(bool, early))} of {len(early)} tasks"]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def catalogs() -> dict[str, dict]:
 
     everyday = json.loads((HERE / "planning" / "everyday_catalog.json").read_text())
     return {
-        "everyday": {n: ToolSpec(n, e["description"], e["parameters"]) for n, e in everyday.items()},
+        "everyday": {n: ToolSpec(n, e["description"], e["parameters"], e.get("purity")) for n, e in everyday.items()},
         "examples": dagplan.load_tool_specs([ROOT / "examples" / "tools.py"]),
     }
 
@@ -63,14 +63,19 @@ def _names_right(text: str, tools: dict) -> bool:
     return True
 
 
-def graph_scores(model: str, count: int, repair: int, mode: str = "auto", guide: tuple[str, ...] = ()) -> dict:
-    """The reference tasks (planning/reference.yaml), an even sample of ``count`` across both catalogs, planned
-    by ``model`` and scored as `dagplan eval` scores them (node and edge F1, values, runs to the end)."""
+HELDOUT = {"everyday": "heldout.tasks.yaml"}  # written after the guide was tuned, never used to tune it
+
+
+def graph_scores(model: str, count: int, repair: int, mode: str = "auto", guide: tuple[str, ...] = (),
+                 heldout: bool = False) -> dict:  # fmt: skip
+    """The reference tasks (planning/reference.yaml), an even sample of ``count`` across both catalogs (or
+    the held-out tasks), planned by ``model`` and scored as `dagplan eval` scores them (node and edge F1,
+    values, runs to the end)."""
     import yaml
 
     from dagplan.interpreter.testing.evaluate import Report, aevaluate, read_tasks
 
-    files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
+    files = HELDOUT if heldout else yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
     tools = catalogs()
     every = [(name, task) for name, path in files.items() for task in read_tasks(str(HERE / "planning" / path))]
     every = every[:: max(1, len(every) // count)][:count]
@@ -85,13 +90,13 @@ def graph_scores(model: str, count: int, repair: int, mode: str = "auto", guide:
             report = asyncio.run(aevaluate(mine, tools[name], model, repair=repair, structured_output=mode,
                                            guide=guide, on_graded=said))  # fmt: skip
             graded += report.graded
-    return {**Report(model, graded).to_json(), "guide": "+".join(guide) or "none"}
+    return {**Report(model, graded).to_json(), "guide": "+".join(guide) or "none", "heldout": heldout}
 
 
 def print_graph_scores(found: dict) -> None:
     per = found["per_plan"]
     misses = ", ".join(f"{k} {v}" for k, v in found["misses"].items() if v) or "none"
-    label = f"{found['model']}, guide: {found.get('guide', 'none')}"
+    label = f"{found['model']}, guide: {found.get('guide', 'none')}" + (", held-out" if found.get("heldout") else "")
     print(f"| {label} | {found['tasks']} | {found['node_f1']:.1f} | {found['edge_f1']:.1f} | "
           f"{found['value_accuracy']:.1f}% | {found['ran_to_end']:.1f}% | {per['tokens']:.0f} | {per['seconds']:.1f} | "
           f"{misses} |")  # fmt: skip
@@ -109,13 +114,15 @@ def main() -> None:
     parser.add_argument("--modes", default="auto,json_object", help="auto (held to the catalog), json_object, or both")
     parser.add_argument("--graph", action="store_true", help="the graph scores on the reference tasks instead")
     parser.add_argument("--ideas", default="none,order,order+values",
-                        help="comma-separated guides to compare: none, order, values, order+values")  # fmt: skip
+                        help="comma-separated guides to compare: none, order, values, narrow, solve, e.g. "
+                             "order+values+narrow")  # fmt: skip
+    parser.add_argument("--heldout", action="store_true", help="the held-out tasks (planning/heldout.tasks.yaml)")
     args = parser.parse_args()
     if args.graph:
         print(GRAPH_HEADER)
         for idea in args.ideas.split(","):
             guide = tuple(part for part in idea.split("+") if part != "none")
-            print_graph_scores(graph_scores(args.model, args.tasks, args.repair, guide=guide))
+            print_graph_scores(graph_scores(args.model, args.tasks, args.repair, guide=guide, heldout=args.heldout))
         return
     tasks = json.loads((HERE / "planning" / "tasks.json").read_text())
     every = [(task, "everyday") for task in tasks["everyday"]] + [(task, "examples") for task in tasks["examples"]]

@@ -397,24 +397,17 @@ def planning(count: int) -> None:
 
     print(f"\nplanning: SmolLM2-135M in-process, {count} reference tasks (benchmarks/planning), each guide in turn")
     print(GRAPH_HEADER)
-    for guide in ((), ("order",), ("order", "values")):
+    for guide in ((), ("order",), ("order", "values"), ("order", "values", "narrow")):
         print_graph_scores(graph_scores("local", count, 2, guide=guide))
 
 
 def agent(count: int) -> None:
     """Plan-first against ReAct on the local model (benchmarks/bench_agent.py)."""
-    import asyncio
-
     from benchmarks import bench_agent
-    from benchmarks.bench_planning import catalogs
 
-    tools = catalogs()
-    rows: dict[str, list[dict]] = {"ReAct": [], "plan-first": []}
-    for catalog, task in bench_agent.chains(count):
-        for way, run in (("ReAct", bench_agent.react), ("plan-first", bench_agent.plan_first)):
-            rows[way].append(asyncio.run(run(task, tools[catalog], "local", 0.3)))
+    rows = bench_agent.compare(count, "local", 0.3)
     print(f"\nplan-first against ReAct: SmolLM2-135M in-process, {count} tasks that state an order, tools of 0.3 s")
-    print("\n".join(bench_agent.table(rows)))
+    print("\n".join(bench_agent.summary(rows)))
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ _EXPORTS = {
     "PlanInvalid": "dagplan.dsl.errors",
     "RunError": "dagplan.dsl.errors",
     # LLM
-    "plan": "dagplan.interpreter.llm.planner",
-    "aplan": "dagplan.interpreter.llm.planner",
+    "plan": "dagplan.api",
+    "aplan": "dagplan.api",
     "complexity_score": "dagplan.interpreter.llm.score",
     "score": "dagplan.interpreter.llm.score",
     "DEFAULT_THRESHOLD": "dagplan.interpreter.llm.score",

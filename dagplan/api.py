@@ -182,8 +182,12 @@ async def arun(
     executor: str | None = None,
     person_gates: bool | None = None,
     approval: Mapping[str, Any] | None = None,
+    reuse: str | Iterable[str] | Any = None,
 ):
-    """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``tool_sources``: the files or
+    """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``reuse``: a run id (``@last`` the newest),
+    several, or a :class:`~dagplan.interpreter.engine.reuse.Reuse`: a step whose fingerprint (its definition,
+    what it reads, its upstream, its tool's code or its model) equals a completed step of those runs takes
+    that result and calls nothing; every other step runs. ``tool_sources``: the files or
     modules the tools came from, recorded (with content hashes) so a resume loads the same ones.
     ``cassette``: replay a recorded run's calls (a file or its data): no real tool or model is called.
     ``executor``: ``"ray"`` runs the tool calls as Ray tasks (a plan's or a tool's own executor wins).
@@ -215,6 +219,7 @@ async def arun(
         ask_gate=replay.pop("ask_gate", ask_gate),
         executor=executor,
         person_gates=person_gates,
+        reuse=reuse_of(reuse, state_dir, cfg),
         **replay,
     )
     from .interpreter.tools.sources import source_record
@@ -240,6 +245,106 @@ async def arun(
 
 
 _APPROVAL_KEPT = ("plan_hash", "tools_hash", "side_effects", "approved_by", "approved_at")
+
+
+async def aplan(
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    run: bool = False,
+    stream: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    approve: Approve | None = None,
+    durable: bool = True,
+    state_dir: Any = None,
+    config: Any = None,
+    subscribers: Iterable[Callable] = (),
+    on_run_created: Callable[[str], None] | None = None,
+    on_event: Callable[[Mapping[str, Any]], None] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_limit_exceeded: Callable | None = None,
+    tool_sources: Iterable[str] = (),
+    **planner: Any,
+):
+    """A model's plan for ``task`` using only ``tools`` (validated, repaired): a :class:`PlanResult`.
+
+    ``run=True`` also runs it (``result.run`` is the :class:`RunResult`; ``approve(preview)`` is asked for
+    the whole plan first when given, as ``dagplan plan --run`` asks a person). ``stream=True`` (with
+    ``run``): the plan is read as the model writes it, and each ``pure`` / ``idempotent`` tool step whose
+    text is complete and checked starts at once; a side effect, a gate, a model step and what follows them
+    wait for the whole plan to pass check and be approved (``interpreter/ops/streamed.py``); ``tool_sources``
+    (the files or modules the tools came from) are recorded, so ``resume`` loads the same. ``on_event``
+    sees the streaming: ``started_early``, ``early_done``, ``prefix_failed``, ``plan_complete``. Other
+    keywords go to the planner (``repair``, ``guide``, ``structured_output``, ``on_attempt``...)."""
+    from .interpreter.llm import planner as planning
+
+    cfg = config or load_config()
+    chosen = model or cfg.default_model
+    kwargs = {**cfg.llm, **(completion_kwargs or {})}
+    planner.setdefault("structured_output", cfg.structured_output)
+    if not run:
+        return await planning.aplan(task, tools=tools, model=chosen, completion_kwargs=kwargs, **planner)  # type: ignore[arg-type]
+    from .interpreter.engine.scope import Options
+    from .interpreter.tools.catalog import registry
+
+    found = registry(tools)
+    if not stream:
+        result = await planning.aplan(task, tools={n: t.spec for n, t in found.items()}, model=chosen,
+                                      completion_kwargs=kwargs, **planner)  # fmt: skip
+        done = await arun(result.plan, tools=found, inputs=inputs, approve=approve, durable=durable,
+                          state_dir=state_dir, config=cfg, subscribers=subscribers, on_run_created=on_run_created,
+                          ask_gate=ask_gate, model=chosen, completion_kwargs=completion_kwargs,
+                          on_limit_exceeded=on_limit_exceeded, tool_sources=tool_sources)  # fmt: skip
+        from dataclasses import replace
+
+        return replace(result, run=done)
+    from .interpreter.ops.streamed import StreamRequest, plan_and_run
+
+    options = Options.from_config(cfg, subscribers=subscribers, model=chosen, completion_kwargs=completion_kwargs,
+                                  ask_gate=ask_gate, person_gates=True,
+                                  on_limit_exceeded=on_limit_exceeded)  # fmt: skip
+    on_attempt = planner.pop("on_attempt", None)
+    from .interpreter.tools.sources import source_record
+
+    meta = {"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None}
+    return await plan_and_run(
+        StreamRequest(
+            task,
+            found,
+            options,
+            chosen,
+            planner,
+            kwargs,
+            inputs=inputs,
+            approve=approve,
+            durable=durable,
+            state=_state(state_dir, cfg),
+            on_run_created=on_run_created,
+            on_event=on_event,
+            on_attempt=on_attempt,
+            meta=meta,
+        )  # fmt: skip
+    )
+
+
+def plan(task: str, **kwargs: Any):
+    """Sync twin of :func:`aplan`."""
+    return _sync(aplan(task, **kwargs))
+
+
+def reuse_of(runs: Any, state_dir: Any = None, config: Any = None) -> Any:
+    """The completed results of ``runs`` (ids, ``@last``, or a Reuse already) by step fingerprint; None for
+    none. An id that names no run is the usual unknown-run error."""
+    from .interpreter.engine.reuse import Reuse
+
+    if runs is None or isinstance(runs, Reuse):
+        return runs
+    from .interpreter.stores.registry import open_registry
+
+    registry = open_registry(_state(state_dir, config or load_config()))
+    return Reuse.of(registry.open(run_id) for run_id in ([runs] if isinstance(runs, str) else list(runs)))
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -274,8 +379,10 @@ async def aresume(
     ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
     rerun_side_effects: bool = False,
     adopted_output: Any = None,
+    approve: Approve | None = None,
 ):
-    """Resume a durable run. See :func:`resume`."""
+    """Resume a durable run. See :func:`resume`. ``approve(preview)``: a streamed run stopped before its
+    plan was whole is planned on (its model answers memoized), and its plan approved with it."""
     from .interpreter.ops.driver import ResumeRequest, resume as _resume
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
@@ -302,6 +409,7 @@ async def aresume(
             on_run_created=on_run_created,
             rerun_side_effects=rerun_side_effects,
             adopted_output=adopted_output,
+            approve=approve,
         )
     )
 
@@ -491,8 +599,10 @@ def stored_plan(
 ) -> Plan:
     """The plan a recorded run runs (from its artifact, never re-derived), checked against ``tools``
     (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first).
-    ``resumable``: refuse first a run that ended for good (``run-finished``), as resuming it would."""
+    ``resumable``: refuse first a run that ended for good (``run-finished``), as resuming it would; None for
+    a streamed run stopped before its plan was written (resuming it plans again)."""
     from .interpreter.ops.driver import refuse_finished, stored_plan as plan_of
+    from .interpreter.ops.streamed import is_streamed_unwritten
     from .interpreter.stores.registry import open_registry
     from .interpreter.tools.catalog import registry
 
@@ -500,6 +610,8 @@ def stored_plan(
     journal = open_registry(_state(state_dir, cfg)).open(run_id)
     if resumable:
         refuse_finished(journal)
+        if is_streamed_unwritten(journal):
+            return None  # type: ignore[return-value]
     return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
 
 

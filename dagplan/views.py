@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Sequence, TextIO
 
 from .dsl.errors import counted, printable
-from .interpreter.core.vocabulary import EventType, StepStatus, step_status_after
+from .interpreter.core.vocabulary import EARLY, EventType, StepStatus, step_status_after
 
 DESCRIPTION_WIDTH = 60
 
@@ -48,6 +48,10 @@ def preview_text(preview: Any, run_command: str | None = None) -> str:
     cost = getattr(preview, "cost", None)
     if cost:
         lines.append(f"Cost (worst case): {cost['summary']}")
+    early = getattr(preview, "starts_early", ())
+    if early:
+        lines.append(f"Streamed (plan --run --stream): {', '.join(early)} start while the plan is still being written "
+                     "(they change nothing); the rest waits for the whole plan and its approval")  # fmt: skip
     lines.append("")
     lines.append(f"To run it: {run_command or preview.run_command}")
     return "\n".join(lines)
@@ -88,6 +92,11 @@ def table(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
 
 
+def reused_text(source: str) -> str:
+    """How a result taken by fingerprint is said: from which run, or started early."""
+    return "started while the plan was being written" if source == EARLY else f"reused from {source}"
+
+
 def report_text(result: Any) -> str:
     header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
     if result.message:
@@ -96,8 +105,14 @@ def report_text(result: Any) -> str:
     for sid in result.order:
         s = result.steps[sid]
         detail = s.reason if s.status is StepStatus.SKIPPED else s.head
-        rows.append((sid, s.call, s.status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
+        status = f"{s.status} ({reused_text(s.reused)})" if getattr(s, "reused", None) else str(s.status)
+        rows.append((sid, s.call, status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
     lines = [header, *table(rows)]
+    reused = sorted({s.reused for s in result.steps.values() if getattr(s, "reused", None) not in (None, EARLY)})
+    if reused:
+        count = sum(getattr(s, "reused", None) not in (None, EARLY) for s in result.steps.values())
+        lines.append(f"{count} of {len(result.steps)} step(s) reused from {', '.join(reused)}: "
+                     "nothing was called again for them")  # fmt: skip
     if result.usage.get("llm_calls"):
         u = result.usage
         lines.append(
@@ -178,6 +193,8 @@ def _outcome(event: Any) -> str:
         return f"{kind}: {err['type']}: {cut(err['message'], 80)}"
     if event.data.get("replayed"):
         return "done (replayed)"
+    if event.data.get("reused"):
+        return f"done ({reused_text(event.data['reused'])})"
     took = f" in {event.duration:.2f}s" if event.duration else ""
     return ("done (output given by the model)" if event.data.get("precomputed") else "done") + took
 
@@ -276,7 +293,8 @@ def event_line(event: dict) -> str:
     if event.get("step"):
         parts.append(event["step"])
     if event.get("type") == EventType.STEP_COMPLETED:
-        parts.append("replayed" if event.get("replayed") else "fresh")
+        parts.append("replayed" if event.get("replayed") else reused_text(event["reused"]) if event.get("reused")
+                     else "fresh")  # fmt: skip
     if isinstance(event.get("duration"), (int, float)):
         parts.append(f"{event['duration'] * 1000:.1f}ms")
     extra = {k: v for k, v in event.items() if k not in HIDDEN and not _empty(v)}

@@ -508,6 +508,18 @@ def can_act(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | No
     return child is not None and child.plan is not None and any(can_act(s, tools, undeclared) for s in child.plan.steps)
 
 
+def starts_early(step: Step, tools: Mapping[str, Any] | None) -> bool:
+    """Whether a step may start while a model is still writing its plan (a streamed plan), when every step
+    it depends on may too: a tool call that changes nothing (``pure`` or ``idempotent``), no fan-out, no
+    ``when:``. Never a side effect, a gate, a model step or a composition: those wait for the whole plan."""
+    return (
+        step.kind is StepKind.TOOL
+        and step.for_each is None
+        and step.guard is None
+        and purity_of(step, tools) in ("pure", "idempotent")
+    )
+
+
 def _walk(plan: Plan, prefix: str) -> Iterator[tuple[str, Step]]:
     for step in plan.steps:
         full = prefix + step.id

@@ -202,6 +202,19 @@ def dependencies(
     return deps
 
 
+def early_steps(plan: Plan, tools: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The steps a streamed plan starts before it is whole (:func:`.ir.starts_early`, on steps that do too),
+    in order: what ``preview`` shows, and the rule ``interpreter/engine/early.py`` follows."""
+    from .ir import starts_early
+
+    deps = analysis_of(plan).deps
+    found: dict[str, None] = {}  # ordered
+    for step in plan.steps:
+        if starts_early(step, tools) and all(dep in found for dep in deps[step.id]):
+            found[step.id] = None
+    return tuple(found)
+
+
 def analysis_of(plan: Plan) -> Analysis:
     """The plan's graph, computed once per plan and then carried by it (the IR knows nothing of the scheduler)."""
     found = vars(plan).get("_analysis")

@@ -13,6 +13,7 @@ A script entry is one of:
 * :func:`json_reply` - a message whose content is the JSON of a value;
 * :func:`error` - an HTTP error status with an OpenAI-style error body;
 * :func:`hang` - never answers until the server is stopped (for kill tests);
+* :func:`streamed` - a plain message, streamed (``stream: true``) in pieces, held or cut where the test says;
 * any callable ``(request_body) -> entry`` - decides from the request.
 
 When the script runs out, ``default`` answers (a plain "ok" unless set).
@@ -39,6 +40,13 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     wait: float = 0.0  # seconds before answering; float("inf") = until stopped
+    # a streamed answer (a request with stream: true): the content in pieces of `piece` characters; after the
+    # first piece that completes `hold_after`, wait for `hold` (an Event the test sets on a condition) before
+    # the rest; with `cut_after`, the stream ends there (no [DONE]), as a dropped connection
+    piece: int = 7
+    hold_after: str | None = None
+    hold: Any = None
+    cut_after: str | None = None
 
 
 def text(content: str, *, prompt_tokens: int = 11, completion_tokens: int = 7) -> Reply:
@@ -57,6 +65,11 @@ def tool_calls(*calls: tuple[str, dict], content: str | None = None, **usage: in
 
 def error(status: int = 500, message: str = "stub error") -> Reply:
     return Reply(content=message, status=status)
+
+
+def streamed(content: str, *, piece: int = 7, hold_after: str | None = None, hold: Any = None,
+             cut_after: str | None = None, **usage: int) -> Reply:  # fmt: skip
+    return Reply(content=content, piece=piece, hold_after=hold_after, hold=hold, cut_after=cut_after, **usage)
 
 
 def hang() -> Reply:
@@ -197,8 +210,6 @@ def _handler_for(stub: StubLLM) -> type[BaseHTTPRequestHandler]:
                 return self._send(400, _error_body("body is not JSON", "invalid_request_error"))
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 return self._send(404, _error_body(f"no route {self.path}", "invalid_request_error"))
-            if body.get("stream"):
-                return self._send(400, _error_body("the stub supports stream: false only", "invalid_request_error"))
             reply = stub._next(body)
             if reply.wait:
                 stub._stopped.wait(None if reply.wait == float("inf") else reply.wait)
@@ -206,7 +217,47 @@ def _handler_for(stub: StubLLM) -> type[BaseHTTPRequestHandler]:
                     return
             if reply.status != 200:
                 return self._send(reply.status, _error_body(reply.content or "error", "server_error"))
+            if body.get("stream"):
+                return self._stream(reply, stub.count, bool((body.get("stream_options") or {}).get("include_usage")))
             self._send(200, stub.completion(reply, stub.count))
+
+        def _stream(self, reply: Reply, n: int, usage: bool) -> None:
+            """Server-sent events as OpenAI streams them: a chunk per piece, the finish, the usage, [DONE]."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+
+            def chunk(delta: dict, finish: str | None = None, extra: dict | None = None) -> bytes:
+                choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+                body = {"id": f"chatcmpl-stub{n}", "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": stub.model, "choices": choices, **(extra or {})}  # fmt: skip
+                return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+            content = reply.content or ""
+            held = reply.hold_after is None
+            try:
+                self.wfile.write(chunk({"role": "assistant", "content": ""}))
+                for at in range(0, len(content), max(1, reply.piece)):
+                    self.wfile.write(chunk({"content": content[at : at + reply.piece]}))
+                    self.wfile.flush()
+                    written = content[: at + reply.piece]
+                    if reply.cut_after is not None and reply.cut_after in written:
+                        return  # the connection drops mid-answer
+                    if not held and reply.hold_after in written:
+                        held = True
+                        reply.hold.wait(60)  # the test's condition (bounded: a failing test must end)
+                self.wfile.write(chunk({}, "stop"))
+                if usage:
+                    self.wfile.write(chunk(None, extra={"usage": {  # type: ignore[arg-type]
+                        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                        "total_tokens": reply.prompt_tokens + reply.completion_tokens}}))  # fmt: skip
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _send(self, status: int, payload: dict) -> None:
             data = json.dumps(payload).encode()

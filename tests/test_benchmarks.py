@@ -73,6 +73,27 @@ def test_plan_first_and_react_run_on_the_same_tasks_and_are_scored_alike(stub):
     stub.script(json_reply(plan))
     planned = asyncio.run(bench_agent.plan_first(task, tools, "openai/gpt-4o-mini", 0.0, completion_kwargs=kwargs))
     assert planned["calls"] == 1 and planned["nodes"] == (3, 0, 0) and planned["edges"] == (2, 0, 0), planned
-    lines = bench_agent.table({"ReAct": [reacted], "plan-first": [planned]})
-    assert lines[-2].startswith("| ReAct | 4 |") and "| 100.0 | 100.0 | 100.0% |" in lines[-2]
-    assert lines[-1].startswith("| plan-first | 1 |"), lines
+    # streamed: the stub holds the rest of the plan until the first tool (getWeather, pure) was called
+    import threading
+
+    from llm_stub import streamed
+
+    called = threading.Event()
+    real_call = bench_agent.FakeTools.call
+
+    async def noting(self, name, args):
+        called.set()
+        return await real_call(self, name, args)
+
+    bench_agent.FakeTools.call = noting  # type: ignore[method-assign]
+    try:
+        stub.script(streamed(json.dumps(plan), hold_after='"$state.sunny || $state.rainy"}', hold=called))
+        flowing = asyncio.run(bench_agent.streamed(task, tools, "openai/gpt-4o-mini", 0.0, completion_kwargs=kwargs))
+    finally:
+        bench_agent.FakeTools.call = real_call  # type: ignore[method-assign]
+    assert flowing["calls"] == 1 and flowing["nodes"] == (3, 0, 0) and flowing["edges"] == (2, 0, 0), flowing
+    assert flowing["before_written"] is True
+    lines = bench_agent.summary({"ReAct": [reacted], "plan-first": [planned], "plan-first, streamed": [flowing]})
+    assert lines[2].startswith("| ReAct | 4 |") and "| 100.0 | 100.0 | 100.0% |" in lines[2]
+    assert lines[3].startswith("| plan-first | 1 |") and lines[4].startswith("| plan-first, streamed | 1 |"), lines
+    assert lines[-1].endswith("in 1 of 1 tasks"), lines

@@ -87,3 +87,19 @@ def test_a_value_the_request_gives_is_offered_as_the_plan_must_write_it():
     plan = dagplan.load(text=json.dumps({"steps": [{"id": "s1", "tool": "postSlack",
                                                     "args": {"channel": "\\#dev", "text": "standup in 5"}}]}))  # fmt: skip
     assert plan.steps[0].args["channel"] == "#dev"
+
+
+def test_a_question_gets_a_solver_step_reading_every_step_and_nothing_else_does():
+    from dagplan.interpreter.llm.guide import asks, solver_step
+
+    steps = [{"id": "s1", "tool": "getWeather", "description": "Weather in #Paris"}, {"id": "s2", "tool": "findPark"}]
+    step = solver_step("Is it a good day for a park in $input.city?", steps)
+    assert step is not None and step["id"] == "answer" and step["output"] == "$state.answer"
+    assert "#s1.head=1000" in step["llm"] and "#s2.head=1000" in step["llm"]
+    # the request's and descriptions' own `$input` / `#Paris` are text, escaped: the prompt loads as written
+    assert "\\$input.city" in step["llm"] and "\\#Paris" in step["llm"]
+    assert solver_step("Book a flight to Rome, then email Bob", steps) is None  # asks nothing
+    assert solver_step("What is the weather?", [*steps, {"id": "s3", "llm": "compose"}]) is None  # answered already
+    assert solver_step("What is the weather?", [{"id": "answer", "tool": "getWeather"}]) is None  # id taken
+    assert [asks(t) for t in ("what's on today", "Tell me the rate", "Email Bob the rate", "Rome?")] == [
+        True, True, False, True]  # fmt: skip

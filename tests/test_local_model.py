@@ -229,3 +229,65 @@ def test_a_guided_plan_follows_the_requests_order_its_tools_and_its_values():
                 assert value in values, (step.id, name, value)
     unguided = make_plan(GUIDED_TASK, tools=tools, model="local", repair=2, guide=())
     assert unguided.plan is not None  # the catalog's schema alone still gives a plan that passes check
+
+
+def test_a_question_is_answered_by_a_solver_step_from_what_the_plan_found(tmp_path):
+    """The request asks something: the local model's plan of tool calls gets a last step that answers it
+    from the steps' placeholders, and the plan runs to that answer (tools faked, the model real)."""
+    import sys as system
+
+    from dagplan.interpreter.llm.planner import plan as make_plan
+
+    system.path.insert(0, str(ROOT))
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()["everyday"]
+    result = make_plan("What's the weather in Paris today?", tools=tools, model="local", repair=2)
+    last = result.plan.steps[-1]
+    assert last.id == "answer" and last.llm is not None, result.document_yaml
+    assert result.plan.result is not None and "answer" in str(result.plan.result), result.document_yaml
+    ids = [s.id for s in result.plan.steps[:-1]]
+    assert all(f"#{i}.head=1000" in result.document_yaml for i in ids), result.document_yaml
+    without = make_plan("What's the weather in Paris today?", tools=tools, model="local", repair=2,
+                        guide=("order", "values"))  # fmt: skip
+    assert all(s.id != "answer" for s in without.plan.steps)
+
+
+def test_a_streamed_plan_on_the_local_model_starts_its_search_before_the_plan_is_written(tmp_path):
+    """The model writes the plan token by token: the first step (a search, pure) starts as soon as its text is
+    complete and checked, before the model wrote the last step; the booking and the email (side effects) run
+    only after the whole plan was approved."""
+    import sys as system
+
+    import dagplan
+
+    system.path.insert(0, str(ROOT))
+    from benchmarks.bench_planning import catalogs
+
+    order: list[str] = []
+
+    def fake(name: str):
+        def call(**args):
+            order.append("call:" + name)
+            return {"id": name + "-1", **{k: v for k, v in args.items() if isinstance(v, str)}}
+
+        return call
+
+    specs = catalogs()["everyday"]
+    tools = {n: dagplan.tool(fake(n), name=n, description=s.description, parameters=s.parameters, purity=s.purity)
+             for n, s in specs.items()}  # fmt: skip
+
+    def seen(event):
+        order.append(f"{event['type']}:{event.get('step', '')}")
+
+    result = dagplan.plan(GUIDED_TASK, tools=list(tools.values()), model="local", run=True, stream=True,
+                          state_dir=tmp_path / "state", on_event=seen,
+                          approve=lambda preview: order.append("approved") or True)  # fmt: skip
+    assert result.run.status == "completed", result.run.message
+    first = result.plan.steps[0]
+    assert first.tool == "searchFlights", result.document_yaml
+    assert order.index("started_early:s1") < order.index("answer_complete:"), order
+    assert order.index("call:searchFlights") < order.index("approved"), order
+    acting = [i for i, e in enumerate(order) if e in ("call:bookFlight", "call:sendEmail")]
+    assert acting and min(acting) > order.index("approved"), order
+    assert result.run.steps["s1"].reused == "early"

@@ -62,6 +62,12 @@ def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
 @click.option("--api-base", default=None, help="OpenAI-compatible endpoint (e.g. a local server).")
 @click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input for --run (repeatable).")
 @click.option("--run", "run_after", is_flag=True, help="Run the plan after approval.")
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="With --run: read the plan as the model writes it, and start each step that changes nothing (a pure or "
+    "idempotent tool) once its text is checked; everything else waits for the whole plan and its approval.",
+)
 @click.option("--yes", "-y", is_flag=True, help="Approve the run without asking.")
 @click.option("--no-input", is_flag=True, help="Never prompt; an unanswered approval is a refusal.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
@@ -74,6 +80,7 @@ def plan(
     api_base: str | None,
     pairs: tuple[str, ...],
     run_after: bool,
+    stream: bool,
     yes: bool,
     no_input: bool,
     fmt: str,
@@ -95,6 +102,11 @@ def plan(
             "pass check yet often call the wrong tools; point --model at a real model"
         )
         click.echo(note, err=True)
+    if stream:
+        if not run_after:
+            _die("--stream starts steps while the plan is written: it needs --run", EXIT_USAGE)
+        _streamed(task, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt, repair, output)
+        return
     try:
         result = make_plan(
             task, tools=specs, model=model, repair=repair, completion_kwargs=kwargs, on_attempt=_report_attempt,
@@ -212,6 +224,60 @@ def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, confi
         model=model,
         completion_kwargs=kwargs,
     )
+
+
+def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: Any, yes: bool, no_input: bool,
+              fmt: str, repair: int, output: str | None) -> None:  # fmt: skip
+    """``plan --run --stream``: one run from the model's first word; the plan is shown whole and approved
+    before anything that changes something runs; the run's report and exit code as ``dagplan run``'s."""
+    from .. import api
+    from .run import Session, load_tools, read_inputs
+
+    try:
+        tools = load_tools(tool_sources, config)
+        inputs = read_inputs(pairs, None, None) if pairs else None
+    except DagplanError as exc:
+        _show_failure(exc, EXIT_USAGE)
+    written: dict[str, Any] = {}
+
+    async def planned(target: str, **given: Any) -> Any:
+        result = await api.aplan(target, **given)
+        written["result"] = result
+        return result.run
+
+    session = Session(None, fmt=fmt, events=None, yes=yes, no_input=no_input, approve=approver(yes, no_input))
+    try:
+        session.execute(planned, task, tools=tools, model=model, run=True, stream=True, inputs=inputs,
+                        config=config, completion_kwargs=kwargs, repair=repair, on_event=_said,
+                        on_attempt=_report_attempt, tool_sources=[*config.tools, *tool_sources])  # fmt: skip
+    finally:
+        if output and "result" in written:
+            _write(written["result"].document_yaml, output)
+
+
+def approver(yes: bool, no_input: bool) -> Any:
+    """How a person approves a streamed plan once it is whole (``plan --run --stream``, and its resume)."""
+
+    def approve(shown: Any) -> bool:
+        from ..views import preview_text
+
+        click.echo("the plan is complete and passed check:", err=True)
+        click.echo(preview_text(shown), err=True)
+        return _approved(yes, no_input)
+
+    return approve
+
+
+def _said(event: Any) -> None:
+    """What the streaming does, one line each (the steps' own progress follows once the plan is whole)."""
+    kind = event.get("type")
+    if kind == "started_early":
+        click.echo(f"  started {event['step']} ({event.get('tool')}) while the plan is being written", err=True)
+    elif kind == "prefix_failed":
+        click.echo(f"  a step failed check as it was written, nothing after it starts early: {event['diagnostic']}",
+                   err=True)  # fmt: skip
+    elif kind == "plan_complete" and event.get("started_early"):
+        click.echo(f"  {len(event['started_early'])} step(s) started before the plan was complete", err=True)
 
 
 def _approved(yes: bool, no_input: bool) -> bool:

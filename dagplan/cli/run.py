@@ -160,6 +160,14 @@ def preview(
     default=None,
     help="Where tool calls run when neither the tool nor the plan says (default: the configuration's, else local).",
 )
+@click.option(
+    "--reuse",
+    "reuse",
+    multiple=True,
+    metavar="RUN",
+    help="Take the result of each step whose fingerprint equals a completed step of RUN (repeatable; @last the "
+    "newest run): only what an edit changed runs again.",
+)
 @output_options
 def run(
     file: str,
@@ -173,6 +181,7 @@ def run(
     answers,
     approved,
     executor,
+    reuse,
     fmt,
     events,
     yes,
@@ -200,6 +209,12 @@ def run(
                                           config=config)  # fmt: skip
         except DagplanError as exc:
             fail(exc)
+    reused = None
+    if reuse:
+        try:  # read before this run exists: @last is the run before it
+            reused = api.reuse_of(list(reuse), state_dir, config)
+        except DagplanError as exc:
+            fail(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
@@ -214,6 +229,7 @@ def run(
         cassette=replay,
         executor=executor,
         approval=approval,
+        reuse=reused,
     )
     session.execute(api.arun, plan, **kwargs)
 
@@ -306,9 +322,11 @@ class Session:
 
     def __init__(
         self, plan: Any, *, fmt: str, events: str | None, yes: bool, no_input: bool, record: str | None = None,
-        answers: dict[str, Any] | None = None,
+        answers: dict[str, Any] | None = None, approve: Any = None,
     ):  # fmt: skip
+        """``plan`` None: the plan is still being written (a streamed run): the progress starts with it."""
         self.plan, self.fmt, self.events, self.yes, self.no_input = plan, fmt, events, yes, no_input
+        self.approve = approve or self._approve
         self.record = record
         self.answers = dict(answers or {})  # --answer: gates answered ahead
         self.interactive = sys.stdin.isatty() and not no_input and not yes
@@ -348,20 +366,35 @@ class Session:
         run was approved when it started)."""
         from ..views import JsonlEvents, progress_for
 
-        subscribers = []
+        subscribers: list[Any] = []
         if self.events is not None:
             subscribers.append(JsonlEvents.to(self.events))
         quiet = verbosity() < 0
         if self.fmt == "text" and self.events not in ("jsonl", "-") and not quiet:  # never on an event stream
-            self.progress = progress_for(self.plan)
-            subscribers.append(self.progress)
+            if self.plan is None:
+                subscribers.append(self._once_written)
+            else:
+                self.progress = progress_for(self.plan)
+                subscribers.append(self.progress)
         hooks = {
             "subscribers": subscribers,
             "on_limit_exceeded": self._extend_retries,
             "on_run_created": self._announce,
             "ask_gate": self._ask_gate if self.interactive or self.answers else None,
         }
-        return {**hooks, "approve": self._approve} if starting else hooks
+        return {**hooks, "approve": self.approve} if starting else hooks
+
+    def _once_written(self, event: Any) -> None:
+        """A streamed run's progress: from the moment its plan is written, as for any run."""
+        from .. import EventType, api
+        from ..views import progress_for
+
+        if self.progress is not None:
+            self.progress(event)
+        elif event.type is EventType.PLAN_WRITTEN:
+            self.plan = api.load(text=json.dumps(event.data["plan"]), name="plan")
+            self.progress = progress_for(self.plan)
+            self.progress.start()
 
     def _ask_gate(self, request: dict) -> Any:
         """An approval gate: its --answer when given, else (interactive) ask on the terminal, else the
@@ -393,7 +426,7 @@ class Session:
     def _announce(self, run_id: str) -> None:
         self.run_id = run_id
         click.echo(f"run {run_id}", err=True)  # first, so a person can resume it
-        if self.progress is not None:
+        if self.progress is not None and self.plan is not None:
             self.progress.start()
 
     def _approve(self, shown: Any) -> bool:

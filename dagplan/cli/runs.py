@@ -200,7 +200,8 @@ def report_text(report: Any) -> str:
     rows = [("step", "status", "attempts", "duration", "output")]
     for sid, s in report.steps.items():
         duration = f"{s.duration:.2f}s" if isinstance(s.duration, (int, float)) else "-"
-        rows.append((sid, str(s.status), str(s.attempts), duration, _step_detail(s)))
+        status = f"{s.status} ({reused_text(s.reused)})" if s.reused else str(s.status)
+        rows.append((sid, status, str(s.attempts), duration, _step_detail(s)))
     lines.append(_table(rows))
     for request in report.waiting:
         lines.append(
@@ -300,7 +301,11 @@ def resume(
                                resumable=True)  # fmt: skip
     except DagplanError as exc:
         reject(exc)
+    from .plan import approver
+
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record)
+    # a streamed run stopped before its plan was whole: its plan is approved as `plan --run --stream` asks
+    streaming: dict[str, Any] = {"approve": approver(yes, no_input)} if plan is None else {}
     session.execute(
         api.aresume,
         run_id,
@@ -313,6 +318,7 @@ def resume(
         adopted_output=adopted,
         max_concurrency=max_concurrency,
         model=model,
+        **streaming,
     )
 
 
@@ -442,4 +448,4 @@ def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str)
             click.echo(event_line(event))
 
 
-from ..views import event_line  # noqa: E402 - one rendering of an event, shared with the viewer
+from ..views import event_line, reused_text  # noqa: E402 - one rendering of an event, shared with the viewer

@@ -79,6 +79,10 @@ def _on_memo(state: dict, e: dict) -> None:
     state["memo"][e["key"]] = {k: e[k] for k in ("value", "spill", "spill_crc", "step") if k in e}
 
 
+def _on_plan_written(state: dict, e: dict) -> None:
+    state["plan"] = e.get("plan")
+
+
 def _on_answer(state: dict, e: dict) -> None:
     state.setdefault("answers", {})[e["step"]] = e.get("value")
 
@@ -114,6 +118,7 @@ FOLD: dict[str, Callable[[dict, dict], None]] = {
     EventType.STEP_SKIPPED: _on_skipped,
     EventType.STEP_WAITING: _on_waiting,
     EventType.MEMO: _on_memo,
+    EventType.PLAN_WRITTEN: _on_plan_written,
     EventType.GATE_ANSWERED: _on_answer,
     EventType.STEPS_CLEARED: _on_cleared,
     **{t: _on_lifecycle for t in EventType if t.lifecycle and t is not EventType.STEPS_CLEARED},

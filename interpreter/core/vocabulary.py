@@ -160,6 +160,9 @@ class RunStatus(enum.StrEnum):
         return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED, RunStatus.CANCELLED)
 
 
+EARLY = "early"  # where a result comes from when its step started while the plan was being written (`reused`)
+
+
 class EventType(enum.StrEnum):
     PLAN_STARTED = "plan_started"
     PLAN_RESUMED = "plan_resumed"
@@ -183,6 +186,7 @@ class EventType(enum.StrEnum):
     GATE_ANSWERED = "gate_answered"
     MEMO = "memo"
     AGENT_TURN = "agent_turn"
+    PLAN_WRITTEN = "plan_written"  # a streamed run's plan, once the model finished it and it passed check
 
     @property
     def journaled(self) -> bool:

@@ -28,6 +28,7 @@ from ...dsl.ir import NOT_GIVEN, Plan, Ref, Step, SubPlan
 from ...dsl.schedule import analysis_of
 from .attempts import StepFailure, Waiting
 from .lifecycle import UnitLife
+from .reuse import fingerprint, model_identity, reusable
 from .runners import runner_for
 from .scope import Options, RunScope, Unit
 from ..core.values import (
@@ -62,6 +63,7 @@ class StepReport:
     reason: str | None = None
     replayed: bool = False
     usage: Mapping[str, Any] | None = None
+    reused: str | None = None  # the run its result was taken from (`run --reuse`)
 
     @property
     def head(self) -> str:
@@ -82,6 +84,8 @@ class StepReport:
                 out[key] = dict(getattr(self, key)) if key != "reason" else self.reason
         if self.replayed:
             out["replayed"] = True
+        if self.reused:
+            out["reused"] = self.reused
         return out
 
 
@@ -280,12 +284,30 @@ class Execution(UnitLife):
             runner = runner_for(step)
             ctx = StepContext(self, unit, self.resolver if step.trigger == "all_succeeded" else Lenient(self.resolver))
             try:
-                return unit, runner, ctx, runner.prepare(ctx, step)
+                prepared = runner.prepare(ctx, step)
+                if self.scope.fingerprinting and reusable(step):
+                    unit.fingerprint = self._fingerprint(step, prepared)
+                    found = self.scope.reuse.get(unit.fingerprint) if self.scope.reuse is not None else None
+                    if found is not None:
+                        self._reused(unit, found)
+                        return _SETTLED
+                return unit, runner, ctx, prepared
             except Dead as dead:
                 self._skip(unit, f"{dead.ref} was never written (branch not taken)", Cause.UNWRITTEN)
             except (BadReference, StepFailure) as exc:
                 self._fail(unit, exc)
         return _SETTLED
+
+    def _fingerprint(self, step: Step, prepared: Any) -> str:
+        """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model."""
+        upstream = [self.units[dep].fingerprint or dep for dep in self.analysis.deps[step.id]]
+        if step.tool:
+            tool = self.scope.tools.get(step.tool)
+            return fingerprint(step, prepared, upstream, tool.identity if tool is not None else step.tool)
+        assert step.llm is not None  # reusable(): a tool or a model step
+        options = self.scope.options
+        return fingerprint(step, prepared, upstream, None, model_identity(step.llm.model or options.model,
+                                                                          options.completion_kwargs))  # fmt: skip
 
     def _guard_per_item(self, step: Step) -> bool:
         """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""
@@ -433,6 +455,7 @@ class Reports(Mapping[str, StepReport]):
                 u.reason,
                 u.replayed,
                 u.usage,
+                u.reused,
             )
         return found
 

@@ -210,11 +210,23 @@ class UnitLife:
     def _emit_completed(self, unit: Unit, attempts: int, **data: Any) -> None:
         """The one spelling of a completion event, for steps and children alike: a replay re-announces a
         recorded result (no output, no duration, no usage: the journal has them), a fresh one carries all."""
+        if unit.fingerprint is not None:
+            data["fingerprint"] = unit.fingerprint
         if data.get("replayed"):
             self.scope.emit(EventType.STEP_COMPLETED, unit.id, 0.0, attempts=attempts, **data)
             return
         usage = {"usage": unit.usage} if unit.usage else {}
         self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, attempts=attempts, **data, **usage)
+
+    def _reused(self, unit: Unit, found: Any) -> None:
+        """A result taken from another run by the step's fingerprint (reuse.py): written, called nothing."""
+        recorded = found.recorded
+        unit.attempts, unit.reused = 0, found.source
+        self._write(unit.step.output, recorded.alternative, recorded.output)
+        unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, recorded.output, recorded.alternative
+        if self.scope.sinks:
+            self._emit_completed(unit, 0, output=recorded.output, alternative=recorded.alternative, replayed=False,
+                                 reused=found.source, reused_unit=found.unit)  # fmt: skip
 
     def _write_routes(self, output: Output | None, routes: Mapping[str, list]) -> None:
         for alt, errors in routes.items():
@@ -223,6 +235,7 @@ class UnitLife:
     def _replay(self, unit: Unit, recorded: Recorded) -> None:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
         unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
+        unit.fingerprint = recorded.fingerprint
         if recorded.status is StepStatus.FAILED:
             error = dict(recorded.error or {})
             self._failed(unit, error, replayed=True, routable=not _stopping(None, error))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Mapping
 
 from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template
-from ...dsl.schedule import Analysis
+from ...dsl.schedule import Analysis, early_steps
 
 PREVIEW_VERSION = 1
 
@@ -71,6 +71,7 @@ class Preview:
     inputs: Mapping[str, Any]
     worst_case: Mapping[str, int] | None = None  # most steps / LLM steps it can execute (composition)
     cost: Mapping[str, Any] | None = None  # the worst case of its model calls (estimate.Estimate), with LLM steps
+    starts_early: tuple[str, ...] = ()  # what a streamed plan starts before it is whole (tools known only)
 
     @property
     def branch_points(self) -> tuple[StepPreview, ...]:
@@ -103,6 +104,7 @@ class Preview:
             "run": self.run_command,
             "worst_case": dict(self.worst_case) if self.worst_case else None,
             "cost": dict(self.cost) if self.cost else None,
+            "starts_early": list(self.starts_early),
         }
 
 
@@ -124,6 +126,7 @@ def build_preview(
         inputs={k: dict(v) if isinstance(v, Mapping) else v for k, v in (plan.inputs or {}).items()},
         worst_case=_worst_case(plan),
         cost=_cost(plan, config),
+        starts_early=early_steps(plan, tools) if tools else (),
     )
 
 

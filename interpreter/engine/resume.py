@@ -132,6 +132,7 @@ class Recorded:
     error: Mapping[str, Any] | None = None
     usage: Mapping[str, Any] | None = None
     routes: Mapping[str, list] | None = None  # a fan-out's catch paths: alternative -> error objects
+    fingerprint: str | None = None  # what determined the result (reuse.py), as recorded
 
 
 class Replay:
@@ -213,6 +214,7 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str, adopted_output
             found.error,
             found.fields.get("usage"),
             found.fields.get("routes"),
+            found.fields.get("fingerprint"),
         )
     if action == ADOPT:
         journal.record(

@@ -46,6 +46,7 @@ class Options:
     notifiers: Mapping[str, Any] = field(default_factory=dict)  # [notify.NAME]: who is told a gate waits
     given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
     person_gates: bool = False  # every gate only a person may answer (a plan from a model: MCP, the planner)
+    reuse: Any = None  # a reuse.Reuse: results of earlier runs by step fingerprint (`run --reuse RUN`)
 
     def recorded(self) -> dict[str, Any]:
         """What a durable run keeps of the options it was given, so that a resume runs the same way."""
@@ -111,6 +112,8 @@ class Unit:
         "replayed",
         "alternative",
         "usage",
+        "fingerprint",
+        "reused",
     )
 
     def __init__(self, scope: "RunScope", unit_id: str, step: Step):
@@ -124,6 +127,8 @@ class Unit:
         self.replayed = False
         self.alternative = 0
         self.usage: Mapping[str, Any] | None = None
+        self.fingerprint: str | None = None  # what determined its result (reuse.py), when the run keeps them
+        self.reused: str | None = None  # the run its result was taken from (`--reuse`)
 
     # the attempt policy's view (attempts.Attempted)
 
@@ -164,6 +169,8 @@ class RunScope:
         self.replay = replay or Replay()
         self.subscribers = self.options.subscribers
         self.sinks = bool(self.subscribers) or journal is not None
+        self.reuse = self.options.reuse
+        self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
             for key in ("prompt_tokens", "completion_tokens", "cost"):

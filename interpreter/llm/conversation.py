@@ -233,13 +233,16 @@ async def complete(
     params: Mapping[str, Any],
     completion_kwargs: Mapping[str, Any],
     step_id: str = "",
+    on_text: Callable[[str], None] | None = None,
 ) -> dict:
-    """One model call -> a JSON-able record ``{message, usage, cost, model}`` (what the memo stores)."""
+    """One model call -> a JSON-able record ``{message, usage, cost, model}`` (what the memo stores). With
+    ``on_text``, the answer is streamed and each piece of its text handed to it as it is written (the
+    record is the same)."""
     from .local import complete_local, is_local
 
     if is_local(model):  # the bundled small model, in-process (no litellm, no network)
         try:
-            return await complete_local(model, messages, params)
+            return await complete_local(model, messages, params, on_text)
         except DagplanError:
             raise
         except Exception as exc:  # noqa: BLE001 - llama.cpp's refusals (a prompt over the context...)
@@ -249,7 +252,10 @@ async def complete(
     # own silent retries would multiply it. A caller may still pass max_retries.
     transport = {"max_retries": 0, **completion_kwargs}
     try:
-        response = await litellm.acompletion(model=model, messages=list(messages), **params, **transport)
+        if on_text is None:
+            response = await litellm.acompletion(model=model, messages=list(messages), **params, **transport)
+        else:
+            response = await _streamed(litellm, model, messages, params, transport, on_text)
     except Exception as exc:  # litellm maps providers' errors onto openai's classes
         raise _call_error(step_id, model, exc) from None
     message = response.choices[0].message
@@ -262,6 +268,22 @@ async def complete(
         "cost": _cost(litellm, response),
         "model": getattr(response, "model", None) or model,
     }
+
+
+async def _streamed(litellm: Any, model: str, messages: Sequence[dict], params: Mapping[str, Any],
+                    transport: Mapping[str, Any], on_text: Callable[[str], None]) -> Any:  # fmt: skip
+    """A streamed completion (usage asked for in the stream), each piece of text handed to ``on_text``, put
+    back together as one response (``litellm.stream_chunk_builder``): usage and cost as for any call."""
+    stream = await litellm.acompletion(model=model, messages=list(messages), stream=True,
+                                       stream_options={"include_usage": True}, **params, **transport)  # fmt: skip
+    chunks = []
+    async for chunk in stream:
+        chunks.append(chunk)
+        choices = getattr(chunk, "choices", None) or []
+        piece = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
+        if piece:
+            on_text(piece)
+    return litellm.stream_chunk_builder(chunks, messages=list(messages))
 
 
 def _message_dict(message: Any) -> dict:

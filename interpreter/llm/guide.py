@@ -78,9 +78,10 @@ def rank(text: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
     return [names[i] for i in ranked[:k] if scores[i] > 0]
 
 
-def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7) -> list[list[str]]:
-    """Per step position, the tools offered there: the few each clause (read with the clause before it) is
-    about, in the request's order. A request of one clause gets the tools it is about at every
+def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_clause: int = PER_CLAUSE
+              ) -> list[list[str]]:  # fmt: skip
+    """Per step position, the tools offered there: the ``per_clause`` each clause (read with the clause before
+    it) is most about, in the request's order. A request of one clause gets the tools it is about at every
     position."""
     parts = clauses(task)[:max_steps]
     whole = rank(task, tools, WHOLE) or sorted(tools)
@@ -89,7 +90,7 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7) -> l
     # a clause is read with the one before it: "then book the first one" books what the clause before searched
     # (its own words count twice)
     return [
-        rank(f"{part} {part} {parts[i - 1] if i else ''}", tools, PER_CLAUSE) or whole for i, part in enumerate(parts)
+        rank(f"{part} {part} {parts[i - 1] if i else ''}", tools, per_clause) or whole for i, part in enumerate(parts)
     ]
 
 
@@ -107,3 +108,39 @@ def request_values(task: str, words: bool = False) -> list[str]:
             if len(word) > 2 and word.lower() not in _STOP and word.casefold() not in taken:
                 seen.setdefault(word)
     return list(seen)
+
+
+# A request that asks something: a question mark, or a question's first word.
+_QUESTION = re.compile(
+    r"\?\s*$|^\s*(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|"
+    r"will|would|tell me|let me know)\b",
+    re.I,
+)
+SOLVER_ID = "answer"
+
+
+def asks(task: str) -> bool:
+    """Whether the request asks a question, which a plan of tool calls alone does not answer."""
+    return bool(_QUESTION.search(task))
+
+
+def solver_step(task: str, steps: list[Mapping]) -> dict | None:
+    """The solver (ReWOO's Solver, plan-and-solve's answer): a model step that answers the question from
+    what the steps found, read through their ``#id`` placeholders; ``None`` when the request asks none, the
+    last step already composes an answer, or the id is taken."""
+    from ...dsl.ir import escape_text
+
+    if not asks(task) or not steps or "llm" in steps[-1] or any(s.get("id") == SOLVER_ID for s in steps):
+        return None
+    found = "\n".join(
+        f"- {escape_text(str(s.get('description') or s.get('tool') or s['id']))}: #{s['id']}.head=1000"
+        for s in steps
+        if s.get("id")
+    )
+    return {
+        "id": SOLVER_ID,
+        "description": "Answer the request from what the steps found",
+        "llm": f"Answer the request in one or two sentences, from what the steps found.\n"
+        f"Request: {escape_text(task.strip())}\nFound:\n{found}",
+        "output": f"$state.{SOLVER_ID}",
+    }

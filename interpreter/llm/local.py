@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...dsl.errors import RunError
 
@@ -75,7 +75,8 @@ def _close() -> None:
     _MODELS.clear()
 
 
-async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict:
+async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
+                         on_text: Callable[[str], None] | None = None) -> dict:  # fmt: skip
     """One call of the local model -> the record :func:`.conversation.complete` returns for any model.
 
     With ``tools``: SmolLM2 has no tool-calling format of its own, so the answer is held by a grammar to
@@ -98,11 +99,16 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
     if isinstance(fmt, Mapping):
         arguments["response_format"] = dict(fmt)
 
+    import asyncio  # not at the top: `check` reads is_local and missing, and needs no event loop
+
+    loop = asyncio.get_running_loop()
+
     def call() -> dict:
         with _LOCK:  # one context: one call at a time
-            return _llama(model).create_chat_completion(**arguments)
-
-    import asyncio  # not at the top: `check` reads is_local and missing, and needs no event loop
+            llama = _llama(model)
+            if on_text is None:
+                return llama.create_chat_completion(**arguments)
+            return _streamed(llama, arguments, lambda piece: loop.call_soon_threadsafe(on_text, piece))
 
     response = await asyncio.to_thread(call)
     usage = response.get("usage") or {}
@@ -116,6 +122,22 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
         "cost": 0.0,
         "model": model,
     }
+
+
+def _streamed(llama: Any, arguments: Mapping[str, Any], said: Callable[[str], Any]) -> dict:
+    """A streamed completion, each piece of text handed to ``said`` as it is written, answered as the whole
+    response (llama.cpp gives no usage in a stream: a piece is a token, the prompt the rest of the context)."""
+    pieces: list[str] = []
+    for chunk in llama.create_chat_completion(**arguments, stream=True):
+        piece = ((chunk.get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
+        if piece:
+            pieces.append(piece)
+            said(piece)
+    completion = len(pieces)
+    prompt = max(0, int(getattr(llama, "n_tokens", 0) or 0) - completion)
+    content = "".join(pieces)
+    return {"choices": [{"message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}  # fmt: skip
 
 
 def _choice(tools: Sequence[Mapping[str, Any]], answer: Any, must_call: bool) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from ...dsl.ir import Plan, ToolSpec
 from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
-GUIDES = ("order", "values")  # how a small model is guided (see aplan); each measured in bench_planning --graph
+# how a small model is guided (see aplan); each measured in bench_planning --graph (README: "Guiding a small model")
+GUIDES = ("order", "values", "narrow", "solve")
 
 SYSTEM_PROMPT = """\
 You are a planner. Turn the user's task into a plan: a small graph of steps that an \
@@ -89,6 +90,7 @@ class PlanResult:
     cost: float = 0.0
     calls: int = 0
     model: str = ""
+    run: Any = None  # the RunResult, when the plan was also run (dagplan.aplan(..., run=True))
 
     @property
     def repairs(self) -> int:
@@ -159,20 +161,29 @@ async def aplan(
     on_attempt: Callable[[PlanAttempt], None] | None = None,
     structured_output: str = "auto",
     guide: tuple[str, ...] = GUIDES,
+    on_prefix: Callable[["Streamed"], None] | None = None,
+    memo: Any = None,
 ) -> PlanResult:
     """A valid plan for ``task`` using only ``tools``; raises :class:`PlanningFailed`.
 
     ``guide`` (the local model only; :mod:`.guide`): ``order``, the request split into the clauses it states
-    in order, each step position held to the few tools its clause is about and depending on the one before;
-    ``values``, a text or number argument may be one of the values the request gives. ``()``: neither.
+    in order, each step position held to the few tools its clause is about and depending on the one before
+    (``narrow``: to the one tool it is most about); ``values``, a text or number argument may be one of the
+    values the request gives; ``solve``, a request that asks a question gets a last step that answers it from
+    what the steps found (:func:`.guide.solver_step`). ``()``: none.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
     ``on_attempt`` sees each checked answer (progress lines in the CLI). ``structured_output``: how
     the answer is held to the catalog's plan schema (:mod:`.constrained`; ``auto`` by provider).
+
+    ``on_prefix(streamed)``: the answer is streamed, and each time a step's text is complete the plan so far
+    is checked (:mod:`dagplan.dsl.stream`) and handed over as a :class:`Streamed`. ``memo``
+    (``memo_get``/``memo_put``/``commit``): each attempt's model call is memoized there once complete (a
+    resumed streamed run does not pay for it again).
     """
     from .constrained import catalog_schema, response_params
-    from .guide import clauses, positions, request_values
+    from .guide import PER_CLAUSE, clauses, positions, request_values
     from .preflight import model_problems
 
     problems = list(model_problems({model: None}, completion_kwargs))
@@ -181,7 +192,8 @@ async def aplan(
     from .local import is_local
 
     small = is_local(model)
-    order = positions(task, tools or {}) if small and "order" in guide and tools else None
+    per_clause = 1 if "narrow" in guide else PER_CLAUSE
+    order = positions(task, tools or {}, per_clause=per_clause) if small and "order" in guide and tools else None
     given = request_values(task, words=True) if small and "values" in guide else None
     schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given)
     params = response_params(schema, model, structured_output)
@@ -202,7 +214,8 @@ async def aplan(
     for number in range(1, repair + 2):
         if budget:
             budget.check("planner")
-        record = await complete(model, messages, params, completion_kwargs, "planner")
+        record = await _ask(model, messages, params, completion_kwargs, number, memo,
+                            _Prefixes(tools, number, on_prefix) if on_prefix is not None else None)  # fmt: skip
         usage.add(record, budget)
         answer = record["message"].get("content") or ""
         checked = _check(answer, tools, number)
@@ -210,6 +223,8 @@ async def aplan(
         if on_attempt:
             on_attempt(attempts[-1])
         if checked.ok and checked.plan is not None:
+            if small and "solve" in guide:
+                checked = _solved(checked, task, tools, number)
             found = usage.result(checked, tuple(attempts), model)
             from dataclasses import replace
 
@@ -222,6 +237,74 @@ async def aplan(
     failed.usage = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                     "cost": usage.cost, "calls": usage.calls}  # fmt: skip
     raise failed
+
+
+async def _ask(model: str, messages: list, params: Mapping[str, Any], completion_kwargs: Mapping[str, Any],
+               number: int, memo: Any, prefixes: "_Prefixes | None") -> dict:  # fmt: skip
+    """One attempt's model call: from the memo when it holds it, else asked (streamed to ``prefixes``) and
+    memoized once complete."""
+    from .conversation import memo_key
+
+    key = memo_key("planner", f"attempt-{number}", model, [messages, dict(params)])
+    if memo is not None:
+        hit, record = memo.memo_get(key)
+        if hit:
+            if prefixes is not None:
+                prefixes.whole(record["message"].get("content") or "")
+            return record
+    record = await complete(model, messages, params, completion_kwargs, "planner",
+                            on_text=prefixes.feed if prefixes is not None else None)  # fmt: skip
+    if prefixes is not None:
+        prefixes.whole(record["message"].get("content") or "")
+    if memo is not None:
+        memo.memo_put(key, record)
+        await memo.commit()
+    return record
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A prefix of the model's answer that completes a step, checked."""
+
+    checked: Any  # the dsl.check result of the prefix (closed where it stands)
+    complete: int  # how many of its steps are whole (0 when it failed check: nothing after it is handed over)
+    attempt: int  # the answer's number (1, then each repair)
+    final: bool  # the whole answer (the stream ended)
+
+
+class _Prefixes:
+    """The model's answer as it streams: each prefix that completes a step, checked and handed over."""
+
+    def __init__(self, tools: Mapping[str, ToolSpec] | None, number: int, hand: Callable[[Streamed], None]):
+        from ...dsl.stream import StepStream
+
+        self.tools, self.number, self.hand = tools, number, hand
+        self.stream, self.stopped, self.done = StepStream(), False, False
+
+    def feed(self, piece: str) -> None:
+        for prefix in self.stream.feed(piece):
+            self._offer(prefix)
+
+    def whole(self, text: str) -> None:
+        """The complete answer (streamed, or from the memo): its steps are all complete."""
+        if self.done:
+            return
+        self.done = True
+        if not self.stream.text:  # from the memo: nothing was streamed
+            self.stream.feed(text)
+        self._offer(self.stream.end())
+
+    def _offer(self, prefix: Any) -> None:
+        if self.stopped:
+            return
+        checked = _check(prefix.text, self.tools, self.number)
+        if not checked.ok or checked.plan is None:
+            if not prefix.last_open:  # a complete step failed check: nothing after it starts early
+                self.stopped = True
+                self.hand(Streamed(checked, 0, self.number, prefix.final))
+            return
+        steps = len(checked.plan.steps)
+        self.hand(Streamed(checked, steps - 1 if prefix.last_open else steps, self.number, prefix.final))
 
 
 def plan(task: str, **kwargs: Any) -> PlanResult:
@@ -269,6 +352,28 @@ def _check(answer: str, tools: Mapping[str, ToolSpec] | None, number: int):
     from ...dsl import check
 
     return check(text=answer, name=f"plan-attempt-{number}", tools=tools)
+
+
+def _solved(checked: Any, task: str, tools: Mapping[str, ToolSpec] | None, number: int) -> Any:
+    """The checked plan with the solver step appended when the request asks a question (checked again; the
+    plan as it was when the solver cannot be added)."""
+    from .guide import solver_step
+
+    document = json.loads(json.dumps(checked.plan.document, default=_plain))
+    steps = document.get("steps") if isinstance(document, dict) else None
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return checked  # another dialect: the model wrote its own plan, its own way
+    step = solver_step(task, steps)
+    if step is None:
+        return checked
+    document["steps"].append(step)
+    document["result"] = step["output"]
+    again = _check(json.dumps(document), tools, number)
+    return again if again.ok and again.plan is not None else checked
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if hasattr(value, "keys") else list(value)
 
 
 def canonical_yaml(result: Any) -> str:

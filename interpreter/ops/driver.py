@@ -7,7 +7,6 @@ same way.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from dataclasses import dataclass
@@ -16,17 +15,15 @@ from typing import Any, Callable, Mapping
 from ...dsl.errors import PlanInvalid, RunError, first_line
 from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
-from ..engine.execution import Execution, RunResult
+from ..engine.execution import RunResult
 from ..stores.journal import Journal, check_step, clear_from, new_run_id
 from ..stores.registry import open_registry
-from ..llm.preflight import preflight
 from ..core.progress import plan_step_ids
 from ..engine.resume import AskInterrupted, Replay, needs_decision, rerun_refused, side_effects_again
 from ..engine.scope import Options, RunScope
 from ..tools.catalog import Tool
 from ..core.vocabulary import Event, EventType, RunStatus
-
-Approve = Callable[[Any], Any]
+from .running import Approve, approve_plan, execute, preflight_run, traced
 
 
 @dataclass(frozen=True)
@@ -60,6 +57,7 @@ class ResumeRequest:
     journal: Journal | None = None  # the run's journal when the caller holds it already (a worker's claim)
     rerun_side_effects: bool = False
     adopted_output: Any = None
+    approve: Approve | None = None  # a streamed run stopped before its plan was whole: its plan is approved then
 
 
 async def start(request: RunRequest) -> RunResult:
@@ -71,7 +69,7 @@ async def start(request: RunRequest) -> RunResult:
                                                       request.on_run_created)  # fmt: skip
 
     values = prepare_inputs(plan, inputs, strict=True)
-    _preflight(plan, options, tools)  # before approval: nothing to approve in vain
+    preflight_run(plan, options, tools)  # before approval: nothing to approve in vain
     await approve_plan(plan, approve)
     journal = None
     if durable:
@@ -90,7 +88,7 @@ async def start(request: RunRequest) -> RunResult:
     run_id = run_id or new_run_id()
     if on_run_created:
         on_run_created(run_id)
-    scope = RunScope(run_id, tools, _traced(options, plan).limited_by(plan), journal)
+    scope = RunScope(run_id, tools, traced(options, plan).limited_by(plan), journal)
     return await execute(plan, values, scope)
 
 
@@ -103,8 +101,19 @@ async def resume(request: ResumeRequest) -> RunResult:
     journal = request.journal if request.journal is not None else open_registry(request.state).open(request.run_id)
     refuse_finished(journal)  # a run that ended for good says so before anything else
     options = options.resumed(journal.meta.get("options"))
+    if journal.meta.get("streamed"):  # its steps started early are taken back by fingerprint
+        from dataclasses import replace
+
+        from ..engine.reuse import Reuse
+        from .streamed import is_streamed_unwritten, request_of, resume_streamed
+
+        options = replace(options, reuse=Reuse.of([journal]))
+        if is_streamed_unwritten(journal):  # stopped while the model wrote the plan: plan again (memoized)
+            return await resume_streamed(journal, request_of(
+                journal, tools, options, completion_kwargs=options.completion_kwargs, approve=request.approve,
+                on_run_created=on_run_created, state=request.state))  # fmt: skip
     plan = stored_plan(journal, tools, config, from_step)
-    _preflight(plan, options, tools)
+    preflight_run(plan, options, tools)
     order = list(analysis_of(plan).order)
     if (config.resume or {}).get("default") == "discard":
         raise RunError.make(
@@ -127,63 +136,12 @@ async def resume(request: ResumeRequest) -> RunResult:
             journal.record(Event(EventType.PLAN_NEEDS_DECISION, journal.id, None, data={"units": replay.undecided}))
             await journal.commit()
             raise needs_decision(journal.id, replay.undecided)
-        scope = RunScope(journal.id, tools, _traced(options, plan).limited_by(plan), journal, replay)
+        scope = RunScope(journal.id, tools, traced(options, plan).limited_by(plan), journal, replay)
         resumed: dict[str, Any] = {"from": from_step, "replayed": sorted(replay.units)}  # "from": a keyword
         scope.emit(EventType.PLAN_RESUMED, **resumed)
         return await execute(plan, journal.inputs, scope, own_journal=False)
     finally:
         journal.release()
-
-
-def _traced(options: Options, plan: Plan) -> Options:
-    """The options with a tracing subscriber when OpenTelemetry is configured (else unchanged, nothing imported)."""
-    from dataclasses import replace
-
-    from ..observe.otel import tracer_for
-
-    tracer = tracer_for(plan.source, {s.id: s.tool or str(s.kind) for s in plan.steps})
-    return options if tracer is None else replace(options, subscribers=[*options.subscribers, tracer])
-
-
-def _preflight(plan: Plan, options: Options, tools: Mapping[str, Tool]) -> None:
-    """The preflight of models and keys, and of the tool sources the plan calls (an MCP server's
-    ``${VAR}``), unless no real model or tool can be called (mocks, a cassette)."""
-    if options.calls is None or not options.calls.offline:
-        preflight(plan, options.model, options.completion_kwargs)
-        used = {id(t.source): t.source for name in plan.tool_names if (t := tools.get(name)) and t.source}
-        problems = [p for source in used.values() for p in source.preflight()] + _notifier_problems(plan, options)
-        if problems:
-            raise RunError(problems)
-
-
-def _notifier_problems(plan: Plan, options: Options) -> list:
-    """A gate naming a notifier the configuration does not declare, or whose webhook's ``${VAR}`` is unset."""
-    from ..core.config import expand_env, unknown_notifier
-
-    out = []
-    for step in plan.gate_steps:
-        for name in step.gate.notify if step.gate is not None else ():
-            table = options.notifiers.get(name)
-            if table is None:
-                out.append(unknown_notifier(step, name, options.notifiers))
-            elif "webhook" in table:
-                try:
-                    expand_env(f"notify.{name}.webhook", table["webhook"])
-                except RunError as exc:
-                    out += exc.diagnostics
-    return out
-
-
-async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_journal: bool = True) -> RunResult:
-    """Run the engine; the journal (when this call owns it) and the worker threads are let go at the end."""
-    try:
-        return await Execution(plan, inputs, scope).run()
-    finally:
-        scope.close()
-        await scope.close_sources()
-        await scope.settle_notices()
-        if own_journal and scope.journal is not None:
-            scope.journal.release()
 
 
 def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any, from_step: str | None = None) -> Plan:
@@ -194,6 +152,13 @@ def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any,
     mistake whatever else is wrong."""
     if from_step is not None:
         check_step(journal.id, from_step, plan_step_ids(journal.plan_doc))
+    if journal.meta.get("streamed") and not journal.plan_written:
+        raise RunError.make(
+            "plan-not-written",
+            f"run {journal.id} stopped while the model was still writing its plan: it has none yet",
+            hint=f"dagplan resume {journal.id} plans it again (what the model finished and the steps that "
+            "completed are kept)",
+        )
     if journal.meta.get("kind") == "agent":
         raise RunError.make(
             "agent-run",
@@ -221,25 +186,6 @@ def _at_original_lines(journal: Journal, diagnostics: Any, specs: Any, budget: A
     original = check(name, tools=specs, budget=budget)
     same = original.plan is not None and original.plan.document == journal.plan_doc
     return original.diagnostics if same and not original.ok else diagnostics
-
-
-async def approve_plan(plan: Plan, approve: Approve | None) -> None:
-    """A lazy plan runs only once ``approve(preview)`` said yes."""
-    if plan.mode != "lazy":
-        return
-    if approve is None:
-        raise RunError.make(
-            "approval-required",
-            "this plan is lazy: it runs only after approval",
-            hint="pass approve=callback (API) or --yes (CLI), or preview it first",
-        )
-    from ..engine.preview import build_preview
-
-    answer = approve(build_preview(plan, analysis_of(plan)))
-    if asyncio.iscoroutine(answer):
-        answer = await answer
-    if not answer:
-        raise RunError.make("not-approved", "the plan was not approved; nothing ran")
 
 
 def refuse_finished(journal: Any) -> None:

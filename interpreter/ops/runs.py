@@ -46,6 +46,8 @@ class StepRow:
     spilled: bool
     output: Any
     request: Mapping[str, Any] | None = None  # what a waiting gate asks
+    reused: str | None = None  # the run its result was taken from (`run --reuse`)
+    fingerprint: str | None = None  # what determined its result (engine/reuse.py)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -59,6 +61,10 @@ class StepRow:
         }
         if self.request is not None:
             out["request"] = dict(self.request)
+        if self.reused:
+            out["reused"] = self.reused
+        if self.fingerprint:
+            out["fingerprint"] = self.fingerprint
         return out
 
 
@@ -126,8 +132,9 @@ def report_of(journal: Any) -> RunReport:
 
 def _row(s: Any) -> StepRow:
     return StepRow(
-        s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output, s.fields.get("request")
-    )
+        s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output, s.fields.get("request"),
+        s.fields.get("reused"), s.fields.get("fingerprint"),
+    )  # fmt: skip
 
 
 def run_events(run_id: str, state: Any = None, types: Iterable[str] | None = None) -> list[Event]:

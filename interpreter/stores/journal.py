@@ -39,11 +39,18 @@ class Journal(Protocol):
     """One run's durable record."""
 
     id: str
-    plan_doc: dict
     plan_name: str
     inputs: dict
     meta: dict
     created: float
+
+    @property
+    def plan_doc(self) -> dict:
+        """The run's plan: its artifact's, or the plan a streamed run wrote later."""
+
+    @property
+    def plan_written(self) -> bool:
+        """Whether a streamed run's plan was written."""
 
     def record(self, event: Event) -> object:
         """Buffer one event (values over the inline limit are spilled first); durable at the next commit.
@@ -205,18 +212,30 @@ def json_copy(value: Any) -> Any:
 
 
 class Artifact:
-    """What every journal carries from its run's artifact (written before the run starts, never changed)."""
+    """What every journal carries from its run's artifact (written before the run starts, never changed), and
+    the plan a streamed run's journal wrote later (``plan_written``), which is then its plan."""
 
     id: str
-    plan_doc: dict
     plan_name: str
     inputs: dict
     meta: dict
     created: float
+    _state: dict
+    _artifact_plan: dict
+
+    @property
+    def plan_doc(self) -> dict:
+        written = self._state.get("plan")
+        return written if written is not None else self._artifact_plan
+
+    @property
+    def plan_written(self) -> bool:
+        """Whether a streamed run's plan was written (then it is the run's plan)."""
+        return self._state.get("plan") is not None
 
     def _take_artifact(self, artifact: Mapping[str, Any]) -> None:
         """The one reading of an artifact: the plan document, its name, the inputs, meta, creation time."""
-        self.plan_doc = artifact["plan"]
+        self._artifact_plan = artifact["plan"]
         self.plan_name = artifact.get("plan_name", "")
         self.inputs = artifact.get("inputs") or {}
         self.meta = artifact.get("meta") or {}

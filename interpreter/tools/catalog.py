@@ -53,6 +53,20 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     destructive: bool = False
     alternatives: int | None = None  # outcomes it may answer with Branch(i, value); None: not said
+    version: str = ""  # what it declares it is (`@tool(version=...)`; an MCP tool: its lock entry's hash)
+
+    @cached_property
+    def identity(self) -> str:
+        """What a step's fingerprint holds of the tool: its name and the version it declares, else the hash of
+        its function's source (an edit of the code re-runs its steps under ``--reuse``)."""
+        if self.version:
+            return f"{self.name}@{self.version}"
+        fn = getattr(self.fn, "__wrapped__", self.fn)
+        try:
+            text = inspect.getsource(fn)
+        except (OSError, TypeError):  # a builtin, a lambda in a REPL: its name is all there is
+            text = getattr(fn, "__qualname__", repr(type(fn)))
+        return f"{self.name}@src:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     @property
     def spec(self) -> ToolSpec:
@@ -89,11 +103,13 @@ def tool(
     executor: Literal["local", "ray"] | None = None,
     resources: Mapping[str, Any] | None = None,
     alternatives: int | None = None,
+    version: str | None = None,
 ):
     """Register a function as a tool: ``@tool`` or ``@tool(name=..., purity="pure")``;
     ``executor="ray"`` (with ``resources={"num_gpus": 1}``) runs its calls as Ray tasks;
     ``alternatives=2``: it answers one of two outcomes (``Branch(1, value)`` for the second), so
-    ``check`` holds a step calling it to an output with as many alternatives.
+    ``check`` holds a step calling it to an output with as many alternatives. ``version="2"``: what
+    ``run --reuse`` holds of the tool (by default the hash of its source: any edit of it re-runs its steps).
 
     The function is returned unchanged (still callable by your own code); its
     :class:`Tool` is at ``fn.__dagplan_tool__``.
@@ -111,6 +127,7 @@ def tool(
             executor=executor,
             resources=MappingProxyType(dict(resources or {})),
             alternatives=alternatives,
+            version=version or "",
         )
         return func
 

@@ -291,6 +291,7 @@ def tools_of(server: Server, lock: Mapping[str, Any]) -> dict[str, Tool]:
             source=connection,
             output_schema=entry.get("outputSchema"),
             destructive=bool(annotations.get("destructiveHint")) and not annotations.get("readOnlyHint"),
+            version=str(entry.get("hash") or ""),  # the lock's entry: what a step's fingerprint holds of the tool
         )
     return out
 

@@ -1,0 +1,117 @@
+"""Step fingerprints, and results taken from earlier runs by them (``run --reuse RUN``, streamed plans).
+
+A step's fingerprint covers what determines its result: its definition (:func:`dsl.diff.step_view`, every
+field but its id and position), the values it read (its resolved arguments or prompt), the fingerprints of
+the steps it depends on, the tool's identity (:attr:`Tool.identity`: a version it declares, an MCP tool's
+lock entry, else its source's hash) and, for a model step, the model and the parameters that change an
+answer. It is recorded with each completion. A run given a :class:`Reuse` takes the result of a completed
+unit with an equal fingerprint instead of calling anything; a different input, tool, model or upstream
+makes a different fingerprint, so a reused result is never another input's result. Tool and model steps
+are reused; compositions (fan-outs, sub-plans, loops) and gates run, and their children decide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ...dsl.ir import Step, StepKind
+from ..core.vocabulary import EARLY, EventType, StepStatus
+from .resume import Recorded
+
+# What a model step's answer depends on besides its prompt (never a key, a base URL or a header).
+ANSWER_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "response_format",
+                 "frequency_penalty", "presence_penalty", "repeat_penalty")  # fmt: skip
+REUSED_KINDS = (StepKind.TOOL, StepKind.LLM)
+
+
+def reusable(step: Step) -> bool:
+    """Whether a step's result can be taken by fingerprint: a tool or model step, not a fan-out."""
+    return step.kind in REUSED_KINDS and step.for_each is None
+
+
+def fingerprint(step: Step, read: Any, upstream: Iterable[str | None], tool: str | None, model: Any = None) -> str:
+    """The fingerprint of one step's work (see the module doc): ``read`` is what it resolved (arguments, or
+    prompt and system), ``upstream`` its dependencies' fingerprints, ``tool`` the tool's identity, ``model``
+    the model and answer parameters of a model step."""
+    from ...dsl.diff import step_view
+
+    view = step_view(step)
+    view.pop("description", None)  # what a person reads, not what it does
+    blob = json.dumps(
+        {"step": view, "read": read, "upstream": sorted(u or "" for u in upstream), "tool": tool, "model": model},
+        sort_keys=True,
+        ensure_ascii=False,
+        default=_plain,
+        separators=(",", ":"),
+    )
+    return "fp:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def model_identity(model: str | None, completion_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"model": model, **{k: completion_kwargs[k] for k in ANSWER_PARAMS if k in completion_kwargs}}
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "keys"):
+        return dict(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A completed unit of another run, reusable by its fingerprint."""
+
+    source: str  # the run it came from (or "stream": started while the plan was being written)
+    unit: str
+    recorded: Recorded
+
+
+class Reuse:
+    """Completed results by fingerprint, from earlier runs' journals (or a streamed plan's early steps)."""
+
+    def __init__(self, found: Mapping[str, Found] | None = None):
+        self.found: dict[str, Found] = dict(found or {})
+
+    def get(self, fp: str) -> Found | None:
+        return self.found.get(fp)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def add(self, fp: str, source: str, unit: str, recorded: Recorded) -> None:
+        self.found.setdefault(fp, Found(source, unit, recorded))
+
+    @classmethod
+    def of(cls, journals: Iterable[Any]) -> "Reuse":
+        """Every completed unit with a fingerprint in these runs (the first run given wins a fingerprint)."""
+        reuse = cls()
+        for journal in journals:
+            progress = journal.progress()
+            for event in journal.events([EventType.STEP_COMPLETED]):
+                fp = event.data.get("fingerprint")
+                found = progress.steps.get(event.step or "")
+                if not fp or found is None or found.status is not StepStatus.COMPLETED:
+                    continue
+                recorded = Recorded(found.status, found.output, found.attempts, found.alternative, None,
+                                    found.fields.get("usage"))  # fmt: skip
+                # a result this run took from another keeps naming where it was made
+                reuse.add(fp, event.data.get("reused") or journal.id, event.data.get("reused_unit") or event.step or "",
+                          recorded)  # fmt: skip
+            for event in journal.events([EventType.MEMO]):  # results of steps started early (a streamed run)
+                key = event.data.get("key") or ""
+                if key.startswith("fp:"):
+                    hit, value = journal.memo_get(key)
+                    if hit and isinstance(value, Mapping):
+                        reuse.add(key, EARLY, str(value.get("unit") or ""), recorded_of(value))
+        return reuse
+
+
+def recorded_of(value: Mapping[str, Any]) -> Recorded:
+    """A result kept by fingerprint (an early step's memo entry) as the engine takes it back."""
+    return Recorded(StepStatus.COMPLETED, value.get("output"), int(value.get("attempts") or 1),
+                    int(value.get("alternative") or 0))  # fmt: skip
