@@ -115,7 +115,7 @@ def faked(specs: Mapping[str, Any], tools: FakeTools) -> tuple[dict, Any]:
     """The catalog as tools whose calls go to ``tools`` (with their purity), and the options that fake the
     run's tools, model steps and gates the same way for every way that runs a plan."""
     from dagplan.interpreter.engine.scope import Options
-    from dagplan.interpreter.testing.evaluate import Fakes
+    from dagplan.interpreter.core.calls import Fakes
     from dagplan.interpreter.tools.catalog import Tool, registry
 
     class Timed(Fakes):

@@ -149,6 +149,42 @@ def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None):
     return build_preview(plan, analysis_of(plan), load_config(), registry(tools))
 
 
+def rerun(
+    plan: Plan | str | os.PathLike,
+    reuse: str | Iterable[str],
+    tools: ToolsArg = None,
+    *,
+    state_dir: Any = None,
+    config: Any = None,
+    inputs: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    tool_sources: Iterable[str] = (),
+):
+    """What ``run(plan, reuse=...)`` would run again and why, calling nothing (a :class:`Rerun`: each step
+    ``reuse`` or ``run`` with its reason, and the model calls it would make and save). ``inputs``: the
+    first run's unless given; ``tools`` (or the ``tool_sources`` they are loaded from, with the
+    configuration's): as the run would have them (their code is part of a step's fingerprint)."""
+    from .interpreter.engine.scope import Options
+    from .interpreter.ops.rerun import would_rerun
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.catalog import registry
+
+    cfg = config or load_config()
+    if tools is None and (cfg.tools or tool_sources):
+        from .interpreter.tools.sources import load_tools
+
+        tools = load_tools([*cfg.tools, *tool_sources])
+    plan = _as_plan(plan, tools, cfg)
+    runs = open_registry(_state(state_dir, cfg))
+    journals = [runs.open(run_id) for run_id in ([reuse] if isinstance(reuse, str) else list(reuse))]
+    try:
+        before: Plan | None = stored_plan(journals[0].id, None, state_dir, config=cfg) if journals else None
+    except DagplanError:  # an agent's run, a streamed run that never got its plan: no fields to compare
+        before = None
+    options = Options.from_config(cfg, model=model)
+    return _sync(would_rerun(plan, registry(tools), journals, options, inputs, before, cfg))
+
+
 def estimate(plan: Plan | str | os.PathLike, config: Any = None):
     """The worst case of a plan before it runs: steps, model calls, input tokens and dollars
     (:class:`Estimate`; ``.summary()``), priced with litellm's offline cost map."""
@@ -266,6 +302,7 @@ async def aplan(
     completion_kwargs: Mapping[str, Any] | None = None,
     on_limit_exceeded: Callable | None = None,
     tool_sources: Iterable[str] = (),
+    before_run: Callable[[Plan], Plan] | None = None,
     **planner: Any,
 ):
     """A model's plan for ``task`` using only ``tools`` (validated, repaired): a :class:`PlanResult`.
@@ -275,7 +312,8 @@ async def aplan(
     ``run``): the plan is read as the model writes it, and each ``pure`` / ``idempotent`` tool step whose
     text is complete and checked starts at once; a side effect, a gate, a model step and what follows them
     wait for the whole plan to pass check and be approved (``interpreter/ops/streamed.py``); ``tool_sources``
-    (the files or modules the tools came from) are recorded, so ``resume`` loads the same. ``on_event``
+    (the files or modules the tools came from) are recorded, so ``resume`` loads the same; ``before_run``
+    (streamed) turns the whole plan into the one that runs (a gate added before its side effects). ``on_event``
     sees the streaming: ``started_early``, ``early_done``, ``prefix_failed``, ``plan_complete``. Other
     keywords go to the planner (``repair``, ``guide``, ``structured_output``, ``on_attempt``...)."""
     from .interpreter.llm import planner as planning
@@ -325,6 +363,7 @@ async def aplan(
             on_event=on_event,
             on_attempt=on_attempt,
             meta=meta,
+            before_run=before_run,
         )  # fmt: skip
     )
 

@@ -254,14 +254,32 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
 
     @server.tool(annotations=acts, structured_output=True)
     @_answers
-    async def run_plan(plan: str, inputs: dict[str, Any] | None = None, name: str = "plan.yaml") -> RunAnswer:
-        """Run a valid plan durably. Unless the operator allowed side effects, a plan whose steps can act on
-        the world (their tools, sub-plans, loops, a model's tools) stops first at a gate only a person
-        answers: its id is in `waiting`. Every gate of a plan run from here is a person's to answer."""
+    async def run_plan(plan: str = "", inputs: dict[str, Any] | None = None, name: str = "plan.yaml",
+                       task: str = "") -> RunAnswer:  # fmt: skip
+        """Run a valid plan durably; or, given a `task` instead of a plan, have the configured model write the
+        plan, streamed: a step that changes nothing starts as soon as its text is checked, the rest once the
+        plan is whole. Unless the operator allowed side effects, a plan whose steps can act on the world
+        (their tools, sub-plans, loops, a model's tools) stops first at a gate only a person answers: its id
+        is in `waiting`. Every gate of a plan run from here is a person's to answer."""
+        from . import RunError
+
+        tools = _tools()
+        guard = None if allow_side_effects else (lambda whole: _guarded(whole, tools))
+        if task and not plan:
+            config = api.load_config()
+            if not config.default_model:
+                raise RunError.make("no-model", "run_plan with a task needs a model to write the plan",
+                                        hint="set `model` in the server's dagplan.toml, or DAGPLAN_MODEL")  # fmt: skip
+            written = await api.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {}, state_dir=state,
+                                      config=config, on_run_created=here.mine.add, before_run=guard)  # fmt: skip
+            return _run_json(written.run.to_json())
+        if not plan:
+            raise RunError.make("bad-argument", "run_plan needs a plan (its text) or a task to plan",
+                                    hint="pass plan: the plan's YAML or JSON, or task: what to do")  # fmt: skip
         loaded = here.loaded(plan, name)
-        if not allow_side_effects:
-            loaded = _guarded(loaded, _tools())
-        result = await api.arun(loaded, tools=_tools(), inputs=inputs or {}, durable=True, state_dir=state,
+        if guard is not None:
+            loaded = guard(loaded)
+        result = await api.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, state_dir=state,
                                 person_gates=True, on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())
 

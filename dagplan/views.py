@@ -57,6 +57,22 @@ def preview_text(preview: Any, run_command: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def rerun_text(found: Any, file: str = "PLAN") -> str:
+    """Which steps ``run --reuse`` would run again and why, and what they would call."""
+    several = len(found.runs) > 1
+    lines = [f"With --reuse {' --reuse '.join(found.runs)}:"]
+    rows = [(s["action"], s["id"], s.get("why", "") + (f" (from {s['from']})" if several and s.get("from") else ""))
+            for s in found.steps]  # fmt: skip
+    lines += ["  " + line for line in table(rows)] if rows else []
+    again, saved = found.model_calls
+    tokens = found.input_tokens[0]
+    calls = f": {counted(again, 'model call')}" + (f" (<= {tokens:,} input tokens)" if again and tokens else "")
+    said = f"{len(found.again)} of {len(found.steps)} step(s) run again" + (calls if again or saved else "")
+    said += f"; {len(found.reused)} reused" + (f", {counted(saved, 'model call')} saved" if again or saved else "")
+    lines.append(said)
+    return "\n".join(lines)
+
+
 def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
     call = step.call if step.call in ("llm", "plan", "loop", "gate") else f"tool={step.call}"
     out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")

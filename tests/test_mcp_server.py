@@ -170,3 +170,34 @@ def test_the_same_over_streamable_http_with_a_token_and_the_host_and_origin_chec
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_run_plan_given_a_task_streams_the_plan_and_still_stops_before_side_effects(project, stub):
+    """`run_plan` with a task: the configured model writes the plan (streamed, the stub here); the lookup
+    (pure) starts while it is written; the email waits behind the gate only a person answers."""
+    from llm_stub import streamed
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    (project / "dagplan.toml").write_text(
+        f'tools = ["tools.py"]\nmodel = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
+    )
+    plan = {"steps": [
+        {"id": "who", "tool": "lookup", "args": {"customer": "ada"}, "output": "$state.who"},
+        {"id": "mail", "tool": "send_email", "args": {"to": "$state.who.email", "body": "hello"},
+         "output": "$state.sent"}]}  # fmt: skip
+    stub.script(streamed(json.dumps(plan)))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "dagplan", "mcp", "--allow-run"], cwd=str(project), env=_env()
+    )
+
+    async def main() -> dict:
+        async with Client(params) as client:
+            empty = await client.call_tool("run_plan", {})
+            assert empty.is_error and "bad-argument" in empty.content[0].text
+            return (await client.call_tool("run_plan", {"task": "email ada hello"})).structured_content
+
+    started = asyncio.run(asyncio.wait_for(main(), 120))
+    assert started["status"] == "waiting" and started["waiting"][0]["step"] == "approve_side_effects", started
+    assert started["steps"]["who"]["status"] == "completed" and started["steps"]["who"].get("reused") == "early"
+    assert not (project / "outbox.txt").exists()

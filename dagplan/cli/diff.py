@@ -16,7 +16,10 @@ from .common import EXIT_FAILED, EXIT_OK, fail, finish, state_dir_option, tools_
 @tools_option
 @state_dir_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-def diff(before: str, after: str, tool_sources: tuple[str, ...], state_dir: str | None, fmt: str) -> None:
+@click.option("--against", "against", multiple=True, metavar="RUN",
+              help="Also say which steps of AFTER `run --reuse RUN` would run again, and why.")  # fmt: skip
+def diff(before: str, after: str, tool_sources: tuple[str, ...], state_dir: str | None, fmt: str,
+         against: tuple[str, ...] = ()) -> None:  # fmt: skip
     """The semantic difference of plan BEFORE and plan AFTER (files in any dialect, or run:RUN_ID):
     side effects added or removed first, then steps added, removed, renamed and changed (field by
     field), dependency edges, the plan's keys and the worst-case cost. Exit 0 when they are the same
@@ -25,12 +28,20 @@ def diff(before: str, after: str, tool_sources: tuple[str, ...], state_dir: str 
 
     try:
         found = api.diff(before, after, tool_sources, state_dir=state_dir)
+        again = None
+        if against:
+            plan = api.stored_plan(after[4:], None, state_dir) if after.startswith("run:") else after
+            again = api.rerun(plan, list(against), tool_sources=tool_sources, state_dir=state_dir)
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":
-        click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False, default=str))
+        out = {**found.to_json(), **({"rerun": again.to_json()} if again is not None else {})}
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     else:
-        click.echo(printable(render(found, markdown=fmt == "markdown")))
+        from ..views import rerun_text
+
+        text = render(found, markdown=fmt == "markdown")
+        click.echo(printable(text + (("\n\n" + rerun_text(again, after)) if again is not None else "")))
     finish(EXIT_OK if found.same else EXIT_FAILED)
 
 

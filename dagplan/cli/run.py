@@ -91,15 +91,19 @@ def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> di
 @click.option("--approve", is_flag=True, help="Approve this plan with these tools, as shown: write the approval file.")
 @click.option("-o", "--output", type=OUTPUT_FILE, default=None,
               help="Where --approve writes the approval (default: FILE.approval.json beside the plan).")  # fmt: skip
+@click.option("--reuse", "reuse", multiple=True, metavar="RUN",
+              help="Also say which steps `run --reuse RUN` would run again, and why (nothing is called).")  # fmt: skip
+@state_dir_option
 def preview(
-    file: str, tool_sources: tuple[str, ...], fmt: str, approve: bool = False, output: str | None = None
-) -> None:
+    file: str, tool_sources: tuple[str, ...], fmt: str, approve: bool = False, output: str | None = None,
+    reuse: tuple[str, ...] = (), state_dir: str | None = None,
+) -> None:  # fmt: skip
     """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing. With
     --approve, a person approves it: `dagplan run FILE --approved APPROVAL` then runs only this plan."""
     from .. import api
     from ..api import preview as build
     from .. import load_config
-    from ..views import preview_text
+    from ..views import preview_text, rerun_text
 
     if output is not None and not approve:
         die("-o is where --approve writes the approval: give --approve too", EXIT_USAGE)
@@ -108,6 +112,7 @@ def preview(
         tools = load_tools(tool_sources, config) if tool_sources or config.tools else None
         plan = load_plan(file, tools) if tools is not None else api.load(file)
         shown = build(plan, tools)
+        again = api.rerun(plan, list(reuse), tools, state_dir=state_dir, config=config) if reuse else None
         approval = (
             api.approve(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], config=config)
             if approve
@@ -115,7 +120,11 @@ def preview(
         )
     except DagplanError as exc:
         fail(exc)
-    click.echo(json.dumps(shown.to_json(), indent=2, ensure_ascii=False) if fmt == "json" else preview_text(shown))
+    if fmt == "json":
+        found = {**shown.to_json(), **({"rerun": again.to_json()} if again is not None else {})}
+        click.echo(json.dumps(found, indent=2, ensure_ascii=False))
+    else:
+        click.echo(preview_text(shown) + (("\n\n" + rerun_text(again, file)) if again is not None else ""))
     if approval is not None:
         target = output or os.path.splitext(file)[0] + ".approval.json"
         api.write_file(target, (json.dumps(approval, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -15,7 +15,7 @@ import click
 
 from .. import DagplanError
 from ..dsl.errors import counted, error, printable
-from .common import OUTPUT_FILE, fail, raw_stream, state_dir_option, tools_option
+from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, die, fail, raw_stream, state_dir_option, tools_option
 from .run import output_options, record_option
 
 
@@ -133,17 +133,81 @@ def _show_waiting(run_id: str, request: Any) -> None:
 @click.argument("run_id", metavar="RUN")
 @state_dir_option
 @format_option("json")
+@click.option("--step", "step", metavar="STEP", default=None, help="Only this step (with --prompt: its prompt).")
+@click.option("--prompt", "prompt", is_flag=True,
+              help="The step's prompt as it was sent, each part a reference or placeholder produced marked with "
+              "where it came from.")  # fmt: skip
 @click.pass_context
-def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str) -> None:
+def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str, step: str | None = None,
+         prompt: bool = False) -> None:  # fmt: skip
     """The final report and per-step status of RUN."""
     from .. import api
 
     state_dir = state_dir or (ctx.obj or {}).get("state_dir")
+    if prompt and step is None:
+        die("--prompt shows one step's prompt: give --step STEP", EXIT_USAGE)
     try:
         report = api.run_report(run_id, state_dir)
     except DagplanError as exc:
         reject(exc)
+    if step is not None:
+        _show_step(report, step, prompt, fmt)
+        return
     click.echo(_dump(report.to_json()) if fmt == "json" else report_text(report))
+
+
+def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
+    """One step of a run; with ``prompt``, its prompt with the parts marked (colour on a terminal)."""
+    from ..dsl.errors import did_you_mean
+
+    rows = {**report.steps, **report.children}
+    if step not in rows:
+        die(f"run {report.run_id} has no step {step!r}; " + did_you_mean(step, list(rows), "see dagplan runs show")
+            + "", EXIT_USAGE)  # fmt: skip
+    found = report.prompts.get(step)
+    if prompt and found is None:
+        die(f"step {step} of run {report.run_id} sent no prompt with references or placeholders to show "
+            "(not an LLM step, not reached yet, or its prompt is plain text)", EXIT_FAILED)  # fmt: skip
+    if fmt == "json":
+        click.echo(_dump({"step": step, **rows[step].to_json(), **({"prompt": found} if found else {})}))
+        return
+    if not prompt:
+        click.echo(report_text(report).split("\n")[0])
+        row = rows[step]
+        click.echo(_table([("step", "status", "attempts", "output"),
+                           (step, str(row.status), str(row.attempts), _step_detail(row))]))  # fmt: skip
+        return
+    click.echo(prompt_text(found, step, report.run_id, colour=sys.stdout.isatty()))
+
+
+def prompt_text(found: Any, step: str, run_id: str, colour: bool = False) -> str:
+    """The prompt with each span marked ``[n: text]`` (coloured on a terminal), then what each came from."""
+    text, spans = found["prompt"], sorted(found["spans"], key=lambda s: s["start"])
+    out, at = [], 0
+    for number, span in enumerate(spans, 1):
+        out.append(printable(text[at : span["start"]]))
+        piece = printable(text[span["start"] : span["end"]])
+        out.append(click.style(f"[{number}: {piece}]", fg=_COLOURS[number % len(_COLOURS)]) if colour
+                   else f"[{number}: {piece}]")  # fmt: skip
+        at = span["end"]
+    out.append(printable(text[at:]))
+    lines = [f"prompt of {step} (run {run_id}):", "".join(out), ""]
+    for number, span in enumerate(spans, 1):
+        lines.append(f"  [{number}] {printable(span['source'])}" + _came_from(span))
+    return "\n".join(lines)
+
+
+def _came_from(span: Any) -> str:
+    read = f", read as {span['read']}" if span.get("read") and span["read"] != span["source"] else ""
+    if span.get("default"):
+        return f"{read}: the plan's default (nothing was written)"
+    if span.get("step"):
+        event = f" (journal event {span['event']})" if "event" in span else ""
+        return f"{read}: step {span['step']}'s output{event}"
+    return f"{read}: " + (f"input {span['input']}" if span.get("input") else "the plan's initial state")
+
+
+_COLOURS = ("cyan", "magenta", "yellow", "green", "blue")
 
 
 @runs.command("prune")

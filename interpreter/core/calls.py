@@ -11,6 +11,7 @@ production does, minus the outside world.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
@@ -104,3 +105,28 @@ def _without_indexes(unit_id: str) -> str:
         elif depth == 0:
             out.append(char)
     return "".join(out)
+
+
+class Fakes:
+    """Every tool answers a small object of its arguments, every model a short text, every gate
+    ``approve``: what it takes to see whether a plan runs to its end, acting on nothing."""
+
+    offline = True
+
+    async def _tool(self, args: Mapping[str, Any]) -> Any:
+        return {"ok": True, **{k: v for k, v in args.items() if isinstance(v, (str, int, float, bool))}}
+
+    def tool(self, unit_id: str, name: str, args: Mapping[str, Any], real: Any) -> Any:
+        return self._tool(args)
+
+    async def model(self, call: Any, real: Any) -> dict:
+        content = json.dumps({"alternative": call.alternatives[0], "value": "ok"}) if call.alternatives else "ok"
+        return {"message": {"role": "assistant", "content": content}, "model": call.model, "cost": 0.0,
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0}}  # fmt: skip
+
+    def structured(self, model: str) -> bool:
+        return False
+
+    def answer_gate(self, request: Mapping[str, Any]) -> Any:
+        choices = request.get("choices") or ["approve"]
+        return choices[0]

@@ -25,6 +25,9 @@ class StepContext(Protocol):
     def resolve(self, value: Any) -> Any:
         """The run-time value of an IR value (references, templates, placeholders)."""
 
+    def provenance(self, template: Any) -> tuple[str, list[dict]]:
+        """A template's text, and where each reference and placeholder in it came from (values.provenance)."""
+
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
         """Call one of the run's tools (sync tools run in worker threads)."""
 

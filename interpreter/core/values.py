@@ -295,6 +295,60 @@ class Resolver:
         return as_text(self.any_of(part) if type(part) is AnyOf else self.ref(part))
 
 
+def provenance(resolver: Resolver, template: Any, writer: Callable[[Any], str | None]) -> tuple[str, list[dict]]:
+    """A template's text and where each part of it came from: per reference or placeholder, its span in the
+    text (``start``, ``end``), its spelling (``source``: ``#E1.head=200``, ``†state.x || 'none'``), the step
+    whose output it read (``step``; ``writer(ref)`` finds the step that wrote a state path) and whether the
+    plan's default stood in (``default``). Each part is redacted on its own before the spans are counted,
+    so a secret never reaches the record and the spans still fit the text kept."""
+    from .redact import redact
+
+    text: list[str] = []
+    spans: list[dict] = []
+    at = 0
+    for part in getattr(template, "parts", (template,)):
+        value = part if isinstance(part, str) else resolver.text(part)
+        shown = redact(value)
+        if not isinstance(part, str):
+            span: dict[str, Any] = {"start": at, "end": at + len(shown), "source": str(part)}
+            if isinstance(part, Placeholder):
+                span["step"] = part.step
+                span["default"] = part.has_default and _dead(resolver.placeholder_text, part.step)
+            else:
+                chosen = _chosen(resolver, part)
+                span["default"] = chosen is None
+                if chosen is not None:
+                    span["read"] = str(chosen)
+                    if chosen.root == "state":
+                        span["step"] = writer(chosen)
+                    elif chosen.root == "input":
+                        span["input"] = chosen.path[0] if chosen.path else None
+            spans.append({k: v for k, v in span.items() if v is not None})
+        text.append(shown)
+        at += len(shown)
+    return "".join(text), spans
+
+
+def _dead(read: Callable[[str], Any], step: str) -> bool:
+    try:
+        read(step)
+    except Dead:
+        return True
+    return False
+
+
+def _chosen(resolver: Resolver, part: Any) -> Ref | None:
+    """The reference a part's value came from (the first written of ``a || b``), None for its default."""
+    options = part.options if type(part) is AnyOf else (part,)
+    for option in options:
+        try:
+            Resolver.ref(resolver, option)
+        except (Dead, MissingInput, BadReference):
+            continue
+        return option
+    return None
+
+
 class Lenient(Resolver):
     """The resolver of a step whose trigger rule is not ``all_succeeded``: a value never written (a branch
     not taken, a step skipped) reads as null, a skipped step's ``#ID`` as empty text, and the step runs."""

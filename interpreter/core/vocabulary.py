@@ -187,6 +187,7 @@ class EventType(enum.StrEnum):
     MEMO = "memo"
     AGENT_TURN = "agent_turn"
     PLAN_WRITTEN = "plan_written"  # a streamed run's plan, once the model finished it and it passed check
+    PROMPT_RESOLVED = "plan_step_prompt"  # an LLM step's prompt as resolved, and where each part came from
 
     @property
     def journaled(self) -> bool:

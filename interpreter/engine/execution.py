@@ -33,6 +33,7 @@ from .runners import runner_for
 from .scope import Options, RunScope, Unit
 from ..core.values import (
     MISSING,
+    provenance,
     BadReference,
     Dead,
     Lenient,
@@ -481,6 +482,26 @@ class StepContext:
 
     def resolve(self, value: Any) -> Any:
         return self.resolver.value(value)
+
+    def provenance(self, template: Any) -> tuple[str, list[dict]]:
+        return provenance(self.resolver, template, self._writer)
+
+    def _writer(self, ref: Ref) -> str | None:
+        """The step that wrote what ``ref`` reads (the longest path written; among alternatives, the one
+        taken); None for the plan's initial state."""
+        execution = self.execution
+        writers = analysis_of(execution.plan).writers
+        key = ("state", *ref.path)
+        while len(key) > 1:
+            found = writers.get(key)
+            if found:
+                for step, alternative in found:
+                    unit = execution.units.get(step)
+                    if unit is not None and unit.status.has_output and unit.alternative == alternative:
+                        return execution.prefix + step
+                return execution.prefix + found[0][0]
+            key = key[:-1]
+        return None
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
         return self.execution.scope.call_tool(name, args, self.unit_id)

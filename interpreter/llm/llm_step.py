@@ -23,6 +23,10 @@ class LLMRunner:
     def prepare(self, ctx: StepContext, step: Step) -> tuple[str, str | None]:
         assert step.llm is not None  # the table chose this runner because it is set
         prompt = ctx.resolve(step.llm.prompt)
+        if any(not isinstance(part, str) for part in step.llm.prompt.parts):
+            # where every word of the prompt came from, kept with the run (redacted part by part)
+            shown, spans = ctx.provenance(step.llm.prompt)
+            ctx.emit(EventType.PROMPT_RESOLVED, prompt=shown, spans=spans)
         return prompt, ctx.resolve(step.llm.system) if step.llm.system else None
 
     async def run(self, ctx: StepContext, step: Step, prepared: tuple[str, str | None]) -> Any:

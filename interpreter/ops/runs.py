@@ -83,6 +83,7 @@ class RunReport:
     steps: Mapping[str, StepRow]
     waiting: tuple[Mapping[str, Any], ...] = ()
     children: Mapping[str, StepRow] = field(default_factory=dict)  # items, iterations, sub-plans' steps
+    prompts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # unit -> {prompt, spans, seq}
 
     @property
     def shown_status(self) -> str:
@@ -104,6 +105,7 @@ class RunReport:
             "steps": {sid: row.to_json() for sid, row in self.steps.items()},
             "waiting": [dict(w) for w in self.waiting],
             "children": {sid: row.to_json() for sid, row in self.children.items()},
+            "prompts": {unit: dict(found) for unit, found in self.prompts.items()},
         }
 
 
@@ -127,7 +129,23 @@ def report_of(journal: Any) -> RunReport:
         {sid: rows[sid] for sid in ids},
         progress.waiting,
         {sid: row for sid, row in rows.items() if sid not in set(ids)},
+        prompts_of(journal),
     )
+
+
+def prompts_of(journal: Any) -> dict[str, dict[str, Any]]:
+    """Each LLM step's last resolved prompt and where each part of it came from (``spans``, each with the
+    ``event``: the journal position of the completion it read, when a step's output)."""
+    completed: dict[str, int] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for event in journal.events([EventType.STEP_COMPLETED, EventType.PROMPT_RESOLVED]):
+        if event.type is EventType.STEP_COMPLETED:
+            completed[event.step or ""] = event.seq or 0
+            continue
+        spans = [dict(s, **({"event": completed[s["step"]]} if s.get("step") in completed else {}))
+                 for s in event.data.get("spans") or ()]  # fmt: skip
+        found[event.step or ""] = {"prompt": event.data.get("prompt", ""), "spans": spans, "seq": event.seq}
+    return found
 
 
 def _row(s: Any) -> StepRow:

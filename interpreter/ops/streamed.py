@@ -55,6 +55,7 @@ class StreamRequest:
     on_run_created: Callable[[str], None] | None = None
     on_event: Callable[[Mapping[str, Any]], None] | None = None  # started_early, early_done, prefix_failed...
     on_attempt: Callable[[Any], None] | None = None
+    before_run: Callable[[Any], Any] | None = None  # the whole plan, as it will run (MCP adds its person's gate)
 
 
 async def plan_and_run(request: StreamRequest) -> Any:
@@ -139,7 +140,7 @@ async def _continue(request: StreamRequest, journal: Any, run_id: str) -> Any:
                                  **request.planner)  # fmt: skip
         finally:
             await early.settle()  # a result still coming is taken, never asked for twice
-        plan = result.plan
+        plan = result.plan if request.before_run is None else request.before_run(result.plan)
         values = prepare_inputs(plan, request.inputs, strict=True)
         preflight_run(plan, request.options, request.tools)
         await _approved(plan, request.approve)

@@ -21,7 +21,6 @@ tool, a missing step, a wrong order, a wrong value, no valid plan. Tokens, secon
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ...dsl.errors import DagplanError, RunError, Span, did_you_mean
 from ...dsl.ir import Plan, Ref, Template, walk
 from ...dsl.schedule import analysis_of
+from ..core.calls import Fakes
 
 KINDS = ("wrong_tool", "missing_step", "wrong_order", "wrong_value", "no_plan", "did_not_run")
 
@@ -225,31 +225,6 @@ def grade_graph(nodes: set[str], edges: set[tuple[str, str]], calls: Mapping[str
 
 
 # --- the faked run --------------------------------------------------------------------------------
-
-
-class Fakes:
-    """Every tool answers a small object of its arguments, every model a short text, every gate
-    ``approve``: what it takes to see whether a plan runs to its end, acting on nothing."""
-
-    offline = True
-
-    async def _tool(self, args: Mapping[str, Any]) -> Any:
-        return {"ok": True, **{k: v for k, v in args.items() if isinstance(v, (str, int, float, bool))}}
-
-    def tool(self, unit_id: str, name: str, args: Mapping[str, Any], real: Any) -> Any:
-        return self._tool(args)
-
-    async def model(self, call: Any, real: Any) -> dict:
-        content = json.dumps({"alternative": call.alternatives[0], "value": "ok"}) if call.alternatives else "ok"
-        return {"message": {"role": "assistant", "content": content}, "model": call.model, "cost": 0.0,
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0}}  # fmt: skip
-
-    def structured(self, model: str) -> bool:
-        return False
-
-    def answer_gate(self, request: Mapping[str, Any]) -> Any:
-        choices = request.get("choices") or ["approve"]
-        return choices[0]
 
 
 async def runs_to_end(plan: Plan, specs: Mapping[str, Any]) -> bool:

@@ -1,0 +1,140 @@
+"""What ``run --reuse RUN`` would run again, and why, found without calling anything.
+
+The plan runs once with every tool, model and gate faked (:class:`..core.calls.Fakes`: nothing acts) and the
+results of RUN offered by fingerprint (:mod:`..engine.reuse`), exactly as ``--reuse`` offers them: a step
+whose fingerprint matches is taken, every other runs (its fake answer then changes what its dependents
+read, so they run too, as they would). Each step that runs says why: it is new, its definition changed
+(which fields, from the semantic diff against RUN's plan), a step it depends on runs again, it is a kind
+that always runs (a gate, a fan-out, a sub-plan, a loop), or what it reads or its tool's code changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+from ...dsl.ir import Plan
+from ...dsl.schedule import analysis_of
+from ..core.calls import Fakes
+from ..core.vocabulary import StepStatus
+from ..engine.execution import Execution
+from ..engine.reuse import Reuse, reusable
+from ..engine.scope import Options, RunScope
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """Each step of the plan: taken from a run (``reused``) or run again, and why."""
+
+    runs: tuple[str, ...]  # the runs offered
+    steps: tuple[Mapping[str, Any], ...]  # {id, action: reuse | run | skip, why, from}
+    model_calls: tuple[int, int] = (0, 0)  # (would run, saved): worst-case model calls of those steps
+    input_tokens: tuple[int | None, int | None] = (0, 0)  # the same, in input tokens (None: unbounded)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def again(self) -> list[str]:
+        return [s["id"] for s in self.steps if s["action"] == "run"]
+
+    @property
+    def reused(self) -> list[str]:
+        return [s["id"] for s in self.steps if s["action"] == "reuse"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": list(self.runs),
+            "steps": [dict(s) for s in self.steps],
+            "again": self.again,
+            "reused": self.reused,
+            "model_calls": {"again": self.model_calls[0], "saved": self.model_calls[1]},
+            "input_tokens": {"again": self.input_tokens[0], "saved": self.input_tokens[1]},
+        }
+
+
+async def would_rerun(
+    plan: Plan,
+    tools: Mapping[str, Any],
+    journals: Sequence[Any],
+    options: Options,
+    inputs: Mapping[str, Any] | None = None,
+    before: Plan | None = None,
+    config: Any = None,
+) -> Rerun:
+    """What running ``plan`` with ``reuse`` of ``journals`` would run again (nothing is called); ``before``:
+    the plan the first of them ran (for the fields that changed); ``inputs``: the first run's, unless
+    given."""
+    from ..engine.inputs import prepare_inputs
+
+    reuse = Reuse.of(journals)
+    fakes = Fakes()
+    dry = replace(options, calls=fakes, ask_gate=fakes.answer_gate, reuse=reuse, subscribers=[], backoff_scale=0.0,
+                  person_gates=False)  # fmt: skip
+    given = dict(inputs if inputs is not None else (journals[0].inputs if journals else {}))
+    values = prepare_inputs(plan, given)
+    scope = RunScope("rerun-preview", tools, dry)
+    try:
+        result = await Execution(plan, values, scope).run()
+    finally:
+        scope.close()
+    changed = _changed(before, plan, tools) if before is not None else None
+    analysis = analysis_of(plan)
+    rows, again = [], set()
+    for sid in analysis.order:
+        report, step = result.steps[sid], plan.by_id[sid]
+        if report.reused:
+            rows.append({"id": sid, "action": "reuse", "why": "the same step, reading the same values",
+                         "from": report.reused})  # fmt: skip
+            continue
+        if report.status is StepStatus.SKIPPED:
+            rows.append({"id": sid, "action": "skip", "why": f"not reached here ({report.reason})"})
+            continue
+        again.add(sid)
+        rows.append({"id": sid, "action": "run", "why": _why(sid, step, analysis.deps[sid], again, changed)})
+    calls, tokens = _calls(plan, again, config)
+    return Rerun(tuple(j.id for j in journals), tuple(rows), calls, tokens)
+
+
+def _why(sid: str, step: Any, deps: Any, again: set[str], changed: Any) -> str:
+    if changed is not None:
+        added, renamed, fields = changed
+        if sid in added:
+            return "a new step"
+        if sid in renamed:
+            return f"renamed from {renamed[sid]}"
+        if sid in fields:
+            return "changed: " + ", ".join(sorted(fields[sid]))
+    upstream = sorted(d for d in deps if d in again)
+    if upstream:
+        return f"{', '.join(upstream)} runs again"
+    if not reusable(step):
+        return f"a {step.kind if step.for_each is None else 'fan-out'} step runs every time"
+    return "what it reads, its tool's code or its model changed" if changed is not None else "not in the run"
+
+
+def _changed(before: Plan, after: Plan, tools: Mapping[str, Any]) -> tuple[set[str], dict[str, str], dict]:
+    from ...dsl.diff import diff
+
+    found = diff(before, after, {name: getattr(t, "spec", t) for name, t in tools.items()})
+    return set(found.added), {new: old for old, new in found.renamed}, {s: set(f) for s, f in found.changed.items()}
+
+
+def _calls(plan: Plan, again: set[str], config: Any) -> tuple[tuple[int, int], tuple[int | None, int | None]]:
+    """Worst-case model calls and input tokens of the steps that run again, and of those reused."""
+    from ..llm.preflight import llm_steps
+
+    if not llm_steps(plan):
+        return (0, 0), (0, 0)
+    from ..llm.estimate import estimate
+
+    model, max_items, iterations = (config.default_model, config.max_items, config.step_max_iterations) if config \
+        else (None, None, 5)  # fmt: skip
+    found = estimate(plan, model, max_items, iterations)
+    runs = [s for s in found.llm if s.step.split(".")[0].split("[")[0] in again]
+    kept = [s for s in found.llm if s not in runs]
+
+    def tokens(costs: list) -> int | None:
+        if any(s.input_tokens is None for s in costs):
+            return None
+        return sum(s.input_tokens * s.total_calls for s in costs)
+
+    return (sum(s.total_calls for s in runs), sum(s.total_calls for s in kept)), (tokens(runs), tokens(kept))
