@@ -231,9 +231,20 @@ def compare(count: int, model: str = "local", latency: float = 0.3) -> dict[str,
     rows: dict[str, list[dict]] = {way: [] for way, _ in WAYS}
     for catalog, task in chains(count):
         for way, run in WAYS:
+            cold()
             rows[way].append(asyncio.run(run(task, tools[catalog], model, latency)))
             print(f"  {way} {task.id}: {rows[way][-1]}", file=sys.stderr, flush=True)
     return rows
+
+
+def cold() -> None:
+    """Each way starts with the local model's context empty: llama.cpp keeps the last prompt's evaluated
+    prefix, and a way that followed another on the same task would skip evaluating the prompt they share
+    (measured: 2 s of 7 a plan)."""
+    from dagplan.interpreter.llm.local import _MODELS
+
+    for model in _MODELS.values():
+        model.reset()
 
 
 def summary(rows: Mapping[str, list[dict]]) -> list[str]:

@@ -359,7 +359,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--max-scale", type=int, default=100_000)
-    sections = "startup,engine,durability,postgres,check,scale,planning,agent"
+    sections = "startup,engine,durability,postgres,check,scale,planning,agent,reuse"
     parser.add_argument("--skip", default="", help=f"comma-separated: {sections}")
     parser.add_argument("--planning-tasks", type=int, default=40, help="reference tasks the local model plans")
     parser.add_argument("--agent-tasks", type=int, default=10, help="tasks of the plan-first / ReAct table")
@@ -389,6 +389,10 @@ def main() -> None:
         planning(args.planning_tasks)
     if "agent" not in skip:
         agent(args.agent_tasks)
+    if "reuse" not in skip:
+        from benchmarks import bench_reuse
+
+        print("\n" + "\n".join(bench_reuse.table(bench_reuse.measure(0.2, args.repeat), 0.2)))
 
 
 def planning(count: int) -> None:

@@ -34,7 +34,7 @@ def test_the_report_s_start_up_rows_time_the_editable_and_the_installed_package(
     """The start-up rows run: `dagplan check` from this checkout and from a copy installed as
     `pip install .` installs it (what a pre-commit hook gets), each of which must check the plan."""
     out = subprocess.run([sys.executable, "-m", "benchmarks.report", "--repeat", "1",
-                          "--skip", "engine,durability,postgres,check,scale,planning,agent"], cwd=ROOT,
+                          "--skip", "engine,durability,postgres,check,scale,planning,agent,reuse"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| `dagplan check`")]
@@ -97,3 +97,16 @@ def test_plan_first_and_react_run_on_the_same_tasks_and_are_scored_alike(stub):
     assert lines[2].startswith("| ReAct | 4 |") and "| 100.0 | 100.0 | 100.0% |" in lines[2]
     assert lines[3].startswith("| plan-first | 1 |") and lines[4].startswith("| plan-first, streamed | 1 |"), lines
     assert lines[-1].endswith("in 1 of 1 tasks"), lines
+
+
+def test_the_reuse_benchmark_runs_only_the_edited_step_and_its_dependents():
+    """bench_reuse's two ways (a model answering at once): a full re-run calls the model for all 10 summaries,
+    `--reuse` for the edited 8th and the two after it."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import bench_reuse
+
+    found = bench_reuse.measure(latency=0.0, repeat=1)
+    assert found["full re-run"]["calls"] == 10 and found["--reuse"]["calls"] == 3, found
+    lines = bench_reuse.table(found, 0.0)
+    assert lines[-1].startswith("--reuse: 30% of the calls")
+

@@ -34,6 +34,7 @@ import dagplan
 
 from .. import api
 from ..dsl.errors import DagplanError, printable
+from ..views import reused_text
 
 MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
@@ -503,9 +504,11 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
     from ..interpreter.core.vocabulary import EventType  # the typed values, as the CLI renderers use them
 
     step = plan.by_id.get(sid) if plan is not None else None
-    args, errors, usage = None, [], None
+    args, errors, usage, prompt = None, [], None, None
     for e in events:
-        if e.type is EventType.TOOL_CALLED:
+        if e.type is EventType.PROMPT_RESOLVED:
+            prompt = prompt_pieces(e.data.get("prompt") or "", e.data.get("spans") or ())
+        elif e.type is EventType.TOOL_CALLED:
             args = json.dumps(e.data.get("args"), indent=1, ensure_ascii=False, default=str)
         elif e.type in (EventType.STEP_RETRYING, EventType.STEP_FAILED) and e.data.get("error"):
             err = e.data["error"]
@@ -541,7 +544,26 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
         "errors": errors,
         "usage": usage,
         "children": folded,
+        "prompt": prompt,
+        "reused": reused_text(row.reused) if getattr(row, "reused", None) else None,
     }
+
+
+def prompt_pieces(text: str, spans: Any) -> list[dict[str, Any]]:
+    """A resolved prompt cut into plain text and marked parts, each marked part saying where it came from
+    (the step panel highlights one on hover, its source in the title)."""
+    pieces, at = [], 0
+    for number, span in enumerate(sorted(spans, key=lambda s: s["start"]), 1):
+        if span["start"] > at:
+            pieces.append({"text": text[at : span["start"]]})
+        origin = ("the plan's default" if span.get("default") else f"step {span['step']}" if span.get("step")
+                  else f"input {span['input']}" if span.get("input") else "the initial state")  # fmt: skip
+        pieces.append({"text": text[span["start"] : span["end"]], "n": number, "source": span.get("source", ""),
+                       "origin": origin})  # fmt: skip
+        at = span["end"]
+    if at < len(text):
+        pieces.append({"text": text[at:]})
+    return pieces
 
 
 def _run_statuses() -> dict:

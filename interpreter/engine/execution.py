@@ -302,13 +302,14 @@ class Execution(UnitLife):
     def _fingerprint(self, step: Step, prepared: Any) -> str:
         """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model."""
         upstream = [self.units[dep].fingerprint or dep for dep in self.analysis.deps[step.id]]
+        defined = self.scope.definition(step)
         if step.tool:
             tool = self.scope.tools.get(step.tool)
-            return fingerprint(step, prepared, upstream, tool.identity if tool is not None else step.tool)
+            return fingerprint(defined, prepared, upstream, tool.identity if tool is not None else step.tool)
         assert step.llm is not None  # reusable(): a tool or a model step
         options = self.scope.options
-        return fingerprint(step, prepared, upstream, None, model_identity(step.llm.model or options.model,
-                                                                          options.completion_kwargs))  # fmt: skip
+        return fingerprint(defined, prepared, upstream, None, model_identity(step.llm.model or options.model,
+                                                                             options.completion_kwargs))  # fmt: skip
 
     def _guard_per_item(self, step: Step) -> bool:
         """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""

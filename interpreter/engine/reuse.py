@@ -32,22 +32,25 @@ def reusable(step: Step) -> bool:
     return step.kind in REUSED_KINDS and step.for_each is None
 
 
-def fingerprint(step: Step, read: Any, upstream: Iterable[str | None], tool: str | None, model: Any = None) -> str:
-    """The fingerprint of one step's work (see the module doc): ``read`` is what it resolved (arguments, or
-    prompt and system), ``upstream`` its dependencies' fingerprints, ``tool`` the tool's identity, ``model``
-    the model and answer parameters of a model step."""
+def definition(step: Step) -> str:
+    """A step's definition as its fingerprint holds it: every field but its id, position and description."""
     from ...dsl.diff import step_view
 
     view = step_view(step)
     view.pop("description", None)  # what a person reads, not what it does
-    blob = json.dumps(
-        {"step": view, "read": read, "upstream": sorted(u or "" for u in upstream), "tool": tool, "model": model},
-        sort_keys=True,
-        ensure_ascii=False,
-        default=_plain,
-        separators=(",", ":"),
-    )
+    return _canonical(view)
+
+
+def fingerprint(defined: str, read: Any, upstream: Iterable[str | None], tool: str | None, model: Any = None) -> str:
+    """The fingerprint of one step's work (see the module doc): ``defined`` its :func:`definition`, ``read``
+    what it resolved (arguments, or prompt and system), ``upstream`` its dependencies' fingerprints, ``tool``
+    the tool's identity, ``model`` the model and answer parameters of a model step."""
+    blob = _canonical([defined, read, sorted(u or "" for u in upstream), tool, model])
     return "fp:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_plain, separators=(",", ":"))
 
 
 def model_identity(model: str | None, completion_kwargs: Mapping[str, Any]) -> dict[str, Any]:

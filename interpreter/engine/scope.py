@@ -171,6 +171,7 @@ class RunScope:
         self.sinks = bool(self.subscribers) or journal is not None
         self.reuse = self.options.reuse
         self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
+        self._definitions: dict[int, tuple[Step, str]] = {}
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
             for key in ("prompt_tokens", "completion_tokens", "cost"):
@@ -257,6 +258,15 @@ class RunScope:
         if self._threads is None:
             self._threads = WorkerThreads(self.options.max_concurrency)
         return self._threads.run(tool.fn, args)
+
+    def definition(self, step: Step) -> str:
+        """A step's definition as fingerprints hold it (reuse.py), computed once per step of the run."""
+        found = self._definitions.get(id(step))
+        if found is None or found[0] is not step:
+            from .reuse import definition
+
+            found = self._definitions[id(step)] = (step, definition(step))
+        return found[1]
 
     def purity(self, step: Step) -> str | None:
         return purity_of(step, self.tools)

@@ -140,7 +140,8 @@ def prompts_of(journal: Any) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for event in journal.events([EventType.STEP_COMPLETED, EventType.PROMPT_RESOLVED]):
         if event.type is EventType.STEP_COMPLETED:
-            completed[event.step or ""] = event.seq or 0
+            if not event.data.get("replayed"):  # the event that carries the output (a replay only points to it)
+                completed[event.step or ""] = event.seq or 0
             continue
         spans = [dict(s, **({"event": completed[s["step"]]} if s.get("step") in completed else {}))
                  for s in event.data.get("spans") or ()]  # fmt: skip
