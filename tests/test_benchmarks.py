@@ -109,4 +109,3 @@ def test_the_reuse_benchmark_runs_only_the_edited_step_and_its_dependents():
     assert found["full re-run"]["calls"] == 10 and found["--reuse"]["calls"] == 3, found
     lines = bench_reuse.table(found, 0.0)
     assert lines[-1].startswith("--reuse: 30% of the calls")
-
