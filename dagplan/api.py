@@ -149,6 +149,29 @@ def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None):
     return build_preview(plan, analysis_of(plan), load_config(), registry(tools))
 
 
+def is_plan_file(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is a plan (:mod:`dagplan.dsl.recognize`: its folder or name, the
+    ``$schema`` modeline, or its shape); a file that cannot be read counts as one (``check`` says why)."""
+    from .dsl.errors import DagplanError
+    from .dsl.load import read_file
+    from .dsl.recognize import is_plan
+
+    try:
+        text = read_file(path).decode("utf-8", "replace")
+    except (DagplanError, OSError):
+        return True
+    return is_plan(text, str(path))
+
+
+def is_ours(text: str, name: str = "") -> bool:
+    """Whether a document is a plan or a plan test file (``*.test.yaml``): what the language server checks;
+    any other YAML or JSON it leaves alone."""
+    from .dsl.load import is_test_file
+    from .dsl.recognize import is_plan
+
+    return bool(name and is_test_file(name)) or is_plan(text, name)
+
+
 def rerun(
     plan: Plan | str | os.PathLike,
     reuse: str | Iterable[str],

@@ -155,6 +155,9 @@ def build() -> Any:
             return
         path = unquote(urlparse(uri).path) if urlparse(uri).scheme == "file" else ""
         name = path or Path(unquote(urlparse(uri).path)).name or "plan.yaml"
+        if not api.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
+            server.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+            return
         try:
             result = api.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
             found = [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []

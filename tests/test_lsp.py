@@ -143,3 +143,26 @@ def test_a_test_file_gets_the_diagnostics_of_check(project):
         assert any(d.severity == t.DiagnosticSeverity.Error for d in found), found
 
     asyncio.run(asyncio.wait_for(_session(project, body), 120))
+
+
+def test_a_workflow_a_compose_file_and_package_json_are_left_alone_while_a_plan_is_checked(project):
+    """The README's editor set-up sends every YAML/JSON file to `dagplan lsp`: a document that is not a plan
+    (by its folder, name, modeline or shape) gets no diagnostics; a plan beside it does."""
+    others = {
+        ".github/workflows/ci.yml": "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: actions/checkout@v4\n",
+        "compose.yaml": "services:\n  web: {image: nginx}\n",
+        "package.json": '{"name": "x", "scripts": {"test": "jest"}}',
+    }
+
+    async def body(client, diagnostics) -> None:
+        for name, text in others.items():
+            uri = (project / name).as_uri()
+            _open(client, uri, text)
+            assert list(await diagnostics(uri)) == [], name
+        uri = (project / "triage.yaml").as_uri()
+        _open(client, uri, PLAN.replace("findPark", "findPrak"))
+        found = await diagnostics(uri)
+        assert any(d.code == "unknown-tool" for d in found), found
+
+    asyncio.run(_session(project, body))

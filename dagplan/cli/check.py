@@ -70,9 +70,18 @@ def _exit_code(results, strict: bool) -> Exit:
     metavar="PATH_OR_MODULE",
     help="Python file or module registering tools: validate tool names and argument types.",
 )
-def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...]) -> None:
+@click.option(
+    "--plans-only",
+    is_flag=True,
+    help="Check only the files that are plans, leave other YAML/JSON alone (the pre-commit hook): a plan is "
+    "under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline or a top-level dagplan: key, "
+    "or has steps that name a tool, an llm, a gate, a sub-plan or a loop.",
+)
+def check(
+    files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...], plans_only: bool = False
+) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
-    from .. import check_files, load_config
+    from .. import api, check_files, load_config
     from ..dsl.errors import DagplanError, counted
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
@@ -81,11 +90,21 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
     except UsageFailure as exc:
         click.echo(f"dagplan check: {exc}", err=True)
         finish(EXIT_USAGE)
+    others = 0
+    if plans_only:
+        kept = [p for p in paths if p == "-" or api.is_plan_file(p)]
+        others, paths = len(paths) - len(kept), kept
+        if not paths:
+            click.echo(f"dagplan check: no plan among {counted(others, 'YAML/JSON file')}: nothing to check (a plan "
+                       "is under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline, or has "
+                       "steps that name a tool, an llm or a gate)", err=True)  # fmt: skip
+            finish(EXIT_OK)
     try:
         config = load_config()
         results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
     except DagplanError as exc:
         fail(exc)
+    untooled = not tool_paths and not config.tools and any(r.plan is not None and r.plan.tool_names for r in results)
     worst = _worst_cases(results, config.max_items)
     if fmt == "json":
         sys.stdout.write(render_json(results, worst))
@@ -104,7 +123,12 @@ def check(files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str,
                 else (f"worst case {counted(bounds.steps, 'step')}, {counted(bounds.llm_steps, 'LLM step')}")
             )
             click.echo(f"{name}: {text}", err=True)
-        click.echo(summary_line(results, strict), err=True)
+        if untooled:
+            click.echo("note: tool names and arguments were not checked (no tools known here): give --tools FILE, "
+                       "or `tools = [...]` in dagplan.toml", err=True)  # fmt: skip
+        line = summary_line(results, strict)
+        click.echo(line + (f"; {counted(others, 'other YAML/JSON file')} left alone (not plans)" if others else ""),
+                   err=True)  # fmt: skip
     finish(_exit_code(results, strict))
 
 

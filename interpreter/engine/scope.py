@@ -324,9 +324,12 @@ class RunScope:
 
     def _past_deadline(self, unit_id: str, request: dict) -> bool:
         """A gate's deadline, counted from when it first waited (kept in its request across resumes)."""
+        from ..core.clock import now
+
         earlier = self.replay.waited.get(unit_id) or {}
-        request["deadline"] = earlier.get("deadline") or round(time.time() + request["timeout"], 3)
-        return time.time() >= request["deadline"]
+        moment = now()
+        request["deadline"] = earlier.get("deadline") or round(moment + request["timeout"], 3)
+        return moment >= request["deadline"]
 
     def _timed_out(self, unit_id: str, request: dict) -> Any:
         """Nobody answered in time: ``on_timeout`` fails the gate (GateTimeout), or answers in a person's place

@@ -30,7 +30,11 @@ def traced(options: Options, plan: Plan) -> Options:
 
 def preflight_run(plan: Plan, options: Options, tools: Mapping[str, Tool]) -> None:
     """The preflight of models and keys, and of the tool sources the plan calls (an MCP server's
-    ``${VAR}``), unless no real model or tool can be called (mocks, a cassette)."""
+    ``${VAR}``), unless no real model or tool can be called (mocks, a cassette); and the clock's offset (a
+    bad one is said before anything runs, not by the first gate that reads the clock)."""
+    from ..core.clock import now
+
+    now()
     if options.calls is None or not options.calls.offline:
         preflight(plan, options.model, options.completion_kwargs)
         used = {id(t.source): t.source for name in plan.tool_names if (t := tools.get(name)) and t.source}

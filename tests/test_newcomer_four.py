@@ -1,0 +1,154 @@
+"""What a newcomer tripped on, round four: each item through the CLI (or raw LSP) as the README sets it up."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORKFLOW = """on: push
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: make test
+"""
+COMPOSE = "services:\n  web: {image: nginx}\n"
+CLOUDBUILD = "steps:\n  - name: gcr.io/cloud-builders/docker\n    id: build\n    args: [build, .]\n"
+BROKEN_PLAN = """steps:
+  - id: get
+    tool: fetchIssue
+    args: {n: 1}
+    output: $state.issue
+  - id: label
+    tool: closeIsue
+    args: {issue: $state.isue}
+"""
+
+
+def dagplan(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, input=stdin)  # fmt: skip
+
+
+def hook_files(hook: dict, files: list[str]) -> list[str]:
+    """The files pre-commit hands the hook: its `types_or` (yaml, json: by extension, as `identify` tags
+    them), minus its `exclude`."""
+    kinds = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+    wanted = set(hook.get("types_or") or hook.get("types") or ())
+    chosen = [f for f in files if kinds.get(Path(f).suffix) in wanted]
+    if hook.get("files"):
+        chosen = [f for f in chosen if re.search(hook["files"], f)]
+    return [f for f in chosen if not re.search(hook.get("exclude", "^$"), f)]
+
+
+def run_hook(project: Path) -> subprocess.CompletedProcess:
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
+    entry = hook["entry"].split()
+    assert entry[0] == "dagplan"
+    return dagplan(project, *entry[1:], *hook_files(hook, files))
+
+
+def test_the_pre_commit_hook_checks_a_broken_plan_at_the_top_level_and_leaves_other_yaml_alone(tmp_path):
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(WORKFLOW)
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    (tmp_path / "cloudbuild.yaml").write_text(CLOUDBUILD)
+    (tmp_path / "package.json").write_text('{"name": "x", "scripts": {"test": "jest"}}')
+    (tmp_path / "triage.yaml").write_text(BROKEN_PLAN)
+    done = run_hook(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr  # it checked the plan, and the plan is broken
+    assert "triage.yaml:8:19: error unwritten-state" in done.stdout
+    assert "ci.yml" not in done.stdout and "compose" not in done.stdout and "package.json" not in done.stdout
+    assert "4 other YAML/JSON files left alone (not plans)" in done.stderr, done.stderr
+    # no tools known: the hook says that tool names were not checked (closeIsue is a typo it cannot see)
+    assert "note: tool names and arguments were not checked" in done.stderr
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    (tmp_path / "tools.py").write_text("import dagplan\n\n@dagplan.tool\ndef fetchIssue(n: int) -> dict:\n"
+                                       "    return {}\n\n@dagplan.tool\ndef closeIssue(issue: dict) -> str:\n"
+                                       "    return 'ok'\n")  # fmt: skip
+    typed = run_hook(tmp_path)
+    assert "unknown-tool" in typed.stdout and "closeIssue" in typed.stdout and "not checked" not in typed.stderr
+
+
+def test_the_hook_says_so_when_a_project_has_no_plan(tmp_path):
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    (tmp_path / "package.json").write_text("{}")
+    done = run_hook(tmp_path)
+    assert done.returncode == 0
+    assert "no plan among 2 YAML/JSON files: nothing to check" in done.stderr, done.stderr
+
+
+def test_plans_are_recognised_by_folder_name_modeline_and_shape():
+    from dagplan.dsl.recognize import is_plan
+
+    assert is_plan("anything: at all\n", "plans/x.yaml") and is_plan("{}", "a/b/c.plan.json")
+    assert is_plan("# yaml-language-server: $schema=../schemas/plan.schema.json\nsteps: []\n", "x.yaml")
+    assert is_plan(json.dumps([{"_tool": "a", "_outputPath": "$state.x"}]), "calls.json")
+    assert is_plan(json.dumps({"steps": [{"id": "E1", "agent": "search", "task": "x"}]}), "x.json")
+    assert is_plan("steps:\n  - id: a\n    tool: t\n    args: {x: [unclosed\n", "broken.yaml")  # judged by text
+    assert not is_plan(WORKFLOW, ".github/workflows/ci.yml") and not is_plan(COMPOSE, "compose.yaml")
+    assert not is_plan(CLOUDBUILD, "cloudbuild.yaml") and not is_plan('{"steps": 3}', "package.json")
+
+
+HARNESS = r"""
+const Module = require("module");
+const seen = {};
+const fakes = {
+  vscode: {
+    workspace: {
+      getConfiguration: (section) => ({ get: (key) => (section === "dagplan" && key === "command" ? ["dagplan", "lsp"] : undefined) }),
+      workspaceFolders: [{ uri: { fsPath: "/project" } }],
+    },
+  },
+  "vscode-languageclient/node": {
+    LanguageClient: class {
+      constructor(id, name, server, client) { Object.assign(seen, { id, name, server, client }); }
+      start() { seen.started = true; return Promise.resolve(); }
+      stop() { seen.stopped = true; return Promise.resolve(); }
+      dispose() {}
+    },
+  },
+};
+const load = Module._load;
+Module._load = function (request, ...rest) { return request in fakes ? fakes[request] : load.call(this, request, ...rest); };
+const extension = require(process.argv[2]);
+const context = { subscriptions: [] };
+Promise.resolve(extension.activate(context)).then(() => extension.deactivate()).then(() => {
+  console.log(JSON.stringify({ ...seen, subscriptions: context.subscriptions.length }));
+});
+"""
+
+
+def test_the_vs_code_extension_is_a_thin_client_of_dagplan_lsp(tmp_path):
+    """The manifest has what `vsce package` requires; the extension, loaded by Node with VS Code's API faked,
+    starts `dagplan lsp` in the workspace folder for YAML and JSON files and stops it."""
+    import shutil
+
+    folder = ROOT / "editors" / "vscode"
+    manifest = json.loads((folder / "package.json").read_text())
+    for key in ("name", "publisher", "version", "engines", "main", "activationEvents", "contributes"):
+        assert key in manifest, key
+    assert (folder / manifest["main"]).is_file() and (folder / "README.md").is_file()
+    assert manifest["contributes"]["configuration"]["properties"]["dagplan.command"]["default"] == ["dagplan", "lsp"]
+    assert "vscode-languageclient" in manifest["dependencies"]
+    node = shutil.which("node")
+    assert node, "node is needed to smoke-test the extension (Debian's nodejs)"
+    (tmp_path / "harness.js").write_text(HARNESS)
+    done = subprocess.run([node, str(tmp_path / "harness.js"), str(folder / "extension.js")], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["server"]["run"] == {"command": "dagplan", "args": ["lsp"], "options": {"cwd": "/project"}}
+    assert {s["language"] for s in seen["client"]["documentSelector"]} == {"yaml", "json"}
+    assert seen["started"] and seen["stopped"] and seen["subscriptions"] == 1
