@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Sequence, TextIO
 
 from .dsl.errors import counted, printable
+from .interpreter.core.trace import lines as trace_lines, where
 from .interpreter.core.vocabulary import EARLY, EventType, StepStatus, step_status_after
 
 DESCRIPTION_WIDTH = 60
@@ -113,7 +114,8 @@ def reused_text(source: str) -> str:
     return "started while the plan was being written" if source == EARLY else f"reused from {source}"
 
 
-def report_text(result: Any) -> str:
+def report_text(result: Any, verbose: bool = False) -> str:
+    """The run table; ``verbose``: each failed step's traceback (its frames in the user's code) under it."""
     header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
     if result.message:
         header += f": {result.message}"
@@ -121,6 +123,8 @@ def report_text(result: Any) -> str:
     for sid in result.order:
         s = result.steps[sid]
         detail = s.reason if s.status is StepStatus.SKIPPED else s.head
+        if getattr(s, "trace", None):
+            detail = f"{detail} (at {where(s.trace)})"
         status = f"{s.status} ({reused_text(s.reused)})" if getattr(s, "reused", None) else str(s.status)
         rows.append((sid, s.call, status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
     lines = [header, *table(rows)]
@@ -134,6 +138,11 @@ def report_text(result: Any) -> str:
         lines.append(
             f"LLM: {u['llm_calls']} calls, {u['prompt_tokens'] + u['completion_tokens']} tokens, ${u['cost']:.4f}"
         )
+    if verbose:
+        for sid in result.order:
+            trace = getattr(result.steps[sid], "trace", None)
+            if trace:
+                lines += [f"Traceback of {sid} (its frames in your code, innermost last):", *trace_lines(trace)]
     lines.append("Result:")
     lines.append(_result_text(result.result))
     return "\n".join(lines)
@@ -206,7 +215,8 @@ def _outcome(event: Any) -> str:
     if event.type is EventType.STEP_FAILED:
         err = event.data["error"]
         kind = "handled" if event.data.get("handled") else "FAILED"
-        return f"{kind}: {err['type']}: {cut(err['message'], 80)}"
+        at = f" (at {where(event.data['traceback'])})" if event.data.get("traceback") else ""
+        return f"{kind}: {err['type']}: {cut(err['message'], 80)}{at}"
     if event.data.get("replayed"):
         return "done (replayed)"
     if event.data.get("reused"):

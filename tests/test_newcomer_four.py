@@ -152,3 +152,74 @@ def test_the_vs_code_extension_is_a_thin_client_of_dagplan_lsp(tmp_path):
     assert seen["server"]["run"] == {"command": "dagplan", "args": ["lsp"], "options": {"cwd": "/project"}}
     assert {s["language"] for s in seen["client"]["documentSelector"]} == {"yaml", "json"}
     assert seen["started"] and seen["stopped"] and seen["subscriptions"] == 1
+
+
+FAILING_TOOLS = """import dagplan
+
+def helper(d):
+    return d["title"]
+
+@dagplan.tool(purity="pure")
+def fetch(q: str) -> str:
+    issue = {"name": q}
+    return helper(issue)
+
+@dagplan.tool(purity="pure")
+def leak(q: str) -> str:
+    raise ValueError("no"); token = "sk-abcdefghijklmnopqrstuvwx"
+"""
+
+FAILING_PLAN = """steps:
+  - id: get
+    tool: fetch
+    args: {q: x}
+    output: $state.t
+  - id: other
+    tool: leak
+    args: {q: y}
+    output: $state.u
+"""
+
+
+def test_a_tools_exception_says_which_file_and_line_everywhere(tmp_path):
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
+    done = dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert "(FAILED: KeyError: 'title') (at tools.py:4 in helper)" in done.stdout, done.stdout  # the run table
+    assert "fetch: FAILED: KeyError: 'title' (at tools.py:4 in helper)" in done.stderr  # the progress line
+    assert "Traceback" not in done.stdout
+    verbose = dagplan(tmp_path, "-v", "run", "p.yaml", "--tools", "tools.py")
+    assert (
+        'Traceback of get (its frames in your code, innermost last):\n  File "tools.py", line 9, in fetch\n'
+        '    return helper(issue)\n  File "tools.py", line 4, in helper\n    return d["title"]'
+    ) in verbose.stdout
+    assert "sk-abcdefghijkl" not in verbose.stdout and "[REDACTED]" in verbose.stdout  # a secret in a code line
+    shown = dagplan(tmp_path, "runs", "show", "@last", "--step", "get")
+    assert "KeyError: 'title' (at tools.py:4 in helper)" in shown.stdout and "line 4, in helper" in shown.stdout
+    events = json.loads(dagplan(tmp_path, "events", "@last", "--format", "json").stdout)
+    failed = next(e for e in events if e["type"] == "plan_step_failed" and e["step"] == "get")
+    assert [(Path(f["file"]).name, f["line"], f["function"]) for f in failed["traceback"]] == [
+        ("tools.py", 9, "fetch"), ("tools.py", 4, "helper")]  # fmt: skip
+    journal = "".join(p.read_text() for p in (tmp_path / ".dagplan").rglob("wal.jsonl"))
+    assert "sk-abcdefghijkl" not in journal
+
+
+def test_the_viewer_shows_where_a_tool_failed(tmp_path):
+    import httpx
+
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
+    run_id = re.search(r"run (\S+)", dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py").stderr)[1]
+    server = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0"], cwd=tmp_path,
+                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        url = re.search(r"(http://\S+)", server.stderr.readline())[1]
+        base, query = url.split("/?", 1)
+        page = httpx.get(f"{base}/runs/{run_id}?{query}", timeout=30).text
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert "attempt 1 failed at tools.py:4 in helper" in page
+    assert "traceback (your code)" in page and "return d[&#34;title&#34;]" in page

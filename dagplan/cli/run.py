@@ -479,7 +479,7 @@ class Session:
         if self.fmt == "json":
             click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str), err=on_stderr)
         else:
-            click.echo(report_text(result), err=on_stderr)
+            click.echo(report_text(result, verbose=verbosity() > 0), err=on_stderr)
 
 
 def _again_with(flag: str) -> str:

@@ -176,6 +176,9 @@ def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
         row = rows[step]
         click.echo(_table([("step", "status", "attempts", "output"),
                            (step, str(row.status), str(row.attempts), _step_detail(row))]))  # fmt: skip
+        if row.trace:
+            click.echo(f"Traceback of {step} (its frames in your code, innermost last):")
+            click.echo(printable("\n".join(trace_lines(row.trace))))
         return
     click.echo(prompt_text(found, step, report.run_id, colour=sys.stdout.isatty()))
 
@@ -281,7 +284,8 @@ def _step_detail(s: Any) -> str:
     if s.request is not None:
         return _cut(str(s.request.get("question", "")))
     if s.error:
-        return _cut(f"{s.error.get('type')}: {s.error.get('message')}")
+        at = f" (at {where(s.trace)})" if getattr(s, "trace", None) else ""
+        return _cut(f"{s.error.get('type')}: {s.error.get('message')}") + at
     if s.output is None:
         return ""
     text = s.output if isinstance(s.output, str) else json.dumps(s.output, ensure_ascii=False, default=str)
@@ -512,4 +516,4 @@ def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str)
             click.echo(event_line(event))
 
 
-from ..views import event_line, reused_text  # noqa: E402 - one rendering of an event, shared with the viewer
+from ..views import event_line, reused_text, trace_lines, where  # noqa: E402 - renderings shared with the viewer

@@ -34,7 +34,7 @@ import dagplan
 
 from .. import api
 from ..dsl.errors import DagplanError, printable
-from ..views import reused_text
+from ..views import reused_text, trace_lines, where
 
 MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
@@ -512,10 +512,13 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
             args = json.dumps(e.data.get("args"), indent=1, ensure_ascii=False, default=str)
         elif e.type in (EventType.STEP_RETRYING, EventType.STEP_FAILED) and e.data.get("error"):
             err = e.data["error"]
+            trace = e.data.get("traceback")
             errors.append(
                 {
                     "attempt": e.data.get("attempt") or e.data.get("attempts"),
                     "text": f"{err.get('type')}: {err.get('message')}",
+                    "trace": "\n".join(trace_lines(trace)) if trace else None,
+                    "where": where(trace) if trace else None,
                 }
             )
         elif e.type is EventType.STEP_COMPLETED and e.data.get("usage"):

@@ -65,6 +65,8 @@ def _on_failed(state: dict, e: dict) -> None:
     )
     if "output" in e:
         s["output"] = e["output"]
+    if e.get("traceback"):
+        s["traceback"] = e["traceback"]  # where the tool failed (a replay of the failure does not say again)
 
 
 def _on_skipped(state: dict, e: dict) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 from ...dsl.errors import DagplanError
 from ...dsl.ir import Catch, Retry, Step
+from ..core.trace import frames
 from ..tools.catalog import TransientError
 from ..core.vocabulary import Cause, EventType
 
@@ -143,11 +144,13 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
                 raise error
             allowed[key] += rule.limit
         delay = backoff(rule, used[key])
+        trace = frames(error)
         unit.emit(
             EventType.STEP_RETRYING,
             attempt=unit.attempts,
             delay=round(delay, 3),
             error=error_info(unit.id, unit.step, error),
+            **({"traceback": trace} if trace else {}),
         )
         await unit.pause(delay)
         unit.attempts += 1

@@ -65,6 +65,7 @@ class StepReport:
     replayed: bool = False
     usage: Mapping[str, Any] | None = None
     reused: str | None = None  # the run its result was taken from (`run --reuse`)
+    trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
 
     @property
     def head(self) -> str:
@@ -87,6 +88,8 @@ class StepReport:
             out["replayed"] = True
         if self.reused:
             out["reused"] = self.reused
+        if self.trace:
+            out["traceback"] = list(self.trace)
         return out
 
 
@@ -458,6 +461,7 @@ class Reports(Mapping[str, StepReport]):
                 u.replayed,
                 u.usage,
                 u.reused,
+                u.trace,
             )
         return found
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from ...dsl import condition
 from ...dsl.ir import Catch, Output, Plan, Step
 from ..core.context import Runner
+from ..core.trace import frames
 from ..core.values import MISSING, PLAIN, NotJSON, Resolver, json_value, read_or_missing, set_path
 from ..core.vocabulary import Cause, EventType, StepStatus
 from ..tools.catalog import Branch
@@ -138,12 +139,15 @@ class UnitLife:
         alternative: int,
         replayed: bool,
         output: Any = MISSING,
+        trace: list | None = None,
     ) -> None:
-        """The one spelling of a failure event: ``handled`` (and the value written) when ``output`` is given."""
+        """The one spelling of a failure event: ``handled`` (and the value written) when ``output`` is given;
+        ``traceback``: where the tool failed (the user's frames)."""
         handled = output is not MISSING
         self.scope.emit(
             EventType.STEP_FAILED, unit_id, duration, error=error, attempts=attempts, handled=handled,
             alternative=alternative, replayed=replayed, **({"output": output} if handled else {}),
+            **({"traceback": trace} if trace else {}),
         )  # fmt: skip
 
     def _replayed_child(self, unit: Unit, recorded: Recorded, failure_value: bool) -> Any:
@@ -166,14 +170,16 @@ class UnitLife:
         else:
             assert exc is not None  # a fresh failure, or a recorded one: one of the two is given
             info = attempts.error_info(unit.id, unit.step, exc)
+            unit.trace = frames(exc)
         stopping = _stopping(exc, info)
         entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value and not stopping else None
         if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
             unit.status, unit.error = StepStatus.HANDLED, info
-            self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info)
+            self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info,
+                              trace=unit.trace)  # fmt: skip
             return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
-        self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None)
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None, trace=unit.trace)
         if stopping:
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
         if not failure_value or self.plan.on_failure == "abort":
@@ -251,6 +257,7 @@ class UnitLife:
 
     def _fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
+        unit.trace = frames(exc)
         if _stopping(exc, info):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
             self._failed(unit, info, routable=False)  # branch or catch takes it (nothing after it means anything)
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
@@ -281,7 +288,8 @@ class UnitLife:
                     self.resolver.failed[target.path] = unit.output
         handled = unit.status is StepStatus.HANDLED
         output = unit.output if handled else MISSING
-        self._emit_failed(unit.id, unit.duration, info, unit.attempts, unit.alternative, replayed, output=output)
+        self._emit_failed(unit.id, unit.duration, info, unit.attempts, unit.alternative, replayed, output=output,
+                          trace=None if replayed else unit.trace)  # fmt: skip
 
     def _wait(self, unit: Unit, wait: Waiting) -> list[str]:
         """An approval gate without an answer: the step stays unsettled and nothing new starts."""

@@ -114,6 +114,7 @@ class Unit:
         "usage",
         "fingerprint",
         "reused",
+        "trace",
     )
 
     def __init__(self, scope: "RunScope", unit_id: str, step: Step):
@@ -129,6 +130,7 @@ class Unit:
         self.usage: Mapping[str, Any] | None = None
         self.fingerprint: str | None = None  # what determined its result (reuse.py), when the run keeps them
         self.reused: str | None = None  # the run its result was taken from (`--reuse`)
+        self.trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
 
     # the attempt policy's view (attempts.Attempted)
 

@@ -48,6 +48,7 @@ class StepRow:
     request: Mapping[str, Any] | None = None  # what a waiting gate asks
     reused: str | None = None  # the run its result was taken from (`run --reuse`)
     fingerprint: str | None = None  # what determined its result (engine/reuse.py)
+    trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -65,6 +66,8 @@ class StepRow:
             out["reused"] = self.reused
         if self.fingerprint:
             out["fingerprint"] = self.fingerprint
+        if self.trace:
+            out["traceback"] = list(self.trace)
         return out
 
 
@@ -152,7 +155,7 @@ def prompts_of(journal: Any) -> dict[str, dict[str, Any]]:
 def _row(s: Any) -> StepRow:
     return StepRow(
         s.id, s.status, s.attempts, s.duration, s.replayed, s.error, s.spilled, s.output, s.fields.get("request"),
-        s.fields.get("reused"), s.fields.get("fingerprint"),
+        s.fields.get("reused"), s.fields.get("fingerprint"), s.fields.get("traceback"),
     )  # fmt: skip
 
 
