@@ -355,12 +355,7 @@ def _catalog() -> dict[str, Any]:
         return {}
 
 
-def signature(spec: Any) -> str:
-    props = (spec.parameters or {}).get("properties", {})
-    required = set((spec.parameters or {}).get("required", ()))
-    args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any') if isinstance(v, dict) else 'any'}"
-                     for k, v in props.items())  # fmt: skip
-    return f"{spec.name}({args})"
+from .views import signature  # noqa: E402 - one spelling of a tool's signature (`tools list` too)
 
 
 def complete(t: Any, text: str, prefix: str, line: int) -> list[Any]:

@@ -14,7 +14,7 @@ from typing import Any, Sequence, TextIO
 
 from .dsl.errors import counted, printable
 from .interpreter.core.trace import lines as trace_lines, where
-from .interpreter.core.vocabulary import EARLY, EventType, StepStatus, step_status_after
+from .interpreter.core.vocabulary import EARLY, EventType, RunStatus, StepStatus, step_status_after
 
 DESCRIPTION_WIDTH = 60
 
@@ -114,6 +114,15 @@ def reused_text(source: str) -> str:
     return "started while the plan was being written" if source == EARLY else f"reused from {source}"
 
 
+def signature(spec: Any) -> str:
+    """``findPark(city: string, near?: string)``: a tool's arguments in their order, ``?`` after an optional one."""
+    props = (spec.parameters or {}).get("properties", {})
+    required = set((spec.parameters or {}).get("required", ()))
+    args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any') if isinstance(v, dict) else 'any'}"
+                     for k, v in props.items())  # fmt: skip
+    return f"{spec.name}({args})"
+
+
 def report_text(result: Any, verbose: bool = False) -> str:
     """The run table; ``verbose``: each failed step's traceback (its frames in the user's code) under it."""
     header = f"Run {result.run_id}: {result.status}" + (" (with errors)" if result.had_errors else "")
@@ -143,8 +152,9 @@ def report_text(result: Any, verbose: bool = False) -> str:
             trace = getattr(result.steps[sid], "trace", None)
             if trace:
                 lines += [f"Traceback of {sid} (its frames in your code, innermost last):", *trace_lines(trace)]
-    lines.append("Result:")
-    lines.append(_result_text(result.result))
+    if result.status == RunStatus.COMPLETED or result.result is not None:  # (a waiting or failed run has none)
+        lines.append("Result:")
+        lines.append(_result_text(result.result))
     return "\n".join(lines)
 
 
@@ -164,9 +174,11 @@ class PlainProgress:
         self.done = 0
 
     def start(self) -> None:
+        from .dsl.schedule import analysis_of
+
         self._print(f"Plan with {counted(self.total, 'step')}:")
-        for step in self.plan.steps:
-            self._print(f"  - {cut(step.label)}")
+        for sid in analysis_of(self.plan).order:  # the order of the run table (and, mostly, of the progress)
+            self._print(f"  - {cut(self.plan.by_id[sid].label)}")
 
     def __call__(self, event: Any) -> None:
         line = self._line(event)
@@ -271,7 +283,9 @@ class LiveProgress(PlainProgress):
             StepStatus.RUNNING: "cyan",
             StepStatus.WAITING: "magenta",
         }
-        for step in self.plan.steps:
+        from .dsl.schedule import analysis_of
+
+        for step in (self.plan.by_id[sid] for sid in analysis_of(self.plan).order):
             st = self.status[step.id]
             style = styles.get(st)
             label = Text(printable(cut(step.label)))  # a Text: never read as markup, never a control code

@@ -414,8 +414,9 @@ class Step:
 
     @property
     def label(self) -> str:
-        """What a person reads in progress lines: the description, else the call."""
-        return self.description or (self.tool or ("llm" if self.llm is not None else self.kind))
+        """What a person reads in progress lines: the description, else the tool it calls, else its id (a
+        model call, a gate, a fan-out or a sub-plan: its kind alone would not say which)."""
+        return self.description or self.tool or self.id
 
 
 @dataclass(frozen=True)

@@ -87,3 +87,13 @@ def test_bad_mode():
 def test_always_in_range_and_deterministic(task):
     first = complexity_score(task)
     assert 0 <= first <= 10 and complexity_score(task) == first
+
+
+def test_the_verbs_of_an_agents_tools_count(tmp_path):
+    """A newcomer's "fetch the issue, classify it, then label it" scored `verbs 0/5`."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dagplan", "score", "fetch the issue, classify it, then label it"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and "verbs      3/5  fetch, classify, label" in out.stdout, out.stdout

@@ -43,8 +43,9 @@ def list_(tool_sources: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([s.to_json() for s in specs], indent=2, ensure_ascii=False))
         return
+    from ..views import signature
+
     for spec in specs:
-        params = ", ".join((spec.parameters or {}).get("properties", {}))
         flags = (spec.purity or "undeclared") + (", destructive" if spec.destructive else "")
         summary = spec.description.splitlines()[0] if spec.description else ""
-        click.echo(printable(f"{spec.name}({params})  [{flags}]  {summary}".rstrip()))
+        click.echo(printable(f"{signature(spec)}  [{flags}]  {summary}".rstrip()))

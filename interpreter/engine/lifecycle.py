@@ -338,8 +338,39 @@ class UnitLife:
                 return True
         except condition.ConditionError as exc:
             raise StepFailure(f"its condition {guard.text!r} cannot be decided: {exc}") from None
-        self._skip(unit, f"its condition is false: {guard.text}", Cause.CONDITION)
+        unread = self._unread(guard.condition, resolver)
+        if unread:  # false only because what it reads was never written: a step failed or was skipped
+            self._skip(unit, f"its condition could not be evaluated: {unread}", Cause.CONDITION)
+        else:
+            self._skip(unit, f"its condition is false: {guard.text}", Cause.CONDITION)
         return False
+
+    def _unread(self, guard: Any, resolver: Resolver) -> str | None:
+        """Why a condition read nothing: ``†state.x was never written (step fetch failed)``, when a step that
+        writes what it reads failed or was skipped; None when everything it reads was written (or a branch
+        not taken left it unwritten, as the plan means)."""
+        from ...dsl.condition import condition_refs
+        from ...dsl.schedule import analysis_of
+
+        writers = analysis_of(self.plan).writers
+        units = getattr(self, "units", {})
+        for ref in condition_refs(guard):
+            if ref.root != "state":
+                continue
+            failed = next((ref.path[:end] for end in range(len(ref.path), 0, -1) if ref.path[:end] in resolver.failed),
+                          None)  # fmt: skip
+            if failed is None and read_or_missing(resolver, ref) is not MISSING:
+                continue
+            key = ("state", *(failed or ref.path))
+            while len(key) > 1 and key not in writers:
+                key = key[:-1]
+            for step, _ in writers.get(key, ()):
+                found = units.get(step)
+                if found is not None and found.status in (StepStatus.FAILED, StepStatus.SKIPPED):
+                    if found.status is StepStatus.FAILED:
+                        return f"{ref} holds no value: step {step} failed"
+                    return f"{ref} was never written: step {step} was skipped"
+        return None
 
 
 def _alternative_index(output: Output, chosen: Any, step_id: str) -> int:

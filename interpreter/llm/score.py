@@ -31,7 +31,10 @@ _EN_VERBS = (
     "implement add create fix refactor write test deploy build run update remove delete rename migrate "
     "install configure integrate generate document optimize optimise replace move merge upgrade design "
     "debug patch convert port extract split rewrite translate setup benchmark profile scaffold publish "
-    "release package compile lint format validate automate containerize dockerize wire hook"
+    "release package compile lint format validate automate containerize dockerize wire hook "
+    # the work an agent's tools do (a newcomer's "fetch the issue, classify it, then label it" scored 0 verbs)
+    "fetch classify label summarize summarise search book send email notify triage tag assign review analyze "
+    "analyse download upload query compare collect schedule reserve pay transfer refund"
 ).split()
 _EN_IRREGULAR = (
     "wrote",
