@@ -56,6 +56,7 @@ class PlanDiff:
     edges_removed: list[tuple[str, str]] = field(default_factory=list)
     side_effects_added: list[str] = field(default_factory=list)
     side_effects_removed: list[str] = field(default_factory=list)
+    side_effects_changed: list[str] = field(default_factory=list)  # steps that act on the world, and changed
     plan_changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     cost: tuple[Any, Any] | None = None  # the worst case before and after, when a caller priced them
 
@@ -71,6 +72,7 @@ class PlanDiff:
             "same": self.same,
             "side_effects_added": self.side_effects_added,
             "side_effects_removed": self.side_effects_removed,
+            "side_effects_changed": self.side_effects_changed,
             "added": self.added,
             "removed": self.removed,
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
@@ -116,6 +118,7 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     acting_new = {s for s in new if _acts(new[s], tools)}
     out.side_effects_added = sorted(acting_new - acting_old)
     out.side_effects_removed = sorted(acting_old - acting_new)
+    out.side_effects_changed = sorted(s for s in out.changed if s in acting_new and s in acting_old)
     plan_old, plan_new = _plan_view(before), _plan_view(after)
     out.plan_changed = _changed(plan_old, plan_new)
     return out
@@ -183,7 +186,19 @@ def _names(value: Any) -> TypeGuard[list[str] | tuple[str, ...]]:
 
 
 def _changed(was: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    return {k: (was.get(k), now.get(k)) for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)}
+    """The fields that differ; a step's ``args`` key by key (``args.city``), so a reviewer sees which."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for k in sorted(set(was) | set(now)):
+        before, after = was.get(k), now.get(k)
+        if before == after:
+            continue
+        if k == "args" and isinstance(before, Mapping) and isinstance(after, Mapping):
+            for name in sorted(set(before) | set(after)):
+                if before.get(name) != after.get(name):
+                    out[f"args.{name}"] = (before.get(name), after.get(name))
+        else:
+            out[k] = (before, after)
+    return out
 
 
 def _renames(gone: list[str], came: list[str], old: Mapping, new: Mapping) -> dict[str, str]:

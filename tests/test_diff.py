@@ -79,7 +79,13 @@ def test_a_renamed_step_a_changed_argument_and_the_edges(examples):
     (examples / "changed.yaml").write_text(changed, encoding="utf-8")
     found = dagplan.diff(examples / "refund.yaml", examples / "changed.yaml", [str(EXAMPLES / "tools.py")])
     assert found.renamed == [("history", "billing")] and not found.added and not found.removed
-    assert found.changed["refund"]["args"][1]["amount"] == 10
+    assert found.changed["refund"] == {"args.amount": ("†input.amount", 10)}  # the key that changed, not all args
+    assert found.side_effects_changed == ["refund"]  # said with the side effects: it acts on the world
+    shown = cli(examples, "diff", "refund.yaml", "changed.yaml", "--tools", "tools.py").stdout
+    assert (
+        "side effects changed:\n  refund (args.amount)" in shown
+        and 'refund.args.amount: "†input.amount" -> 10' in shown
+    )
     assert not found.edges_added and not found.edges_removed  # the rename carries its edges
 
 

@@ -60,6 +60,7 @@ def render(found, markdown: bool = False) -> str:
 
     section("side effects added", found.side_effects_added)
     section("side effects removed", found.side_effects_removed)
+    section("side effects changed", [f"{sid} ({', '.join(found.changed[sid])})" for sid in found.side_effects_changed])
     section("steps added", found.added)
     section("steps removed", found.removed)
     section("steps renamed", [f"{a} -> {b}" for a, b in found.renamed])
