@@ -230,14 +230,15 @@ class Viewer:
 
         file = request.query_params.get("file") or ""
         path = self._plan_path(file)
-        (result,) = await asyncio.to_thread(api.check_files, [path], (), self.config)
+        # checked with the tools the server was given (`serve --tools`), as `check --tools` would
+        (result,) = await asyncio.to_thread(api.check_files, [path], self.tool_sources, self.config)
         diagnostics = [{"severity": d.severity, "text": text} for d, text in _diagnostic_texts(result, render_text)]
         preview = graph = None
         text, fields = "", []
         if result.plan is not None and result.analysis is not None:
             graph = render_svg(result.plan, result.analysis)
         if result.ok and result.plan is not None:
-            preview = api.preview(result.plan)
+            preview = api.preview(result.plan, self.tools or None)
             text = preview_text(preview)
             fields = _input_fields(result.plan)
         return self._page(
