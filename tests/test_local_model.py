@@ -291,3 +291,24 @@ def test_a_streamed_plan_on_the_local_model_starts_its_search_before_the_plan_is
     acting = [i for i, e in enumerate(order) if e in ("call:bookFlight", "call:sendEmail")]
     assert acting and min(acting) > order.index("approved"), order
     assert result.run.steps["s1"].reused == "early"
+
+
+def test_a_tool_call_cut_by_max_tokens_is_a_failure_not_the_steps_answer(tmp_path):
+    """The grammar holds the local model to `{"call": ...}` or `{"answer": ...}`: stopped by max_tokens in
+    the middle, its text was taken for the step's answer. Now the step fails and says why."""
+    (tmp_path / "plan.yaml").write_text(
+        """steps:
+  - id: ask
+    llm: "What is the weather in Rome today?"
+    tools: [getWeather]
+    params: {tool_choice: required, max_tokens: 4}
+    output: †state.answer
+result: †state.answer
+"""
+    )
+    done = cli(
+        tmp_path, "run", "plan.yaml", "--tools", str(EXAMPLES / "tools.py"), "--model", "local", "--format", "json"
+    )
+    assert done.returncode == 1, done.stderr
+    step = json.loads(done.stdout)["steps"]["ask"]
+    assert step["status"] == "failed" and "stopped at max_tokens inside its tool call" in step["error"]["message"]

@@ -238,13 +238,17 @@ async def complete(
     """One model call -> a JSON-able record ``{message, usage, cost, model}`` (what the memo stores). With
     ``on_text``, the answer is streamed and each piece of its text handed to it as it is written (the
     record is the same)."""
-    from .local import complete_local, is_local
+    from .local import Truncated, complete_local, is_local
 
     if is_local(model):  # the bundled small model, in-process (no litellm, no network)
         try:
             return await complete_local(model, messages, params, on_text)
         except DagplanError:
             raise
+        except Truncated as cut:  # never taken for an answer: the step fails, and says why
+            raise _fail("llm-truncated", step_id, f"the model stopped at max_tokens inside its tool call or answer: "
+                        f"{_clip(str(cut))}", hint="raise the step's max_tokens (or the model's), or shorten "
+                        "what it must write") from None  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - llama.cpp's refusals (a prompt over the context...)
             raise _call_error(step_id, model, exc) from None
     litellm = litellm_module()

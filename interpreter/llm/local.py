@@ -192,12 +192,16 @@ def _as_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str,
     return chat
 
 
+class Truncated(ValueError):
+    """The model stopped (max_tokens) inside the JSON a grammar held it to: no call and no answer."""
+
+
 def _tool_message(content: str, structured: bool) -> dict[str, Any]:
     """The model's JSON choice as a provider's assistant message: a tool call, or the answer's content."""
     try:
         chosen = json.loads(content)
-    except ValueError:
-        return {"role": "assistant", "content": content}
+    except ValueError:  # held by a grammar, it can only be cut short: max_tokens inside the call or answer
+        raise Truncated(content) from None
     if isinstance(chosen, dict) and "call" in chosen:
         arguments = chosen.get("arguments") if isinstance(chosen.get("arguments"), dict) else {}
         return {"role": "assistant", "content": None, "tool_calls": [{
