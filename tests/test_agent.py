@@ -349,3 +349,14 @@ def test_resuming_an_agent_run_with_another_task_is_refused(stub, tmp_path):
     with pytest.raises(dagplan.RunError) as caught:
         durable(stub, tools_file, state_dir, run_id=only_run(state_dir), task_or_input={"orderId": "o8"})
     assert caught.value.code == "agent-run-mismatch" and stub.count == 1 and ran_tools(journal) == []
+
+
+def test_a_turn_with_no_valid_answer_says_why_in_its_headline(stub, tools):
+    """The durable agent loop keeps only the headline as its run's reason: it says why the answers were
+    rejected, not only that they were."""
+    stub.default = json_reply({"calls": [{"_tool": "noSuchTool", "x": 1}], "output": None})
+    with pytest.raises(AgentError) as caught:
+        run_agent(stub, tools, "do it", repair=1)
+    headline = caught.value.diagnostics[0]
+    assert headline.code == "planning-failed" and "the last one: unknown-tool:" in headline.message, headline
+    assert "noSuchTool" in headline.message

@@ -224,8 +224,10 @@ async def _valid_turn(
                 + "\n\nAnswer again with the complete JSON object.",
             },
         ]
-    raise AgentError(
-        (error("planning-failed", f"turn {number}: no valid answer after {repair + 1} attempt(s)"), *problems)
+    first = sorted(problems, key=Diagnostic.sort_key)[0] if problems else None
+    why = f": the last one: {first.code}: {first.message}" if first is not None else ""
+    raise AgentError(  # the headline says why (a durable run keeps only the headline as its reason)
+        (error("planning-failed", f"turn {number}: no valid answer after {repair + 1} attempt(s){why}"), *problems)
     )
 
 
