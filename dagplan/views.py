@@ -131,7 +131,7 @@ def report_text(result: Any, verbose: bool = False) -> str:
     rows = [("step", "call", "status", "attempts", "duration", "output")]
     for sid in result.order:
         s = result.steps[sid]
-        detail = s.reason if s.status is StepStatus.SKIPPED else s.head
+        detail = s.reason if s.status is StepStatus.SKIPPED else shown(s.head)
         if getattr(s, "trace", None):
             detail = f"{detail} (at {where(s.trace)})"
         status = f"{s.status} ({reused_text(s.reused)})" if getattr(s, "reused", None) else str(s.status)
@@ -154,7 +154,7 @@ def report_text(result: Any, verbose: bool = False) -> str:
                 lines += [f"Traceback of {sid} (its frames in your code, innermost last):", *trace_lines(trace)]
     if result.status == RunStatus.COMPLETED or result.result is not None:  # (a waiting or failed run has none)
         lines.append("Result:")
-        lines.append(_result_text(result.result))
+        lines.append(_result_text(shown(result.result)))
     return "\n".join(lines)
 
 
@@ -339,10 +339,19 @@ def event_line(event: dict) -> str:
         parts.append(f"{event['duration'] * 1000:.1f}ms")
     extra = {k: v for k, v in event.items() if k not in HIDDEN and not _empty(v)}
     if extra:
-        parts.append(_cut_text(json.dumps(extra, ensure_ascii=False, default=str), 100))
+        parts.append(_cut_text(json.dumps(shown(extra), ensure_ascii=False, default=str), 100))
     if "output" in event:
-        parts.append("output=" + _cut_text(json.dumps(event["output"], ensure_ascii=False, default=str), 60))
+        parts.append("output=" + _cut_text(json.dumps(shown(event["output"]), ensure_ascii=False, default=str), 60))
     return "  ".join(parts)
+
+
+def shown(value: Any) -> Any:
+    """A value as text for people shows it (the run table, runs show, events, the viewer): secrets masked
+    (core/redact.py's rules). The journal keeps what the tool returned: a resume and the steps after it
+    need it; ``--format json`` and the API return it as it is."""
+    from .interpreter.core.redact import redact
+
+    return redact(value)
 
 
 def _empty(value: Any) -> bool:

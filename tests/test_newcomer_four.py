@@ -241,3 +241,18 @@ def test_the_viewers_plan_page_checks_with_the_tools_serve_was_given(tmp_path):
         server.terminate()
         server.wait(10)
     assert "unknown-tool" in page and "leek" in page, page[:2000]  # as `check --tools tools.py` says
+
+
+def test_a_secret_a_tool_returns_is_masked_where_people_read_it_and_kept_for_the_run(tmp_path):
+    (tmp_path / "tools.py").write_text("import dagplan\n\n@dagplan.tool(purity='pure')\ndef login(user: str) -> str:\n"
+                                       "    return 'session for ' + user + ': sk-abcdefghijklmnopqrstuvwx'\n")  # fmt: skip
+    (tmp_path / "p.yaml").write_text("steps:\n  - id: s\n    tool: login\n    args: {user: ada}\n"
+                                     "    output: $state.session\nresult: $state.session\n")  # fmt: skip
+    done = dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 0 and "sk-abcdefghijkl" not in done.stdout + done.stderr, done.stdout
+    assert "session for ada: [REDACTED]" in done.stdout
+    for args in (("runs", "show", "@last"), ("events", "@last")):
+        shown = dagplan(tmp_path, *args)
+        assert "sk-abcdefghijkl" not in shown.stdout and "[REDACTED]" in shown.stdout, args
+    as_json = json.loads(dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py", "--format", "json").stdout)
+    assert as_json["result"].endswith("sk-abcdefghijklmnopqrstuvwx")  # the value, for a program (README)

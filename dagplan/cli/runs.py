@@ -276,7 +276,8 @@ def report_text(report: Any) -> str:
             f" -- dagplan answer {report.run_id} {request['step']} VALUE"
         )
     if "result" in final:
-        lines += ["Result:", final["result"] if isinstance(final["result"], str) else _dump(final["result"])]
+        result = shown(final["result"])
+        lines += ["Result:", result if isinstance(result, str) else _dump(result)]
     return "\n".join(lines)
 
 
@@ -288,7 +289,8 @@ def _step_detail(s: Any) -> str:
         return _cut(f"{s.error.get('type')}: {s.error.get('message')}") + at
     if s.output is None:
         return ""
-    text = s.output if isinstance(s.output, str) else json.dumps(s.output, ensure_ascii=False, default=str)
+    output = shown(s.output)  # secrets masked on the way to a person (the journal keeps the value)
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
     return _cut(text) + (" (spilled)" if s.spilled else "")
 
 
@@ -516,4 +518,4 @@ def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str)
             click.echo(event_line(event))
 
 
-from ..views import event_line, reused_text, trace_lines, where  # noqa: E402 - renderings shared with the viewer
+from ..views import event_line, reused_text, shown, trace_lines, where  # noqa: E402 - shared with the viewer

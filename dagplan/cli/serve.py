@@ -62,6 +62,7 @@ def serve(state_dir, host, port, token, hosts, plan_file, tool_sources) -> None:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(128)  # before the URL is printed: a client that connects at once waits in the backlog
     except OSError as exc:
         die(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_USAGE)
     bound = sock.getsockname()[1]

@@ -34,7 +34,7 @@ import dagplan
 
 from .. import api
 from ..dsl.errors import DagplanError, printable
-from ..views import reused_text, trace_lines, where
+from ..views import reused_text, shown, trace_lines, where
 
 MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
@@ -528,11 +528,8 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
             usage = f"{u.get('model', '')} {tokens}, ${u.get('cost', 0):.4f}"
     output, more = None, False
     if row.status.has_output and row.output is not None:
-        text = (
-            row.output
-            if isinstance(row.output, str)
-            else json.dumps(row.output, indent=1, ensure_ascii=False, default=str)
-        )
+        value = shown(row.output)  # secrets masked on a page (the journal keeps the value)
+        text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
         output, more = text[:OUTPUT_HEAD], len(text) > OUTPUT_HEAD or row.spilled
     folded = [{"id": cid, "status": str(c.status), "error": (c.error or {}).get("message")} for cid, c in children]
     return {
