@@ -256,3 +256,12 @@ def test_a_secret_a_tool_returns_is_masked_where_people_read_it_and_kept_for_the
         assert "sk-abcdefghijkl" not in shown.stdout and "[REDACTED]" in shown.stdout, args
     as_json = json.loads(dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py", "--format", "json").stdout)
     assert as_json["result"].endswith("sk-abcdefghijklmnopqrstuvwx")  # the value, for a program (README)
+
+
+def test_preview_marks_the_steps_that_act_on_the_world(tmp_path):
+    shown = dagplan(ROOT, "preview", "examples/approve_refund.yaml", "--tools", "examples/tools.py")
+    assert "3. [refund] tool=issueRefund (acts on the world)" in shown.stdout, shown.stdout
+    assert "[history] tool=checkBillingHistory\n" in shown.stdout  # pure: no mark
+    as_json = json.loads(dagplan(ROOT, "preview", "examples/approve_refund.yaml", "--tools", "examples/tools.py",
+                                 "--format", "json").stdout)  # fmt: skip
+    assert [s["id"] for s in as_json["steps"] if s.get("acts")] == ["refund"]

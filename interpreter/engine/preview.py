@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Mapping
 
-from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template
+from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template, can_act
 from ...dsl.schedule import Analysis, early_steps
 
 PREVIEW_VERSION = 1
@@ -32,6 +32,7 @@ class StepPreview:
     decided_after: tuple[str, ...] = ()  # the steps whose results the condition reads (none: known at start)
     catch: tuple[dict, ...] = ()  # {errors, output} per catch entry
     destructive: bool = False  # its tool says it may destroy something (an MCP tool's destructiveHint)
+    acts: bool = False  # it can act on the world (dsl.ir.can_act: its tool, its model's tools, its children)
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
@@ -43,6 +44,8 @@ class StepPreview:
             out["catch"] = [dict(c) for c in self.catch]
         if self.destructive:
             out["destructive"] = True
+        if self.acts:
+            out["acts"] = True
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -114,7 +117,7 @@ def build_preview(
     """What ``plan`` would run; ``config`` (the default model, ``max_items``) prices its model calls;
     ``tools`` (their specs) mark the steps whose tool says it is destructive."""
     destructive = {name for name, t in (tools or {}).items() if getattr(t, "destructive", False)}
-    steps = tuple(_step_preview(plan.by_id[sid], analysis, destructive) for sid in analysis.order)
+    steps = tuple(_step_preview(plan.by_id[sid], analysis, destructive, tools or None) for sid in analysis.order)
     return Preview(
         source=plan.source,
         summary=plan.summary,
@@ -199,7 +202,8 @@ def _routing(step: Step, analysis: Analysis) -> dict[str, Any]:
     return out
 
 
-def _step_preview(step: Step, analysis: Analysis, destructive: Set[str] = frozenset()) -> StepPreview:
+def _step_preview(step: Step, analysis: Analysis, destructive: Set[str] = frozenset(),
+                  tools: Mapping[str, Any] | None = None) -> StepPreview:  # fmt: skip
     alternatives = tuple(" && ".join(map(str, alt)) for alt in step.output.own) if step.output else ()
     return StepPreview(
         id=step.id,
@@ -212,6 +216,7 @@ def _step_preview(step: Step, analysis: Analysis, destructive: Set[str] = frozen
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,
         destructive=step.tool in destructive,
+        acts=tools is not None and can_act(step, tools),
         **(_routing(step, analysis) if step.guard is not None or step.catch else {}),
         **(_composition(step) if step.tool is None and step.llm is None or step.for_each is not None else {}),
     )
