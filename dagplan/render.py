@@ -160,14 +160,13 @@ DIAGNOSTIC_RENDERERS = {"text": render_text, "json": render_json, "github": rend
 
 
 def edges(plan: Plan, analysis: Analysis) -> list[tuple[str, str, str]]:
-    """(from, to, label) per dependency; the label names the alternative of a branching output read."""
+    """(from, to, label) per dependency; the label names the alternative of a branching output read (a
+    step's own ``when:`` is on the step, once: :func:`_node_label`)."""
     out = []
     for step in plan.steps:
         labels = _branch_labels(plan, analysis, step)
-        guard = f"when {step.guard.text}" if step.guard is not None else None
         for dep in analysis.deps.get(step.id, ()):
-            label = " / ".join(labels.get(dep, ()))
-            out.append((dep, step.id, " ; ".join(x for x in (label, guard) if x)))
+            out.append((dep, step.id, " / ".join(labels.get(dep, ()))))
     return out
 
 
@@ -189,7 +188,8 @@ def _branch_labels(plan: Plan, analysis: Analysis, step) -> dict[str, list[str]]
 def _node_label(plan: Plan, step_id: str) -> str:
     step = plan.by_id[step_id]
     what = step.tool or str(step.kind)  # llm, plan (a sub-plan), loop, gate
-    return f"{step_id}: {what}" + (" (for each)" if step.for_each is not None else "")
+    when = f" when {step.guard.text}" if step.guard is not None else ""  # the condition, said once
+    return f"{step_id}: {what}" + (" (for each)" if step.for_each is not None else "") + when
 
 
 def render_mermaid(plan: Plan, analysis: Analysis) -> str:

@@ -265,3 +265,9 @@ def test_preview_marks_the_steps_that_act_on_the_world(tmp_path):
     as_json = json.loads(dagplan(ROOT, "preview", "examples/approve_refund.yaml", "--tools", "examples/tools.py",
                                  "--format", "json").stdout)  # fmt: skip
     assert [s["id"] for s in as_json["steps"] if s.get("acts")] == ["refund"]
+
+
+def test_graph_labels_a_condition_once_on_its_step_not_on_every_edge():
+    out = dagplan(ROOT, "graph", "examples/ci_triage.yaml").stdout
+    assert out.count("†state.ci.status == #quot;failed#quot; and †input.attempt < 3") == 2  # triage, page_owner
+    assert not any("-->|" in line and "when" in line for line in out.splitlines()), out
