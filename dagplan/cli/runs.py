@@ -162,8 +162,8 @@ def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
 
     rows = {**report.steps, **report.children}
     if step not in rows:
-        die(f"run {report.run_id} has no step {step!r}; " + did_you_mean(step, list(rows), "see dagplan runs show")
-            + "", EXIT_USAGE)  # fmt: skip
+        hint = did_you_mean(step, list(rows)) or f"its steps: dagplan runs show {report.run_id}"
+        die(f"run {report.run_id} has no step {step!r}; {hint}", EXIT_USAGE)
     found = report.prompts.get(step)
     if prompt and found is None:
         die(f"step {step} of run {report.run_id} sent no prompt with references or placeholders to show "

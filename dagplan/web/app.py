@@ -553,7 +553,8 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
 def prompt_pieces(text: str, spans: Any) -> list[dict[str, Any]]:
     """A resolved prompt cut into plain text and marked parts, each marked part saying where it came from
     (the step panel highlights one on hover, its source in the title)."""
-    pieces, at = [], 0
+    pieces: list[dict[str, Any]] = []
+    at = 0
     for number, span in enumerate(sorted(spans, key=lambda s: s["start"]), 1):
         if span["start"] > at:
             pieces.append({"text": text[at : span["start"]]})

@@ -80,18 +80,15 @@ def _ours() -> tuple[str, ...]:
     installed; three in an editable checkout)."""
     global _OURS
     if _OURS is None:
-        from ... import dsl
+        from ...dsl import errors
 
-        found = {Path(__file__).resolve().parents[1], Path(dsl.__file__).resolve().parent}
-        package = Path(__file__).resolve().parents[2]
-        if (package / "api.py").is_file():
+        here = Path(__file__).resolve()
+        found = {here.parents[1], Path(errors.__file__).resolve().parent}
+        package = here.parents[2]
+        if (package / "api.py").is_file():  # installed: dagplan/interpreter/core/trace.py
             found.add(package)
-        else:
-            import importlib.util
-
-            spec = importlib.util.find_spec("dagplan")
-            if spec is not None and spec.origin:
-                found.add(Path(spec.origin).resolve().parent)
+        else:  # an editable checkout: interpreter/ and dsl/ beside dagplan/
+            found.add(package / "dagplan")
         _OURS = tuple(str(f) + os.sep for f in found)
     return _OURS
 
