@@ -817,6 +817,57 @@ def cassette_tools(path: str | os.PathLike) -> dict:
     return replay_tools(read_cassette(path))
 
 
+def submit_each(
+    plan: Plan | str | os.PathLike,
+    each: str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    tool_sources: Iterable[str] = (),
+    inputs: Mapping[str, Any] | None = None,
+    state_dir: Any = None,
+    config: Any = None,
+) -> list[str]:
+    """Queue one run per line of the JSON Lines file ``each`` (each line an object of inputs, over
+    ``inputs``); returns their ids, in the file's order. Every line is checked first: one bad line
+    (``FILE:LINE``) queues nothing."""
+    import json
+
+    from .dsl.errors import RunError, error
+    from .dsl.load import read_file
+    from .interpreter.engine.inputs import prepare_inputs
+
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
+    name = os.fspath(each)
+    text = read_file(each).decode("utf-8", "replace")
+    rows, problems = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            given = json.loads(line)
+        except ValueError as exc:
+            problems.append(error("bad-input", f"{name}:{number}: not JSON ({exc.msg})",
+                                  hint="one JSON object of inputs a line"))  # fmt: skip
+            continue
+        if not isinstance(given, dict):
+            problems.append(error("bad-input", f"{name}:{number}: a line is one JSON object of inputs"))
+            continue
+        values = {**(inputs or {}), **given}
+        try:
+            prepare_inputs(plan, values, strict=True)
+        except RunError as exc:
+            problems += [error(d.code, f"{name}:{number}: {d.message}", hint=d.hint) for d in exc.diagnostics]
+            continue
+        rows.append(values)
+    if problems:
+        raise RunError(problems)
+    if not rows:
+        raise RunError.make("bad-input", f"{name} has no line of inputs", hint="one JSON object of inputs a line")
+    return [submit(plan, tools=tools, tool_sources=tool_sources, inputs=row, state_dir=state_dir, config=cfg)
+            for row in rows]  # fmt: skip
+
+
 def submit(
     plan: Plan | str | os.PathLike,
     *,

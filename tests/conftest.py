@@ -32,6 +32,26 @@ def stub_model() -> str:
     return "openai/gpt-4o-mini"
 
 
+# --- a headless chromium, for the viewer's pages -------------------------------------------------
+
+
+@pytest.fixture
+def browser():
+    """A headless chromium driven by selenium (Debian's chromium and chromium-driver)."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    yield driver
+    driver.quit()
+
+
 # --- a real PostgreSQL, for the runs-in-a-database tests --------------------------------------
 
 

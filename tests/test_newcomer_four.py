@@ -205,41 +205,35 @@ def test_a_tools_exception_says_which_file_and_line_everywhere(tmp_path):
     assert "sk-abcdefghijkl" not in journal
 
 
-def test_the_viewer_shows_where_a_tool_failed(tmp_path):
+def served_page(folder: Path, path: str, *serve_args: str) -> str:
+    """A page of `dagplan serve` started in ``folder`` (its printed URL, its token), the server stopped after."""
     import httpx
 
-    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
-    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
-    run_id = re.search(r"run (\S+)", dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py").stderr)[1]
-    server = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0"], cwd=tmp_path,
+    server = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0", *serve_args], cwd=folder,
                               env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, stderr=subprocess.PIPE,
                               text=True)  # fmt: skip
     try:
         url = re.search(r"(http://\S+)", server.stderr.readline())[1]
         base, query = url.split("/?", 1)
-        page = httpx.get(f"{base}/runs/{run_id}?{query}", timeout=30).text
+        return httpx.get(f"{base}{path}{'&' if '?' in path else '?'}{query}", timeout=30).text
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_the_viewer_shows_where_a_tool_failed(tmp_path):
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
+    run_id = re.search(r"run (\S+)", dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py").stderr)[1]
+    page = served_page(tmp_path, f"/runs/{run_id}")
     assert "attempt 1 failed at tools.py:4 in helper" in page
     assert "traceback (your code)" in page and "return d[&#34;title&#34;]" in page
 
 
 def test_the_viewers_plan_page_checks_with_the_tools_serve_was_given(tmp_path):
-    import httpx
-
     (tmp_path / "tools.py").write_text(FAILING_TOOLS)
     (tmp_path / "p.yaml").write_text(FAILING_PLAN.replace("tool: leak", "tool: leek"))
-    server = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0", "--tools", "tools.py"],
-                              cwd=tmp_path, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        url = re.search(r"(http://\S+)", server.stderr.readline())[1]
-        base, query = url.split("/?", 1)
-        page = httpx.get(f"{base}/plan?file=p.yaml&{query}", timeout=30).text
-    finally:
-        server.terminate()
-        server.wait(10)
+    page = served_page(tmp_path, "/plan?file=p.yaml", "--tools", "tools.py")
     assert "unknown-tool" in page and "leek" in page, page[:2000]  # as `check --tools tools.py` says
 
 

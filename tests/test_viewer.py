@@ -55,20 +55,6 @@ def server(project):
     proc.wait(10)
 
 
-@pytest.fixture
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
-    yield driver
-    driver.quit()
-
-
 def wait_for(check, timeout: float = 20.0, what: str = "", detail=None):
     deadline = time.monotonic() + timeout  # a bound on waiting, not a timing assertion
     while time.monotonic() < deadline:

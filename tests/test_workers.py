@@ -318,3 +318,24 @@ def test_a_worker_takes_up_a_waiting_run_once_its_gate_deadline_passed(tmp_path,
         _, err = late.communicate(timeout=120)
     assert f"{run_id} completed" in err, err
     assert open_registry(postgres).open(run_id).step_output("tell") == "Today I suggest approve."
+
+
+def test_submit_each_queues_a_run_per_line_and_a_bad_line_queues_nothing(tmp_path, postgres):
+    for name in ("approve_refund.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"customerId": "c1", "amount": 5}\n{"customerId": "c2"}\n')
+    refused = dagplan("submit", "approve_refund.yaml", "--tools", "tools.py", "--each", "bad.jsonl", cwd=tmp_path,
+                      url=postgres)  # fmt: skip
+    assert refused.returncode == 2 and "bad.jsonl:2:" in refused.stderr, refused.stderr
+    assert json.loads(dagplan("runs", "--format", "json", cwd=tmp_path, url=postgres).stdout) == []  # none queued
+    (tmp_path / "each.jsonl").write_text('{"customerId": "c1"}\n\n{"customerId": "c2"}\n{"customerId": "c3"}\n')
+    done = dagplan("submit", "approve_refund.yaml", "--tools", "tools.py", "-i", "amount=5", "--each", "each.jsonl",
+                   cwd=tmp_path, url=postgres)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ids = done.stdout.split()
+    assert len(ids) == 3
+    listed = {r["id"]: r["status"] for r in json.loads(dagplan("runs", "--format", "json", cwd=tmp_path,
+                                                                url=postgres).stdout)}  # fmt: skip
+    assert all(listed[i] == "queued" for i in ids)
+    registry = open_registry(postgres)
+    assert [registry.open(i).inputs["customerId"] for i in ids] == ["c1", "c2", "c3"]

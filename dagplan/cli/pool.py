@@ -16,19 +16,27 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, state_d
 @tools_option
 @click.option("--input", "-i", "pairs", multiple=True, metavar="KEY=VALUE", help="A run input (repeatable).")
 @click.option("--input-file", type=click.Path(dir_okay=False, exists=True), help="Run inputs from a JSON/YAML file.")
+@click.option("--each", type=click.Path(dir_okay=False), default=None, metavar="INPUTS.jsonl",
+              help="Queue one run per line: each line a JSON object of inputs (over --input); every line is "
+              "checked first, and one bad line queues nothing.")  # fmt: skip
 @state_dir_option
-def submit(file: str, tool_sources, pairs, input_file, state_dir) -> None:
-    """Queue a run of FILE for the workers of the run database; prints its id."""
+def submit(file: str, tool_sources, pairs, input_file, each, state_dir) -> None:
+    """Queue a run of FILE for the workers of the run database; prints its id (with --each, one a line)."""
     from .. import api
     from .run import prepare
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
     try:
-        run_id = api.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
-                            state_dir=state_dir, config=config)  # fmt: skip
+        if each is not None:
+            ids = api.submit_each(plan, each, tools=tools, tool_sources=[*config.tools, *tool_sources],
+                                  inputs=inputs, state_dir=state_dir, config=config)  # fmt: skip
+        else:
+            ids = [api.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
+                              state_dir=state_dir, config=config)]  # fmt: skip
     except DagplanError as exc:
         fail(exc, EXIT_USAGE)
-    click.echo(run_id)
+    for run_id in ids:
+        click.echo(run_id)
 
 
 @click.command("worker")
