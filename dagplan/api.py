@@ -847,7 +847,7 @@ def submit_each(
         try:
             given = json.loads(line)
         except ValueError as exc:
-            problems.append(error("bad-input", f"{name}:{number}: not JSON ({exc.msg})",
+            problems.append(error("bad-input", f"{name}:{number}: not JSON ({getattr(exc, 'msg', exc)})",
                                   hint="one JSON object of inputs a line"))  # fmt: skip
             continue
         if not isinstance(given, dict):
