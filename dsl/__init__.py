@@ -98,6 +98,8 @@ def check_document(
         if not _has_error(found):
             plan, syntax = parse_document(document.data, document.name, document.dialect)
             found += syntax
+        else:  # the rest of the file is still worth checking: every independent error in one round
+            found += _beyond_schema(document, found, tools)
         if plan is not None:
             problems, analysis = validate_and_analyze(plan, tools)
             found += problems
@@ -107,6 +109,59 @@ def check_document(
             plan, more = _compose(plan, document, tools, budget, includes, root)
             found += more
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+# Keys whose removal would make later stages report consequences, not mistakes (a read of an output that a
+# misspelt key would have written, a dependency on an id): with a schema error there, the rest waits.
+_LOAD_BEARING = frozenset({"id", "output", "deps", "steps", "inputs", "initial_state", "plan", "loop", "for_each"})
+
+
+def _beyond_schema(document: "Document", found: list[Diagnostic], tools: Mapping[str, ToolSpec] | None) -> list:
+    """The syntax and validation errors of a document that failed the schema, found on a copy with each key
+    the schema refused taken out (its other keys keep their paths, so every diagnostic keeps its line and
+    column). Nothing when a refusal is not one key's (a step missing its id, a list item of the wrong kind),
+    when it is a key later stages lean on (an id, an output...), or in another dialect."""
+    import json
+
+    from .parse import parse_document
+    from .schema import schema_errors
+    from .validate import validate_and_analyze
+
+    errors = [d for d in found if d.severity == "error"]
+    refused = [d.span.path for d in errors]
+    if document.dialect != "canonical" or not refused:
+        return []
+    if any(not path or not isinstance(path[-1], str) or path[-1] in _LOAD_BEARING for path in refused):
+        return []
+    if any(f"'{key}'" in (d.hint or "") for d in errors for key in _LOAD_BEARING):
+        return []  # a misspelt load-bearing key (`ouput`: did you mean 'output'?): its echoes would mislead
+    try:
+        data = json.loads(json.dumps(document.data))
+    except (TypeError, ValueError):
+        return []
+    for path in refused:
+        parent: Any = data
+        for key in path[:-1]:
+            if isinstance(parent, dict) and key in parent:
+                parent = parent[key]
+            elif isinstance(parent, list) and isinstance(key, int) and 0 <= key < len(parent):
+                parent = parent[key]
+            else:
+                return []  # a path the data does not have: nothing is guessed
+        if not isinstance(parent, dict):
+            return []
+        parent.pop(path[-1], None)
+    from dataclasses import replace
+
+    salvaged = replace(document, data=data)
+    if _has_error(schema_errors(salvaged)):
+        return []
+    plan, syntax = parse_document(data, document.name, document.dialect)
+    more = list(syntax)
+    if plan is not None:
+        problems, _ = validate_and_analyze(plan, tools)
+        more += problems
+    return [d for d in more if d.severity == "error"]  # its warnings wait for a file that passes the schema
 
 
 def _mentions_item(document: "Document") -> bool:

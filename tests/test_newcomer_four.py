@@ -265,3 +265,37 @@ def test_graph_labels_a_condition_once_on_its_step_not_on_every_edge():
     out = dagplan(ROOT, "graph", "examples/ci_triage.yaml").stdout
     assert out.count("†state.ci.status == #quot;failed#quot; and †input.attempt < 3") == 2  # triage, page_owner
     assert not any("-->|" in line and "when" in line for line in out.splitlines()), out
+
+
+SIX_MISTAKES = """steps:
+  - id: get
+    tool: fetchIssue
+    args: {n: 1}
+    output: $state.issue
+    retries: 3
+  - id: label
+    tool: labelIssue
+    args: {issue: "#gett"}
+    deps: [gett]
+    output: $state.labelled
+  - id: close
+    tool: closeIssue
+    args: {issue: $state.isue}
+"""
+
+
+def test_check_reports_the_errors_of_every_stage_a_file_reaches_in_one_round(tmp_path):
+    """A schema error (an unknown key) no longer hides the placeholder, dependency and state errors after it:
+    each is reported at its line and column, in one run of check."""
+    (tmp_path / "p.yaml").write_text(SIX_MISTAKES)
+    done = dagplan(tmp_path, "check", "p.yaml")
+    assert done.returncode == 1
+    for where in ("p.yaml:6:5: error schema: unknown key 'retries'", "p.yaml:9:19: error unknown-step",
+                  "p.yaml:10:12: error unknown-step", "p.yaml:14:19: error unwritten-state"):  # fmt: skip
+        assert where in done.stdout, done.stdout
+    assert "(4 errors, 0 warnings)" in done.stderr
+    # a refused key later stages lean on (a misspelt output) holds them back: no errors that are its echoes
+    misspelt = SIX_MISTAKES.replace("    output: $state.issue\n", "    ouput: $state.issue\n")
+    (tmp_path / "q.yaml").write_text(misspelt.replace("    retries: 3\n", ""))
+    held = dagplan(tmp_path, "check", "q.yaml")
+    assert "unknown key 'ouput'" in held.stdout and "unknown-step" not in held.stdout, held.stdout
