@@ -329,6 +329,48 @@ def foreign_templates(facts: Facts) -> Iterator[Diagnostic]:
                 )
 
 
+_ROOTLIKE = re.compile(r"(?<![\\\w])[$\u2020]([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)")
+_ROOTS = ("input", "state", "item", "index")
+
+
+def misspelt_references(facts: Facts) -> Iterator[Diagnostic]:
+    """``$stat.kind``, ``†imput.city``: a reference whose root is misspelt is text, silently (a model writes
+    it; a person does too): said, with the reference it was probably meant to be."""
+    for step in facts.plan.steps:
+        if not _sigils(step.args) and (step.llm is None or not _sigils(step.llm.prompt)):
+            continue  # the common case, without building paths
+        texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
+        if step.llm is not None:
+            texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
+        for path, text in texts:
+            for found in _ROOTLIKE.finditer(text):
+                root = found.group(1)
+                meant = did_you_mean(root, _ROOTS, None, cutoff=0.7) if root not in _ROOTS else None
+                if meant is None:
+                    continue
+                close = meant.split("'")[1]
+                yield warning(
+                    "misspelt-reference",
+                    f"step '{step.id}': {found.group(0)!r} is text, not a reference ({root!r} is no root)",
+                    _at(step, *path),
+                    f"did you mean \u2020{close}{found.group(2)}?",
+                )
+
+
+def _sigils(value: Any) -> bool:
+    """Whether some text inside ``value`` has ``$`` or ``†`` (what a misspelt reference needs)."""
+    kind = type(value)
+    if kind is str:
+        return "$" in value or "\u2020" in value
+    if kind is Template:
+        return any(type(p) is str and _sigils(p) for p in value.parts)
+    if isinstance(value, Mapping):
+        return any(type(v) is not int and _sigils(v) for v in value.values())
+    if kind is tuple or kind is list:
+        return any(_sigils(v) for v in value)
+    return False
+
+
 def _braces(value: Any) -> bool:
     """Whether some text inside ``value`` has ``{{`` or ``${`` (what a foreign template needs)."""
     kind = type(value)
@@ -789,6 +831,7 @@ RULES: tuple[Rule, ...] = (
     input_schemas,
     conditions,
     foreign_templates,
+    misspelt_references,
     length_keys,
     cycles,
     conflicting_writers,

@@ -299,3 +299,17 @@ def test_check_reports_the_errors_of_every_stage_a_file_reaches_in_one_round(tmp
     (tmp_path / "q.yaml").write_text(misspelt.replace("    retries: 3\n", ""))
     held = dagplan(tmp_path, "check", "q.yaml")
     assert "unknown key 'ouput'" in held.stdout and "unknown-step" not in held.stdout, held.stdout
+
+
+def test_a_misspelt_reference_root_is_said_not_kept_as_text_silently(tmp_path):
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - id: get\n    tool: fetchIssue\n    args: {n: 1}\n    output: $state.issue\n"
+        "  - id: label\n    tool: labelIssue\n"
+        '    args: {issue: $state.issue, label: $stat.kind, price: "$5.00 or $USD.rate", note: "ask $imput.who"}\n'
+        "    output: $state.labelled\nresult: $state.labelled\n"
+    )
+    done = dagplan(tmp_path, "check", "p.yaml")
+    assert done.returncode == 0  # a warning: a literal dollar is text a plan may mean
+    assert "p.yaml:8:40: warning misspelt-reference: step 'label': '$stat.kind' is text" in done.stdout, done.stdout
+    assert "did you mean †state.kind?" in done.stdout and "did you mean †input.who?" in done.stdout
+    assert done.stdout.count("misspelt-reference") == 2  # not `$USD.rate`: no root is close to USD
