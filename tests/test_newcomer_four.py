@@ -313,3 +313,41 @@ def test_a_misspelt_reference_root_is_said_not_kept_as_text_silently(tmp_path):
     assert "p.yaml:8:40: warning misspelt-reference: step 'label': '$stat.kind' is text" in done.stdout, done.stdout
     assert "did you mean †state.kind?" in done.stdout and "did you mean †input.who?" in done.stdout
     assert done.stdout.count("misspelt-reference") == 2  # not `$USD.rate`: no root is close to USD
+
+
+PRINTING_TOOLS = """import sys
+import dagplan
+
+@dagplan.tool(purity="pure")
+def fetch(q: str) -> str:
+    print("fetching", q)
+    print("slow server", file=sys.stderr)
+    return q.upper()
+
+@dagplan.tool(purity="pure")
+async def tag(text: str) -> str:
+    print("tagging", text, "token sk-abcdefghijklmnopqrstuvwx")
+    return text + "!"
+"""
+
+
+def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_terminal(tmp_path):
+    (tmp_path / "tools.py").write_text(PRINTING_TOOLS)
+    (tmp_path / "p.yaml").write_text("steps:\n  - id: get\n    tool: fetch\n    args: {q: owls}\n"
+                                     "    output: $state.t\n  - id: mark\n    tool: tag\n    args: {text: $state.t}\n"
+                                     "    output: $state.m\nresult: $state.m\n")  # fmt: skip
+    done = dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 0, done.stderr
+    assert "fetching" not in done.stdout + done.stderr and "tagging" not in done.stdout + done.stderr
+    shown = dagplan(tmp_path, "runs", "show", "@last", "--step", "get")
+    assert "What get's tool printed:\nfetching owls\nslow server" in shown.stdout, shown.stdout
+    marked = dagplan(tmp_path, "runs", "show", "@last", "--step", "mark").stdout
+    assert "tagging OWLS token [REDACTED]" in marked and "sk-abcdefghijkl" not in marked
+    events = json.loads(dagplan(tmp_path, "events", "@last", "--format", "json").stdout)
+    assert [(e["step"], e["text"]) for e in events if e["type"] == "plan_step_printed"][0] == (
+        "get",
+        "fetching owls\nslow server\n",
+    )
+    run_id = json.loads(dagplan(tmp_path, "runs", "--format", "json").stdout)[0]["id"]
+    page = served_page(tmp_path, f"/runs/{run_id}")
+    assert "what the tool printed" in page and "fetching owls" in page

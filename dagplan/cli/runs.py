@@ -169,7 +169,9 @@ def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
         die(f"step {step} of run {report.run_id} sent no prompt with references or placeholders to show "
             "(not an LLM step, not reached yet, or its prompt is plain text)", EXIT_FAILED)  # fmt: skip
     if fmt == "json":
-        click.echo(_dump({"step": step, **rows[step].to_json(), **({"prompt": found} if found else {})}))
+        extra = {**({"prompt": found} if found else {}), **({"printed": report.printed[step]}
+                                                           if report.printed.get(step) else {})}  # fmt: skip
+        click.echo(_dump({"step": step, **rows[step].to_json(), **extra}))
         return
     if not prompt:
         click.echo(report_text(report).split("\n")[0])
@@ -179,6 +181,9 @@ def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
         if row.trace:
             click.echo(f"Traceback of {step} (its frames in your code, innermost last):")
             click.echo(printable("\n".join(trace_lines(row.trace))))
+        if report.printed.get(step):
+            click.echo(f"What {step}'s tool printed:")
+            click.echo(printable(report.printed[step].rstrip("\n")))
         return
     click.echo(prompt_text(found, step, report.run_id, colour=sys.stdout.isatty()))
 

@@ -505,9 +505,11 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
     from ..interpreter.core.vocabulary import EventType  # the typed values, as the CLI renderers use them
 
     step = plan.by_id.get(sid) if plan is not None else None
-    args, errors, usage, prompt = None, [], None, None
+    args, errors, usage, prompt, printed = None, [], None, None, ""
     for e in events:
-        if e.type is EventType.PROMPT_RESOLVED:
+        if e.type is EventType.STEP_PRINTED:
+            printed += str(e.data.get("text", ""))
+        elif e.type is EventType.PROMPT_RESOLVED:
             prompt = prompt_pieces(e.data.get("prompt") or "", e.data.get("spans") or ())
         elif e.type is EventType.TOOL_CALLED:
             args = json.dumps(e.data.get("args"), indent=1, ensure_ascii=False, default=str)
@@ -546,6 +548,7 @@ def _step_panel(sid: str, row: Any, plan: Any, events: Any, children: Any) -> di
         "usage": usage,
         "children": folded,
         "prompt": prompt,
+        "printed": printed[-OUTPUT_HEAD:] or None,
         "reused": reused_text(row.reused) if getattr(row, "reused", None) else None,
     }
 

@@ -188,6 +188,7 @@ class EventType(enum.StrEnum):
     AGENT_TURN = "agent_turn"
     PLAN_WRITTEN = "plan_written"  # a streamed run's plan, once the model finished it and it passed check
     PROMPT_RESOLVED = "plan_step_prompt"  # an LLM step's prompt as resolved, and where each part came from
+    STEP_PRINTED = "plan_step_printed"  # what a tool printed while it ran (kept, never written to the terminal)
 
     @property
     def journaled(self) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from ...dsl import condition
 from ...dsl.ir import Catch, Output, Plan, Step
 from ..core.context import Runner
+from ..core.printed import collecting, end
 from ..core.trace import frames
 from ..core.values import MISSING, PLAIN, NotJSON, Resolver, json_value, read_or_missing, set_path
 from ..core.vocabulary import Cause, EventType, StepStatus
@@ -50,6 +51,7 @@ class UnitLife:
             await self._started(unit, runner.per_child, ctx)
         step = unit.step
         unit.attempts += 1
+        printed, token = collecting() if step.tool is not None else (None, None)  # what the tool prints
         try:
             if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
                 value = await runner.run(ctx, step, prepared)
@@ -63,17 +65,31 @@ class UnitLife:
                         unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
                     )
         except asyncio.CancelledError:
+            if token is not None:
+                end(token)
             raise
-        except Waiting as wait:
-            unit.duration = time.perf_counter() - started
-            return self._wait(unit, wait)
-        except BaseException as exc:  # noqa: BLE001 - any tool error is the step's failure, not ours
-            unit.duration = time.perf_counter() - started
-            self._fail(unit, attempts.as_failure(exc))
-            return self._settle(step.id)
+        except BaseException as exc:  # noqa: BLE001 - settled below, after what the tool printed is kept
+            if token is not None:
+                end(token)
+                if printed:
+                    self.scope.printed(unit.id, printed)
+            return self._attempt_failed(unit, exc, started)
+        if token is not None:
+            end(token)
+            if printed:
+                self.scope.printed(unit.id, printed)
         unit.duration = time.perf_counter() - started
         self._complete(unit, value)
         return self._settle(step.id)
+
+    def _attempt_failed(self, unit: Unit, exc: BaseException, started: float) -> list[str]:
+        """The attempts ended without a value: the run waits for a person, or the step failed (any tool
+        error is the step's failure, not ours)."""
+        unit.duration = time.perf_counter() - started
+        if isinstance(exc, Waiting):
+            return self._wait(unit, exc)
+        self._fail(unit, attempts.as_failure(exc))
+        return self._settle(unit.step.id)
 
     async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
         """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""

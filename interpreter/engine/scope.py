@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from ...dsl.ir import Plan, Step
 from .attempts import GateTimeout, StepFailure, Waiting, no_answer_within
 from .resume import Replay, purity_of
+from ..core.printed import routed
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
 from ..core.values import MISSING, json_value
@@ -173,6 +174,7 @@ class RunScope:
         self.sinks = bool(self.subscribers) or journal is not None
         self.reuse = self.options.reuse
         self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
+        routed()  # what tools print is kept with their steps (core/printed.py)
         self._definitions: dict[int, tuple[Step, str]] = {}
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
@@ -236,11 +238,11 @@ class RunScope:
         tool = self.tools.get(name)
         calls = self.options.calls
         if calls is not None:
-            real = None if tool is None else lambda: self._call(tool, self._keyed(tool, args, unit_id))
+            real = None if tool is None else lambda: self._call(tool, self._keyed(tool, args, unit_id), unit_id)
             return calls.tool(unit_id, name, args, real)
         if tool is None:
             raise StepFailure(f"tool {name!r} is not available to this run")
-        return self._call(tool, self._keyed(tool, args, unit_id))
+        return self._call(tool, self._keyed(tool, args, unit_id), unit_id)
 
     def _keyed(self, tool: Tool, args: Mapping[str, Any], unit_id: str) -> Mapping[str, Any]:
         """The arguments, with the unit's idempotency key when the tool declares ``idempotency_key``."""
@@ -250,7 +252,7 @@ class RunScope:
 
         return {**args, IDEMPOTENCY_KEY: idempotency_key(self.run_id, unit_id)}
 
-    def _call(self, tool: Tool, args: Mapping[str, Any]) -> Awaitable[Any]:
+    def _call(self, tool: Tool, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
         if (tool.executor or self.options.executor) == "ray":
             from .ray_exec import call_on_ray
 
@@ -259,7 +261,14 @@ class RunScope:
             return tool.fn(**args)
         if self._threads is None:
             self._threads = WorkerThreads(self.options.max_concurrency)
-        return self._threads.run(tool.fn, args)
+        return self._threads.run(tool.fn, args)  # in the caller's context: what it prints goes where the step's does
+
+    def printed(self, unit_id: str, buffer: list) -> None:
+        """What a tool printed while its unit ran (core/printed.py), kept with the unit, redacted."""
+        if self.sinks:
+            from ..core.printed import text_of
+
+            self.emit(EventType.STEP_PRINTED, unit_id, text=redact(text_of(buffer)))
 
     def definition(self, step: Step) -> str:
         """A step's definition as fingerprints hold it (reuse.py), computed once per step of the run."""

@@ -87,6 +87,7 @@ class RunReport:
     waiting: tuple[Mapping[str, Any], ...] = ()
     children: Mapping[str, StepRow] = field(default_factory=dict)  # items, iterations, sub-plans' steps
     prompts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # unit -> {prompt, spans, seq}
+    printed: Mapping[str, str] = field(default_factory=dict)  # unit -> what its tool printed (every attempt)
 
     @property
     def shown_status(self) -> str:
@@ -109,6 +110,7 @@ class RunReport:
             "waiting": [dict(w) for w in self.waiting],
             "children": {sid: row.to_json() for sid, row in self.children.items()},
             "prompts": {unit: dict(found) for unit, found in self.prompts.items()},
+            "printed": dict(self.printed),
         }
 
 
@@ -132,16 +134,29 @@ def report_of(journal: Any) -> RunReport:
         {sid: rows[sid] for sid in ids},
         progress.waiting,
         {sid: row for sid, row in rows.items() if sid not in set(ids)},
-        prompts_of(journal),
+        *_kept(journal),
     )
 
 
-def prompts_of(journal: Any) -> dict[str, dict[str, Any]]:
+def _kept(journal: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """What the journal keeps beside the steps' results, in one read of its events: each LLM step's
+    prompt provenance (:func:`prompts_of`) and what each tool printed."""
+    events = list(journal.events([EventType.STEP_COMPLETED, EventType.PROMPT_RESOLVED, EventType.STEP_PRINTED]))
+    printed: dict[str, str] = {}
+    for event in events:
+        if event.type is EventType.STEP_PRINTED:
+            printed[event.step or ""] = printed.get(event.step or "", "") + str(event.data.get("text", ""))
+    return prompts_of(events), printed
+
+
+def prompts_of(events: Any) -> dict[str, dict[str, Any]]:
     """Each LLM step's last resolved prompt and where each part of it came from (``spans``, each with the
     ``event``: the journal position of the completion it read, when a step's output)."""
     completed: dict[str, int] = {}
     found: dict[str, dict[str, Any]] = {}
-    for event in journal.events([EventType.STEP_COMPLETED, EventType.PROMPT_RESOLVED]):
+    for event in events:
+        if event.type is EventType.STEP_PRINTED:
+            continue
         if event.type is EventType.STEP_COMPLETED:
             if not event.data.get("replayed"):  # the event that carries the output (a replay only points to it)
                 completed[event.step or ""] = event.seq or 0

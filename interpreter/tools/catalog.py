@@ -8,6 +8,8 @@ Sync tools run in worker threads so they never block other steps.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import hashlib
 import inspect
 import queue
@@ -181,7 +183,7 @@ class WorkerThreads:
     def run(self, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._jobs.put((loop, future, fn, kwargs))
+        self._jobs.put((loop, future, functools.partial(contextvars.copy_context().run, fn), kwargs))
         with self._lock:
             if self._idle == 0 and self._threads < self.size:
                 self._threads += 1
