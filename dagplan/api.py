@@ -391,6 +391,54 @@ async def aplan(
     )
 
 
+async def aagent(
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    approve: Approve | None = None,
+    max_turns: int = 5,
+    state_dir: Any = None,
+    config: Any = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+    on_turn: Callable[[Any], Any] | None = None,
+):
+    """The agent loop on ``task`` (``dagplan agent``): the model plans, a batch runs, the model re-plans from
+    the live state, until it answers; a durable run (each model call memoized, each turn logged). A batch
+    that can act on the world runs only once ``approve(preview)`` said yes (a person; without ``approve``
+    such a batch is refused): the model never approves its own side effects. Every gate is a person's."""
+    from .interpreter.llm.agent import durable_agent_loop
+    from .interpreter.tools.catalog import registry
+    from .dsl.ir import can_act
+    from .dsl.errors import RunError
+
+    cfg = config or load_config()
+    found = registry(tools)
+    chosen = model or cfg.default_model
+
+    async def run_plan(batch: Plan) -> Mapping[str, Any]:
+        acting = [s.id for s in batch.steps if can_act(s, found)]
+        if acting:
+            if approve is None:
+                said = f"the agent's next steps act on the world ({', '.join(acting)})"
+                raise RunError.make("approval-required", said,
+                                    hint="a person approves them: dagplan agent on a terminal, or --yes")  # fmt: skip
+            answer = approve(preview(batch, found))
+            if hasattr(answer, "__await__"):
+                answer = await answer
+            if not answer:
+                raise RunError.make("not-approved", f"the agent's next steps were not approved ({', '.join(acting)})")
+        done = await arun(batch, tools=found, config=cfg, model=chosen, completion_kwargs=completion_kwargs,
+                          person_gates=True)  # fmt: skip
+        return done.state
+
+    return await durable_agent_loop(task, tools={n: t.spec for n, t in found.items()}, run_plan=run_plan,
+                                    model=chosen, state_dir=_state(state_dir, cfg), on_run_created=on_run_created,
+                                    max_turns=max_turns, checkpoint=on_turn,
+                                    completion_kwargs={**cfg.llm, **(completion_kwargs or {})})  # fmt: skip
+
+
 def plan(task: str, **kwargs: Any):
     """Sync twin of :func:`aplan`."""
     return _sync(aplan(task, **kwargs))

@@ -351,3 +351,41 @@ def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_termina
     run_id = json.loads(dagplan(tmp_path, "runs", "--format", "json").stdout)[0]["id"]
     page = served_page(tmp_path, f"/runs/{run_id}")
     assert "what the tool printed" in page and "fetching owls" in page
+
+
+AGENT_TOOLS = '''import dagplan
+
+@dagplan.tool(purity="pure")
+def lookup(customer: str) -> dict:
+    """Find a customer."""
+    return {"customer": customer, "email": customer + "@example.com"}
+
+@dagplan.tool(purity="side_effect")
+def send_email(to: str, body: str) -> str:
+    """Send an email (a side effect)."""
+    with open("outbox.txt", "a") as f:
+        f.write(to + ": " + body + "\\n")
+    return "sent"
+'''
+
+
+def test_dagplan_agent_runs_the_loop_and_a_person_approves_what_acts(tmp_path, stub):
+    from llm_stub import json_reply
+
+    (tmp_path / "tools.py").write_text(AGENT_TOOLS)
+    (tmp_path / "dagplan.toml").write_text(
+        f'tools = ["tools.py"]\nmodel = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
+    )
+    look = json_reply({"calls": [{"_tool": "lookup", "customer": "ada", "_outputPath": "$state.who"}],
+                       "output": None})  # fmt: skip
+    mail = json_reply({"calls": [{"_tool": "send_email", "to": "$state.who.email", "body": "hi",
+                                  "_outputPath": "$state.sent"}], "output": None})  # fmt: skip
+    stub.script(look, mail)
+    refused = dagplan(tmp_path, "agent", "email ada hi", "--no-input")
+    assert refused.returncode == 1 and "not approved" in refused.stderr, refused.stderr
+    assert "turn 1: ran lookup" in refused.stderr and not (tmp_path / "outbox.txt").exists()
+    stub.script(look, mail, json_reply({"calls": [], "output": "done"}))
+    done = dagplan(tmp_path, "agent", "email ada hi", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "done" and "the agent's next steps act on the world" in done.stderr
+    assert (tmp_path / "outbox.txt").read_text() == "ada@example.com: hi\n"

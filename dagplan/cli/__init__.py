@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("dagplan.cli.plan", "plan", "Ask a model for a plan, validate and repair it."),
     "score": ("dagplan.cli.plan", "score", "Complexity score of a task (plan-first gate)."),
     "eval": ("dagplan.cli.plan", "evaluate", "Plan every task of a file with a model and score the plans."),
+    "agent": ("dagplan.cli.plan", "agent", "Run the agent loop on a task; a person approves what acts."),
 }
 
 

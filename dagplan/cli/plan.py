@@ -380,3 +380,66 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
                    f"${per['cost']:.4f}")  # fmt: skip
     if fail_under is not None and min(report.node_f1, report.edge_f1) < fail_under:
         finish(EXIT_FAILED)
+
+
+@click.command()
+@click.argument("task")
+@click.option(
+    "--tools",
+    "tool_sources",
+    multiple=True,
+    metavar="FILE_OR_MODULE",
+    help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
+)
+@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@click.option("--max-turns", type=click.IntRange(1), default=5, show_default=True, help="Model turns at most.")
+@click.option("--yes", "-y", is_flag=True, help="Approve every batch that acts on the world without asking.")
+@click.option("--no-input", is_flag=True, help="Never prompt; a batch that acts on the world is refused.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def agent(task: str, tool_sources: tuple[str, ...], model: str | None, max_turns: int, yes: bool, no_input: bool,
+          fmt: str) -> None:  # fmt: skip
+    """Run the agent loop on TASK: the model plans, a batch runs, it re-plans from the live state, until it
+    answers. A batch that acts on the world runs only once a person approves it (or --yes)."""
+    import asyncio
+
+    from .. import api, load_config
+    from .run import load_tools
+
+    config = load_config()
+    model = model or config.default_model
+    if not model:
+        _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
+    try:
+        tools = load_tools(tool_sources, config)
+    except DagplanError as exc:
+        _show_failure(exc, EXIT_USAGE)
+
+    def approve(shown: Any) -> bool:
+        from ..views import preview_text
+
+        click.echo("the agent's next steps act on the world:", err=True)
+        click.echo(preview_text(shown), err=True)
+        return _approved(yes, no_input)
+
+    def turn(done: Any) -> None:
+        ran = ", ".join(s.tool or s.id for s in done.plan.steps) if done.plan is not None else "nothing"
+        click.echo(f"  turn {done.number}: ran {ran}" + (" and answered" if done.output is not None else ""),
+                   err=True)  # fmt: skip
+
+    try:
+        result = asyncio.run(api.aagent(task, tools=tools, model=model, approve=approve, max_turns=max_turns,
+                                        config=config, on_run_created=lambda run_id: click.echo(f"run {run_id}",
+                                                                                                err=True),
+                                        on_turn=turn))  # fmt: skip
+    except DagplanError as exc:
+        _show_failure(exc)
+    if fmt == "json":
+        click.echo(json.dumps({"run_id": result.run_id, "output": result.output, "turns": len(result.turns),
+                               "usage": {"prompt_tokens": result.prompt_tokens,
+                                         "completion_tokens": result.completion_tokens, "cost": result.cost}},
+                              indent=2, ensure_ascii=False, default=str))  # fmt: skip
+        return
+    from ..dsl.errors import printable
+
+    output = result.output if isinstance(result.output, str) else json.dumps(result.output, ensure_ascii=False)
+    click.echo(printable(output))
