@@ -99,6 +99,8 @@ WALK: list[tuple[str, str, Exit]] = [
     ("submit", "usage", USAGE),
     ("serve --port 99999999", "usage", USAGE),
     ("plan", "usage", USAGE),
+    ("agent", "usage", USAGE),
+    ("agent 'do it' --model openai/x --tools no_such_tools.py", "usage", USAGE),
     ("eval no-such-tasks.yaml --model openai/x --tools examples/tools.py", "unreadable file", USAGE),
     ("eval examples/weather.yaml --model openai/x --tools examples/tools.py", "usage", USAGE),  # not a task file
     ("chek examples", "usage", USAGE),
