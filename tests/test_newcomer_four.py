@@ -353,20 +353,7 @@ def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_termina
     assert "what the tool printed" in page and "fetching owls" in page
 
 
-AGENT_TOOLS = '''import dagplan
-
-@dagplan.tool(purity="pure")
-def lookup(customer: str) -> dict:
-    """Find a customer."""
-    return {"customer": customer, "email": customer + "@example.com"}
-
-@dagplan.tool(purity="side_effect")
-def send_email(to: str, body: str) -> str:
-    """Send an email (a side effect)."""
-    with open("outbox.txt", "a") as f:
-        f.write(to + ": " + body + "\\n")
-    return "sent"
-'''
+from test_mcp_server import TOOLS as AGENT_TOOLS  # noqa: E402 - lookup (pure) and send_email (side effect)
 
 
 def test_dagplan_agent_runs_the_loop_and_a_person_approves_what_acts(tmp_path, stub):

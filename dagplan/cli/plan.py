@@ -35,16 +35,18 @@ def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
     finish(code)
 
 
+def planning_options(f: Any) -> Any:
+    """``--tools`` and ``--model``: what `plan` and `agent` plan with."""
+    f = click.option("--model", default=None,
+                     help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")(f)  # fmt: skip
+    return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
+                        help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in "
+                        "the config).")(f)  # fmt: skip
+
+
 @click.command()
 @click.argument("task")
-@click.option(
-    "--tools",
-    "tool_sources",
-    multiple=True,
-    metavar="FILE_OR_MODULE",
-    help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
-)
-@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@planning_options
 @click.option(
     "-o",
     "--output",
@@ -384,14 +386,7 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
 
 @click.command()
 @click.argument("task")
-@click.option(
-    "--tools",
-    "tool_sources",
-    multiple=True,
-    metavar="FILE_OR_MODULE",
-    help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
-)
-@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@planning_options
 @click.option("--max-turns", type=click.IntRange(1), default=5, show_default=True, help="Model turns at most.")
 @click.option("--yes", "-y", is_flag=True, help="Approve every batch that acts on the world without asking.")
 @click.option("--no-input", is_flag=True, help="Never prompt; a batch that acts on the world is refused.")
