@@ -73,9 +73,11 @@ async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_jo
             scope.journal.release()
 
 
-async def approve_plan(plan: Plan, approve: Approve | None) -> None:
-    """A lazy plan runs only once ``approve(preview)`` said yes."""
-    if plan.mode != "lazy":
+async def approve_plan(plan: Plan, approve: Approve | None, always: bool = False, ran: str = "nothing ran",
+                       tools: Mapping[str, Tool] | None = None) -> None:  # fmt: skip
+    """A lazy plan (``always``: any plan) runs only once ``approve(preview)`` said yes; ``ran``: what the
+    refusal says had run by then."""
+    if plan.mode != "lazy" and not always:
         return
     if approve is None:
         raise RunError.make(
@@ -85,8 +87,8 @@ async def approve_plan(plan: Plan, approve: Approve | None) -> None:
         )
     from ..engine.preview import build_preview
 
-    answer = approve(build_preview(plan, analysis_of(plan)))
+    answer = approve(build_preview(plan, analysis_of(plan), tools=tools))
     if asyncio.iscoroutine(answer):
         answer = await answer
     if not answer:
-        raise RunError.make("not-approved", "the plan was not approved; nothing ran")
+        raise RunError.make("not-approved", f"the plan was not approved; {ran}")

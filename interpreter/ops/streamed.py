@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from ...dsl.errors import RunError
 from ..core.vocabulary import Event, EventType
 from ..engine.early import EarlyStarts
 from ..engine.reuse import Reuse
@@ -143,7 +142,9 @@ async def _continue(request: StreamRequest, journal: Any, run_id: str) -> Any:
         plan = result.plan if request.before_run is None else request.before_run(result.plan)
         values = prepare_inputs(plan, request.inputs, strict=True)
         preflight_run(plan, request.options, request.tools)
-        await _approved(plan, request.approve)
+        # every streamed plan with `approve` is shown whole and asked; without it, a lazy plan is refused
+        await approve_plan(plan, request.approve, always=request.approve is not None,
+                           ran="only steps that change nothing ran", tools=request.tools)  # fmt: skip
     except BaseException as exc:
         if journal is not None:
             await _stopped(journal, exc)
@@ -156,23 +157,6 @@ async def _continue(request: StreamRequest, journal: Any, run_id: str) -> Any:
                    started_early=list(early.started))  # fmt: skip
     run = await execute(plan, values, scope)
     return replace(result, run=run)
-
-
-async def _approved(plan: Any, approve: Approve | None) -> None:
-    """Every streamed plan with ``approve`` is shown whole and asked; without it, a lazy plan is refused."""
-    import asyncio
-
-    from ..engine.preview import build_preview
-    from ...dsl.schedule import analysis_of
-
-    if approve is None:
-        await approve_plan(plan, None)
-        return
-    answer = approve(build_preview(plan, analysis_of(plan)))
-    if asyncio.iscoroutine(answer):
-        answer = await answer
-    if not answer:
-        raise RunError.make("not-approved", "the plan was not approved; only steps that change nothing ran")
 
 
 def _recorder(journal: Any) -> Callable[[str, str, Mapping[str, Any]], None] | None:
