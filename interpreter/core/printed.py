@@ -1,19 +1,19 @@
 """What a tool prints, kept with its step: captured per call, never written raw to the terminal.
 
 A tool's ``print()`` (and writes to ``sys.stderr``) went to the terminal, raw, between the progress lines,
-and was lost with it. While a tool runs, :func:`capturing` points the process's standard streams, through
-one routing object installed on first use, at the call's own buffer (a context variable: a sync tool's
-worker thread and an async tool's tasks each see their own); everything else still reaches the streams as
-before. The engine keeps what was printed with the step (``plan_step_printed``, redacted, at most
-:data:`MAX_CHARS`), which ``runs show --step``, ``events`` and the viewer show.
+and was lost with it. While a tool step runs (:func:`collecting` .. :func:`end`), the process's standard
+streams, through one routing object (:func:`routed`, installed by every run), write to the step's own
+buffer (a context variable: a sync tool's worker thread runs in a copy of the step's context, an async
+tool's tasks inherit it); everything else still reaches the streams as before. The engine keeps what was
+printed with the step (``plan_step_printed``, redacted, at most :data:`MAX_CHARS`), which ``runs show
+--step``, ``events`` and the viewer show.
 """
 
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any
 
 MAX_CHARS = 64 * 1024
 _BUFFER: ContextVar[list | None] = ContextVar("dagplan_printed", default=None)
@@ -50,17 +50,6 @@ def routed() -> None:
         sys.stdout = _Routing(sys.stdout)  # type: ignore[assignment]
     if not isinstance(sys.stderr, _Routing):
         sys.stderr = _Routing(sys.stderr)  # type: ignore[assignment]
-
-
-@contextmanager
-def capturing(buffer: list) -> Iterator[None]:
-    """While inside, what this context prints goes to ``buffer``."""
-    routed()
-    token = _BUFFER.set(buffer)
-    try:
-        yield
-    finally:
-        _BUFFER.reset(token)
 
 
 def collecting() -> tuple[list, Any]:

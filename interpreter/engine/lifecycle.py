@@ -65,22 +65,23 @@ class UnitLife:
                         unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
                     )
         except asyncio.CancelledError:
-            if token is not None:
-                end(token)
+            self._printed(unit, printed, token, keep=False)
             raise
         except BaseException as exc:  # noqa: BLE001 - settled below, after what the tool printed is kept
-            if token is not None:
-                end(token)
-                if printed:
-                    self.scope.printed(unit.id, printed)
+            self._printed(unit, printed, token)
             return self._attempt_failed(unit, exc, started)
-        if token is not None:
-            end(token)
-            if printed:
-                self.scope.printed(unit.id, printed)
+        self._printed(unit, printed, token)
         unit.duration = time.perf_counter() - started
         self._complete(unit, value)
         return self._settle(step.id)
+
+    def _printed(self, unit: Unit, printed: list | None, token: Any, keep: bool = True) -> None:
+        """The step's attempts are over: what its tool printed stops going to it, and is kept (core/printed.py)."""
+        if token is None:
+            return
+        end(token)
+        if printed and keep:
+            self.scope.printed(unit.id, printed)
 
     def _attempt_failed(self, unit: Unit, exc: BaseException, started: float) -> list[str]:
         """The attempts ended without a value: the run waits for a person, or the step failed (any tool
