@@ -311,12 +311,7 @@ _FOREIGN = re.compile(
 def foreign_templates(facts: Facts) -> Iterator[Diagnostic]:
     """``{{ input.topic }}`` / ``${state.s}`` (Jinja, shell) stay literal text here: say how to write them."""
     for step in facts.plan.steps:
-        if not _braces(step.args) and (step.llm is None or not _braces(step.llm.prompt)):
-            continue  # the common case, without building paths
-        texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
-        if step.llm is not None:
-            texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
-        for path, text in texts:
+        for path, text in _step_texts(step, _braces):
             found = _FOREIGN.search(text)
             if found:
                 root = found.group(1) or found.group(3)
@@ -337,12 +332,7 @@ def misspelt_references(facts: Facts) -> Iterator[Diagnostic]:
     """``$stat.kind``, ``†imput.city``: a reference whose root is misspelt is text, silently (a model writes
     it; a person does too): said, with the reference it was probably meant to be."""
     for step in facts.plan.steps:
-        if not _sigils(step.args) and (step.llm is None or not _sigils(step.llm.prompt)):
-            continue  # the common case, without building paths
-        texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
-        if step.llm is not None:
-            texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
-        for path, text in texts:
+        for path, text in _step_texts(step, _sigils):
             for found in _ROOTLIKE.finditer(text):
                 root = found.group(1)
                 meant = did_you_mean(root, _ROOTS, None, cutoff=0.7) if root not in _ROOTS else None
@@ -357,32 +347,39 @@ def misspelt_references(facts: Facts) -> Iterator[Diagnostic]:
                 )
 
 
-def _sigils(value: Any) -> bool:
-    """Whether some text inside ``value`` has ``$`` or ``†`` (what a misspelt reference needs)."""
+def _step_texts(step: Step, maybe: Callable[[str], bool]) -> list[tuple[tuple, str]]:
+    """The literal texts of a step's arguments and prompt, each with its path; none (without building any
+    path: the common case) when no text could hold what ``maybe`` looks for."""
+    if not _any_text(step.args, maybe) and (step.llm is None or not _any_text(step.llm.prompt, maybe)):
+        return []
+    texts = [(("args", *p), t) for p, t in _strings(step.args, ())]
+    if step.llm is not None:
+        texts += [(("llm",), t) for _, t in _strings(step.llm.prompt, ())]
+    return texts
+
+
+def _sigils(text: str) -> bool:
+    """``$`` or ``†``: what a misspelt reference needs."""
+    return "$" in text or "\u2020" in text
+
+
+def _braces(text: str) -> bool:
+    """``{{`` or ``${``: what a foreign template needs."""
+    return "{" in text and ("{{" in text or "${" in text)
+
+
+def _any_text(value: Any, maybe: Callable[[str], bool]) -> bool:
+    """Whether some text inside ``value`` passes ``maybe`` (a fast test on the raw IR)."""
     kind = type(value)
     if kind is str:
-        return "$" in value or "\u2020" in value
+        return maybe(value)
     if kind is Template:
-        return any(type(p) is str and _sigils(p) for p in value.parts)
+        return any(type(p) is str and maybe(p) for p in value.parts)
     if isinstance(value, Mapping):
-        return any(type(v) is not int and _sigils(v) for v in value.values())
+        return any(type(v) is not int and _any_text(v, maybe) for v in value.values())
     if kind is tuple or kind is list:
-        return any(_sigils(v) for v in value)
+        return any(_any_text(v, maybe) for v in value)
     return False
-
-
-def _braces(value: Any) -> bool:
-    """Whether some text inside ``value`` has ``{{`` or ``${`` (what a foreign template needs)."""
-    kind = type(value)
-    if kind is str:
-        return "{" in value and ("{{" in value or "${" in value)
-    if kind is Template:
-        return any(type(p) is str and _braces(p) for p in value.parts)
-    if kind is MappingProxyType or kind is dict:
-        return any(type(v) is not int and _braces(v) for v in value.values())
-    if kind is tuple or kind is list:
-        return any(_braces(v) for v in value)
-    return isinstance(value, Mapping) and any(_braces(v) for v in value.values())
 
 
 def length_keys(facts: Facts) -> Iterator[Diagnostic]:
