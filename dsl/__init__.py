@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from .record import record
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, PlanInvalid, error, located
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CheckResult", "check", "load", "is_text", "no_gc_pauses"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckResult:
     """What checking one plan found: the plan (when it parsed) and its diagnostics."""
 
@@ -151,7 +151,7 @@ def _beyond_schema(document: "Document", found: list[Diagnostic], tools: Mapping
         if not isinstance(parent, dict):
             return []
         parent.pop(path[-1], None)
-    from dataclasses import replace
+    from .record import replace
 
     salvaged = replace(document, data=data)
     if _has_error(schema_errors(salvaged)):
@@ -181,7 +181,7 @@ def _composes(plan: Plan) -> bool:
 
 def _compose(plan: Plan, document: "Document", tools: Any, budget: Any, includes: tuple[str, ...], root: Any):
     """Sub-plans, composition rules and the step budget (see :mod:`.compose`)."""
-    from dataclasses import replace
+    from .record import replace
 
     from .compose import Budget, budget_rule, resolve_children
     from .load import Document, load_file
@@ -237,7 +237,7 @@ class _PrefixedMap:
         self.text: str = parent.text
 
     def locate(self, span):
-        from dataclasses import replace
+        from .record import replace
 
         return self.parent.locate(replace(span, path=self.prefix + tuple(span.path)))
 

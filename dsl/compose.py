@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from .record import record, replace
 from typing import Any, Callable
 
 from .errors import Diagnostic, PlanInvalid, Span, error
@@ -173,7 +173,7 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
 # --- children: load, check, cycles, arguments -------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Budget:
     """What ``check`` enforces about composition (from the project configuration)."""
 
@@ -341,7 +341,7 @@ def _item_refs(step: Step):
 # --- static bounds ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bounds:
     """The most a plan can execute: steps (children counted) and LLM steps."""
 

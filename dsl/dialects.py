@@ -19,7 +19,7 @@ do). Each dialect keeps a path mapping so a diagnostic on a canonical path
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import record
 from typing import Any, Callable
 
 from .errors import Diagnostic, DocPath, LoadError, Span, error
@@ -36,7 +36,7 @@ ACCEPTED = (
 _CANONICAL_KEYS = frozenset({"dagplan", "steps", "summary", "mode", "inputs", "initial_state", "on_failure", "result"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Normalized:
     """A document of an accepted dialect as a dagplan plan, with the way back to the original's paths."""
 

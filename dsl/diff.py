@@ -10,9 +10,8 @@ derives, not only the written ``deps``), and the plan's own keys. Steps that act
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from dataclasses import dataclass, field
+from .record import NOTHING, field, fields, is_record, record
 from typing import Any, Mapping, TypeGuard
 
 from .ir import (
@@ -39,10 +38,10 @@ _FORM_FIELDS = frozenset({("source", SubPlan), ("text", Guard)})
 # Every key of a plan is compared but these: its steps (compared one by one), where it was read from and
 # in which dialect (form, not meaning), and what is derived from the rest.
 _PLAN_FORM = frozenset({"steps", "source", "dialect", "span", "document", "by_id"})
-_PLAN_KEYS = tuple(f.name for f in dataclasses.fields(Plan) if f.name not in _PLAN_FORM)
+_PLAN_KEYS = tuple(f.name for f in fields(Plan) if f.name not in _PLAN_FORM)
 
 
-@dataclass
+@record
 class PlanDiff:
     """What changed from plan ``before`` to plan ``after``."""
 
@@ -159,16 +158,14 @@ def _norm(value: Any) -> Any:
         return str(value.value)
     if isinstance(value, Plan):  # a loaded sub-plan: its steps are compared one by one (full ids)
         return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if is_record(value):
         out = {}
-        for f in dataclasses.fields(value):
+        for f in fields(value):
             if f.name == "span" or not f.compare or (f.name, type(value)) in _FORM_FIELDS:
                 continue  # how it was written, not what it does
             got = getattr(value, f.name)
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING  # type: ignore[misc]
-            )  # fmt: skip
-            if default is not dataclasses.MISSING and got == default:
+            default = f.initial()
+            if default is not NOTHING and got == default:
                 continue
             normed = sorted(got) if f.name in _SETS and _names(got) else _norm(got)
             if normed is not None:

@@ -11,14 +11,14 @@ path therefore never pays for a position map.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from .record import record, field, replace
 from typing import Any, Callable, Iterable, Literal
 
 Severity = Literal["error", "warning"]
 DocPath = tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Span:
     """Where something is: a file, a document path, and (once located) line:col.
 
@@ -64,7 +64,7 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Diagnostic:
     """A problem found in a plan: its severity, code, message, where, and a hint."""
 
@@ -184,7 +184,7 @@ def located(diags: Iterable[Diagnostic], locate) -> list[Diagnostic]:
     return sorted(out, key=Diagnostic.sort_key)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     """Bounds that keep hostile input from costing unbounded time or memory.
 

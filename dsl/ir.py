@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from .record import record, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterator, Literal, Mapping, Union
@@ -32,7 +32,7 @@ def _span() -> Any:
     return field(default=NOSPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Ref:
     """``†state.a.b[0]``: a path into the run inputs or the shared state."""
 
@@ -44,7 +44,7 @@ class Ref:
         return SIGIL + self.root + format_path(self.path)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AnyOf:
     """``†a || †b`` in an argument: the first alternative that gets written; ``†a || "none"``: a
     literal ``default`` when none was (the read is then never unset)."""
@@ -61,7 +61,7 @@ class AnyOf:
         return f"{shown} || {json.dumps(self.default, ensure_ascii=False)}" if self.has_default else shown
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AllOf:
     """``†a && †b`` in an argument: waits for all, takes the last."""
 
@@ -105,7 +105,7 @@ def literal_value(text: str) -> Any:
         return BAD_LITERAL
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Const:
     """A literal in a condition: a string, a number, true, false or null."""
 
@@ -114,7 +114,7 @@ class Const:
     source: str = field(default="", compare=False)  # as written, for messages
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Compare:
     """``a == b`` and the other comparisons of a condition."""
 
@@ -124,7 +124,7 @@ class Compare:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Contains:
     """``a in b`` / ``a not in b``: a substring, a list member, an object key."""
 
@@ -134,7 +134,7 @@ class Contains:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Length:
     """``len(x)`` of a string, a list or an object."""
 
@@ -142,7 +142,7 @@ class Length:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Not:
     """``not x`` in a condition."""
 
@@ -150,7 +150,7 @@ class Not:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BoolOp:
     """``a and b``, ``a or b`` in a condition."""
 
@@ -159,7 +159,7 @@ class BoolOp:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Guard:
     """A step's ``when:``: the step runs only when ``condition`` holds (``text`` as written)."""
 
@@ -178,7 +178,7 @@ def view_length(count: str) -> int | None:
     return int(count) if len(count) <= 9 else -1
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Placeholder:
     """``#E1``, ``#E1.summary``, ``#E1.head=200``, ``#E1.last=200``: a step's output as text."""
 
@@ -198,7 +198,7 @@ class Placeholder:
         return f"#{self.step}{suffix}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Template:
     """Text with references and placeholders interpolated as text; ``†a || †b || "none"`` in it is one
     :class:`AnyOf` part (the first written, else the default)."""
@@ -210,7 +210,7 @@ class Template:
         return "".join(escape_text(p) if isinstance(p, str) else str(p) for p in self.parts)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Output:
     """An output path: alternatives separated by ``||``, each a set of targets joined by ``&&``.
 
@@ -246,7 +246,7 @@ class Output:
         return " || ".join(" && ".join(map(str, alt)) for alt in self.own)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Retry:
     """A step's retry policy: how many attempts, the backoff, and which failures it retries."""
 
@@ -256,7 +256,7 @@ class Retry:
     errors: tuple[str, ...] = ()  # per-type form: the error types this rule is for ("*": any transient)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Catch:
     """One ``catch:`` entry: failures of these types (after retries) go, as the error object, to the
     step's output alternative ``alternative`` (catch paths are appended to the output's alternatives)."""
@@ -266,7 +266,7 @@ class Catch:
     span: Span = _span()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LLMCall:
     """What an ``llm:`` step asks of a model."""
 
@@ -282,7 +282,7 @@ class LLMCall:
 Purity = Literal["pure", "idempotent", "side_effect"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FanOut:
     """``for_each``: run the step once per item of a list, results in item order."""
 
@@ -292,7 +292,7 @@ class FanOut:
     max_concurrency: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SubPlan:
     """``plan:``: another plan run as one step (a file relative to the caller, or inline)."""
 
@@ -304,7 +304,7 @@ class SubPlan:
     at: tuple = field(default=(), compare=False, repr=False)  # document path of the `plan` key
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Loop:
     """``loop:``: repeat a sub-plan, each result the next input, until ``until`` holds (bounded)."""
 
@@ -313,7 +313,7 @@ class Loop:
     until: Any  # a Ref / AnyOf / AllOf on †result (root "state" of the child's result object)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gate:
     """``gate:``: wait for a person's answer (one of ``choices``, or a value matching ``schema``)."""
 
@@ -377,7 +377,7 @@ def format_duration(seconds: float) -> str:
 NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda s: "NOT_GIVEN", "__bool__": lambda s: False})()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Step:
     """One step of a plan, as parsed: what it does, what it reads and where its output goes."""
 
@@ -419,7 +419,7 @@ class Step:
         return self.description or self.tool or self.id
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     """A parsed plan: its steps in order, its inputs, initial state, result and policies."""
 
@@ -557,7 +557,7 @@ def _quote(key: str) -> str:
     return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolSpec:
     """What the validator knows of a tool: enough to check a call before anything runs.
 

@@ -26,7 +26,7 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
+from .record import record
 from typing import Any, Iterator
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
@@ -39,7 +39,7 @@ _SYNTAX_CODES = ("yaml-syntax", "json-syntax")
 _MAX_CANDIDATE_TRIES = 200  # balanced-JSON attempts inside prose; bounds hostile text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Document:
     """Loaded text: the data, the dialect it was written in, and where its values are."""
 
@@ -201,7 +201,7 @@ def _binary(name: str, at: int, what: str) -> LoadError:
 # --- finding the document -------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Candidate:
     """A JSON or YAML block found in a model's answer, with what reading it found."""
 
@@ -491,7 +491,7 @@ def _strings_fit(text: str, start: int, end: int, longest: int) -> bool:
     return all(_DELIMITER.search(text, at, min(at + block, end)) for at in range(start, end, block))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Shape:
     """Of parsed JSON: nesting depth (counted up to ``max_depth + 1``), values, and object keys."""
 

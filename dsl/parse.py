@@ -10,7 +10,7 @@ called on data that never went through the schema.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from .record import record, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from collections.abc import Mapping
@@ -42,7 +42,7 @@ def parse_document(
     return plan, []
 
 
-@dataclass
+@record
 class _Context:
     """Where diagnostics accumulate while building one plan."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import re
 from functools import lru_cache
-from dataclasses import dataclass, field
+from .record import record, field
 from types import MappingProxyType
 from collections.abc import Mapping
 from typing import Any, Iterator
@@ -29,7 +29,7 @@ Writer = tuple[str, int]  # (step id, index of the output alternative)
 PathKey = tuple  # (root,) + path
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Analysis:
     """A plan's dependencies, its stable order and its parallel groups."""
 

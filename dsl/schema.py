@@ -404,7 +404,7 @@ def _flow(value: Any) -> str:
 def schema_diagnostic(err: Any, data: Any, name: str, code: str = "schema") -> Diagnostic:
     """One jsonschema error of ``data`` in our words (what is wrong, where, a hint), for any document
     validated against one of our schemas (a plan, a test file); its span is unlocated."""
-    from dataclasses import replace
+    from .record import replace
 
     found = _diagnostic(err, (), data, name)
     return found if code == "schema" else replace(found, code=code)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from .record import record, field, replace
 from typing import Callable, Protocol
 
 from .errors import DEFAULT_LIMITS, DocPath, Limits, LoadError, Span
 
 
-@dataclass
+@record
 class _Index:
     """Where each value and key of a document starts in its text."""
 

@@ -15,13 +15,13 @@ text (where a step ends), which such a library does not give, and the check that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import record
 
 _STEP_LISTS = frozenset({"steps", "calls"})  # the keys whose array's elements are steps
 _CLOSE = {"{": "}", "[": "]"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Prefix:
     """The plan's text so far, closed where it stands."""
 

@@ -10,7 +10,7 @@ mistake does not produce a cascade of confusing follow-ups.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from .record import record
 from functools import cached_property
 from types import MappingProxyType
 from collections.abc import Mapping
@@ -38,7 +38,7 @@ ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(-[A-Za-z0-9_]+)*$")
 MAX_ID_LENGTH = 64
 
 
-@dataclass
+@record
 class Facts:
     """What the rules share; everything derived is computed once, on first use."""
 

@@ -21,17 +21,19 @@ EXAMPLES = ROOT / "examples"
 # What a check of a plan with plain input schemas may load of ours: the pipeline, the configuration
 # reader, the model preflight and the cost estimate (an LLM step), the renderers. Nothing that runs.
 MAY_LOAD = {
-    "dagplan", "dagplan.api", "dagplan.cli", "dagplan.cli.check", "dagplan.cli.common", "dagplan.render",
+    "dagplan", "dagplan.api", "dagplan.cli", "dagplan.cli.checking", "dagplan.cli.common", "dagplan.render",
     "dagplan.dsl", "dagplan.dsl.compose", "dagplan.dsl.condition", "dagplan.dsl.dialects", "dagplan.dsl.errors",
-    "dagplan.dsl.expr", "dagplan.dsl.files", "dagplan.dsl.ir", "dagplan.dsl.load", "dagplan.dsl.parse",
+    "dagplan.dsl.expr", "dagplan.dsl.files", "dagplan.dsl.ir", "dagplan.dsl.record", "dagplan.dsl.load", "dagplan.dsl.parse",
     "dagplan.dsl.schedule", "dagplan.dsl.schema", "dagplan.dsl.source", "dagplan.dsl.validate",
     "dagplan.dsl.validate_tools", "dagplan.dsl.yaml_reader", "dagplan.schemas",
     "dagplan.interpreter", "dagplan.interpreter.core", "dagplan.interpreter.core.config",
     "dagplan.interpreter.llm", "dagplan.interpreter.llm.estimate", "dagplan.interpreter.llm.local",
     "dagplan.interpreter.llm.preflight",
 }  # fmt: skip
-# Of what is not the standard library, only these: the command line and the YAML reader.
-THIRD_PARTY = {"click", "yaml"}
+# Of what is not the standard library, only the YAML reader: `check` runs before click is imported
+# (dagplan/cli/checking.py), and the DSL's classes are records, not dataclasses (dsl/record.py).
+THIRD_PARTY = {"yaml"}
+NOT_FOR_CHECK = {"click", "dataclasses", "inspect"}  # milliseconds each, and nothing check needs
 SITE_HOOKS = {"sitecustomize", "usercustomize", "org", "_distutils_hack"}  # `org`: copy's probe for Jython
 # Each of these costs milliseconds to import and none is needed to check a plan.
 HEAVY = {
@@ -59,6 +61,7 @@ def test_check_of_a_plan_imports_only_what_checking_needs(plan):
     names, out = _imported("check", str(EXAMPLES / plan))
     assert out.returncode == 0, out.stdout + out.stderr
     assert not _heavy(names), sorted(_heavy(names))
+    assert not names & NOT_FOR_CHECK, sorted(names & NOT_FOR_CHECK)
     ours = {n for n in names if n.startswith("dagplan")}
     assert ours <= MAY_LOAD, sorted(ours - MAY_LOAD)
     others = {n.split(".")[0] for n in names if not n.startswith("__editable__")}  # an editable install's finder
@@ -125,3 +128,44 @@ def test_what_the_fast_check_calls_valid_the_meta_schema_calls_valid(schema):
 
     if surely_valid_schema(schema):
         assert Draft202012Validator(Draft202012Validator.META_SCHEMA).is_valid(schema), schema
+
+
+def _both_ways(argv: list[str], cwd: Path) -> tuple[tuple, tuple]:
+    """``dagplan ARGV`` as users run it (the fast path when it applies) and through click alone."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    fast = subprocess.run([sys.executable, "-m", "dagplan", *argv], capture_output=True, text=True, env=env, cwd=cwd)
+    slow = subprocess.run([sys.executable, "-c", "import sys; from dagplan.cli.group import cli; "
+                           "cli(sys.argv[1:], prog_name='dagplan')", *argv],
+                          capture_output=True, text=True, env=env, cwd=cwd)  # fmt: skip
+    return (fast.returncode, fast.stdout, fast.stderr), (slow.returncode, slow.stdout, slow.stderr)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "refund.yaml"],
+    ["-q", "check", "--strict", "refund.yaml", "weather.yaml"],
+    ["-vv", "check", "--format=json", "pet_hotel.yaml"],
+    ["check", "--format", "github", "--plans-only", "--", "profile.json", "tools.py"],
+    ["check", "--tools", "tools.py", "weather.yaml", "invalid/cycle.yaml"],
+    ["check", "--format", "sarif", "no-such-file.yaml"],
+    ["check", "--format", "xml", "refund.yaml"],
+    ["check", "--strikt", "refund.yaml"],
+    ["check"],
+    ["--verbose", "check", "-h"],
+])  # fmt: skip
+def test_check_answers_the_same_before_click_as_through_click(argv):
+    """The fast path reads only what click would read the same way; the rest goes to click."""
+    fast, slow = _both_ways(argv, EXAMPLES)
+    assert fast == slow
+
+
+def test_the_fast_path_knows_every_option_of_check():
+    """check's click options and the fast path's tables are one list: a new option added to one fails here."""
+    from dagplan.cli import checking
+    from dagplan.cli.check import check as command
+    from dagplan.cli.group import cli as group
+
+    declared = {opt for p in command.params if p.param_type_name == "option" for opt in p.opts}
+    assert declared == set(checking.FLAGS) | set(checking.VALUED)
+    assert {p.name: set(p.opts) for p in group.params if p.name in ("quiet", "verbose")} == {
+        "quiet": set(checking.QUIET), "verbose": set(checking.VERBOSE)}  # fmt: skip
+    assert set(next(p for p in command.params if p.name == "fmt").type.choices) == set(checking.FORMATS)

@@ -1,15 +1,15 @@
 """The ``dagplan`` command: a thin layer over the library API.
 
 Each subcommand lives in its own module and is imported only when invoked, so
-``dagplan check`` never pays for the interpreter (or litellm). Exit codes:
+``dagplan check`` never pays for the interpreter (or litellm); and ``check``, started by pre-commit for
+every commit, usually runs before click is even imported (``checking.py``). Exit codes:
 0 success, 1 invalid plan / failed run, 2 usage or I/O error.
 """
 
 from __future__ import annotations
 
-import importlib
-
-import click
+import sys
+from typing import Any
 
 # name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -41,52 +41,29 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx):
-        return list(COMMANDS)
-
-    def get_command(self, ctx, name):
-        if name not in COMMANDS:
-            return None
-        module, attr, _ = COMMANDS[name]
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            return None  # not built yet
-
-    def resolve_command(self, ctx, args):
-        """An unknown subcommand suggests the closest one (``dagplan chek`` -> ``check``), as click does
-        for eager groups."""
-        name = args[0] if args else ""
-        if name and not name.startswith("-") and name not in COMMANDS:
-            from ..dsl.errors import did_you_mean
-
-            close = did_you_mean(name, COMMANDS)
-            ctx.fail(f"No such command {name!r}." + (f" {close[0].upper()}{close[1:]}" if close else ""))
-        return super().resolve_command(ctx, args)
-
-    def format_commands(self, ctx, formatter):
-        rows = [(name, help_) for name, (_, _, help_) in COMMANDS.items() if self.get_command(ctx, name)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(None, "-V", "--version", package_name="dagplan")
-@click.option("-q", "--quiet", count=True, help="Less output: no progress lines or summaries (errors still show).")
-@click.option("-v", "--verbose", count=True, help="More output: every file checked, every step's result.")
-@click.pass_context
-def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
-    """dagplan: validate, preview and run declarative plans for LLM agents."""
-    ctx.obj = {"verbosity": verbose - quiet}
-
-
 def main() -> None:
     from ..dsl.errors import DagplanError
     from .common import fail, guard_streams
 
     guard_streams()
     try:
+        from .checking import fast_check, run_check
+
+        found = fast_check(sys.argv[1:])
+        if found is not None:
+            run_check(found["files"], found["fmt"], found["strict"], found["tool_paths"], found["plans_only"],
+                      found["verbosity"])  # fmt: skip
+        from .group import cli
+
         cli(prog_name="dagplan")
     except DagplanError as exc:  # a command's own error it did not render: the table's code, never a traceback
         fail(exc)
+
+
+def __getattr__(name: str) -> Any:
+    """``dagplan.cli.cli``, the click group (group.py), imported when asked for."""
+    if name == "cli":
+        from .group import cli
+
+        return cli
+    raise AttributeError(name)

@@ -7,61 +7,18 @@ interpreter's tool loader only when given.
 
 from __future__ import annotations
 
-import glob
-import os
 import sys
 from pathlib import Path
-from typing import Iterable
 
 import click
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Exit, exit_code, fail, finish, verbosity
-
-PLAN_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class UsageFailure(Exception):
-    """A problem with the command line or the files named on it (exit 2)."""
-
-
-def expand(patterns: Iterable[str]) -> list[str]:
-    """Files named by the arguments: a path that exists is that file (``[draft].yaml`` too), ``-`` is
-    standard input, globs are expanded (quoted ones too), directories walked for plan files. A
-    selection that names no plan file is a usage error (exit 2), whatever produced it."""
-    files: list[str] = []
-    for pattern in patterns:
-        if pattern == "-" or (os.path.exists(pattern) and not os.path.isdir(pattern)):
-            files.append(pattern)
-        elif os.path.isdir(pattern):
-            found = sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file())
-            if not found:
-                raise UsageFailure(f"no plan files ({', '.join(PLAN_SUFFIXES)}) in {pattern!r}")
-            files += found
-        elif glob.has_magic(pattern):
-            matches = [m for m in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(m)]
-            if not matches:
-                raise UsageFailure(f"no files match {pattern!r}")
-            files += matches
-        else:
-            files.append(pattern)  # a missing file: the loader says so (io)
-    return list(dict.fromkeys(files))
-
-
-def _exit_code(results, strict: bool) -> Exit:
-    if exit_code(d.code for r in results for d in r.errors) == EXIT_USAGE:
-        return EXIT_USAGE
-    from ..render import passes
-
-    if not all(passes(r, strict) for r in results):
-        return EXIT_FAILED
-    return EXIT_OK
+from .checking import FORMATS, UsageFailure, expand, run_check
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish
 
 
 @click.command("check")
 @click.argument("files", nargs=-1, required=True)
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "github", "sarif"]), default="text", show_default=True
-)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Treat warnings as errors (exit 1).")
 @click.option(
     "--tools",
@@ -80,77 +37,11 @@ def _exit_code(results, strict: bool) -> Exit:
 def check(
     files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...], plans_only: bool = False
 ) -> None:
-    """Validate plan files (dry run, no execution). FILES may be paths, globs or directories."""
-    from .. import api, check_files, load_config
-    from ..dsl.errors import DagplanError, counted
-    from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
+    """Validate plan files (dry run, no execution). FILES may be paths, globs or directories.
 
-    try:
-        paths = expand(files)
-    except UsageFailure as exc:
-        click.echo(f"dagplan check: {exc}", err=True)
-        finish(EXIT_USAGE)
-    others = 0
-    if plans_only:
-        kept = [p for p in paths if p == "-" or api.is_plan_file(p)]
-        others, paths = len(paths) - len(kept), kept
-        if not paths:
-            click.echo(f"dagplan check: no plan among {counted(others, 'YAML/JSON file')}: nothing to check (a plan "
-                       "is under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline, or has "
-                       "steps that name a tool, an llm or a gate)", err=True)  # fmt: skip
-            finish(EXIT_OK)
-    try:
-        config = load_config()
-        results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
-    except DagplanError as exc:
-        fail(exc)
-    untooled = not tool_paths and not config.tools and any(r.plan is not None and r.plan.tool_names for r in results)
-    worst = _worst_cases(results, config.max_items)
-    if fmt == "json":
-        sys.stdout.write(render_json(results, worst))
-    else:
-        sys.stdout.write(DIAGNOSTIC_RENDERERS[fmt](results))
-    sys.stdout.flush()  # before the summary on stderr: a terminal (2>&1) shows them in order
-    if fmt == "text" and verbosity() >= 0:
-        if verbosity() > 0:
-            for r in results:
-                if r.ok and not r.diagnostics:
-                    click.echo(f"{r.name}: valid", err=True)
-        for name, bounds in worst.items():
-            text = (
-                bounds.summary()
-                if hasattr(bounds, "summary")
-                else (f"worst case {counted(bounds.steps, 'step')}, {counted(bounds.llm_steps, 'LLM step')}")
-            )
-            click.echo(f"{name}: {text}", err=True)
-        if untooled:
-            click.echo("note: tool names and arguments were not checked (no tools known here): give --tools FILE, "
-                       "or `tools = [...]` in dagplan.toml", err=True)  # fmt: skip
-        line = summary_line(results, strict)
-        click.echo(line + (f"; {counted(others, 'other YAML/JSON file')} left alone (not plans)" if others else ""),
-                   err=True)  # fmt: skip
-    finish(_exit_code(results, strict))
-
-
-def _worst_cases(results, max_items: int | None) -> dict:
-    """For plans with fan-out, sub-plans, loops or model calls: the most steps they can execute, and
-    what their model calls can cost (``worst case 61 steps, 12 model calls, <= 38k input tokens, <= $0.19``)."""
-    from .. import worst_case
-
-    out = {}
-    for r in results:
-        if r.plan is None:
-            continue
-        if any(s.llm for s in r.plan.steps) or any(s.plan or s.loop for s in r.plan.steps):
-            from .. import api
-
-            found = api.estimate(r.plan)
-            if found.llm:
-                out[r.name] = found
-                continue
-        if any(s.for_each or s.plan or s.loop for s in r.plan.steps):
-            out[r.name] = worst_case(r.plan, max_items)
-    return out
+    \f
+    The same body as the fast path that usually runs it before click is imported (checking.py)."""
+    run_check(files, fmt, strict, tool_paths, plans_only)
 
 
 def _load_or_exit(path: str):

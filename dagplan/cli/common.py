@@ -11,8 +11,6 @@ import sys
 from enum import IntEnum
 from typing import Any, Iterable, NoReturn
 
-import click
-
 from ..dsl.errors import DagplanError, printable
 
 
@@ -107,26 +105,44 @@ def finish(code: Exit) -> NoReturn:
     sys.exit(int(Exit(code)))
 
 
+def say(line: str) -> None:
+    """A line for people on standard error (what ``click.echo(..., err=True)`` does, without click)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def fail(exc: DagplanError, code: Exit | None = None) -> NoReturn:
     """Print every diagnostic of ``exc`` and exit with ``code`` or the rule's code."""
     for diag in exc.diagnostics:
-        click.echo(diag.format(), err=True)
+        say(diag.format())
     finish(code if code is not None else exit_code(d.code for d in exc.diagnostics))
+
+
+_VERBOSITY: list[int] = []  # set by the fast path of `check`, which runs before click
+
+
+def set_verbosity(level: int) -> None:
+    _VERBOSITY[:] = [level]
 
 
 def verbosity() -> int:
     """-q / -v of the top command: below 0 quiet, 0 normal, above 0 verbose."""
-    ctx = click.get_current_context(silent=True)
+    if _VERBOSITY:
+        return _VERBOSITY[0]
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
     obj = ctx.find_root().obj if ctx is not None else None
     return int((obj or {}).get("verbosity", 0))
 
 
 def die(message: str, code: Exit) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    say(f"error: {message}")
     finish(code)
 
 
 def tools_option(f):
+    import click
+
     return click.option(
         "--tools",
         "tool_sources",
@@ -138,6 +154,8 @@ def tools_option(f):
 
 def state_dir_option(f):
     """``--state`` / ``--state-dir``: a directory, or a ``postgresql://`` URL (the one option of every command)."""
+    import click
+
     return click.option(
         "--state",
         "--state-dir",
@@ -185,17 +203,28 @@ def guard_streams() -> None:
         sys.stderr = Printable(sys.stderr)
 
 
-class OutputFile(click.Path):
-    """A file an option writes (a report, a cassette, a plan): the one rule for such paths. An empty path,
-    a NUL or an existing directory is a usage error (exit 2) before anything runs."""
-
-    def __init__(self) -> None:
-        super().__init__(dir_okay=False, writable=False)
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if not isinstance(value, str) or not value or "\0" in value:
-            self.fail(f"{value!r} cannot name a file: give a file path", param, ctx)
-        return super().convert(value, param, ctx)
+def __getattr__(name: str) -> Any:
+    """``OUTPUT_FILE`` / ``OutputFile``: built on first use, so that this module does not import click."""
+    if name in ("OUTPUT_FILE", "OutputFile"):
+        output_file = _output_file_type()
+        globals().update(OutputFile=output_file, OUTPUT_FILE=output_file())
+        return globals()[name]
+    raise AttributeError(name)
 
 
-OUTPUT_FILE = OutputFile()
+def _output_file_type() -> type:
+    import click
+
+    class OutputFile(click.Path):
+        """A file an option writes (a report, a cassette, a plan): the one rule for such paths. An empty path,
+        a NUL or an existing directory is a usage error (exit 2) before anything runs."""
+
+        def __init__(self) -> None:
+            super().__init__(dir_okay=False, writable=False)
+
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            if not isinstance(value, str) or not value or "\0" in value:
+                self.fail(f"{value!r} cannot name a file: give a file path", param, ctx)
+            return super().convert(value, param, ctx)
+
+    return OutputFile

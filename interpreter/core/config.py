@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import re
 from stat import S_ISREG
-from dataclasses import dataclass, field
+from ...dsl.record import record, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -68,7 +68,7 @@ _CHOICES = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     """The project configuration: dagplan.toml, or [tool.dagplan] in pyproject.toml."""
 

@@ -20,7 +20,7 @@ import importlib.util
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from ...dsl.record import record, field
 from functools import lru_cache
 from typing import Any, Iterator, Mapping
 
@@ -33,7 +33,7 @@ _MESSAGE_OVERHEAD = 8  # tokens of role and framing per message
 _SCALAR_CHARS = {"number": 24, "integer": 20, "boolean": 5, "null": 4}
 
 
-@dataclass
+@record
 class StepCost:
     step: str  # full id
     model: str | None
@@ -50,7 +50,7 @@ class StepCost:
         return self.times * self.calls
 
 
-@dataclass
+@record
 class Estimate:
     steps: int  # the most steps the plan can execute
     llm: list[StepCost]

@@ -9,7 +9,7 @@ raises one :class:`RunError` listing all of it, so nothing with a side effect ha
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import replace
+from ...dsl.record import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from ...dsl.errors import NOSPAN, Diagnostic, RunError, error

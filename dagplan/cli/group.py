@@ -1,0 +1,50 @@
+"""The ``dagplan`` click group: each subcommand (:data:`~dagplan.cli.COMMANDS`) imported when invoked."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from . import COMMANDS
+from .checking import QUIET, VERBOSE
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None  # not built yet
+
+    def resolve_command(self, ctx, args):
+        """An unknown subcommand suggests the closest one (``dagplan chek`` -> ``check``), as click does
+        for eager groups."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            from ..dsl.errors import did_you_mean
+
+            close = did_you_mean(name, COMMANDS)
+            ctx.fail(f"No such command {name!r}." + (f" {close[0].upper()}{close[1:]}" if close else ""))
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, help_) for name, (_, _, help_) in COMMANDS.items() if self.get_command(ctx, name)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(None, "-V", "--version", package_name="dagplan")
+@click.option(*QUIET, count=True, help="Less output: no progress lines or summaries (errors still show).")
+@click.option(*VERBOSE, count=True, help="More output: every file checked, every step's result.")
+@click.pass_context
+def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
+    """dagplan: validate, preview and run declarative plans for LLM agents."""
+    ctx.obj = {"verbosity": verbose - quiet}
