@@ -17,8 +17,9 @@ share one commit.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -50,6 +51,7 @@ _SETTLED: tuple = ("settled",)  # _start's answer for a step settled without run
 _RUNNING = StepStatus.RUNNING
 ABORT_GRACE = 10.0  # seconds an aborted run waits for its cancelled steps before it ends anyway
 _PROGRESS = EventType.STEP_PROGRESS
+EAGER_DEPTH = 16  # steps run in place inside one another at most (each releasing the next): a stack's worth
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class Execution(UnitLife):
         limit = max(1, scope.options.max_concurrency)
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
         self._journal = scope.journal
+        self._eager_depth = 0  # steps being run in place, one inside another (_spawn)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -253,8 +256,30 @@ class Execution(UnitLife):
                 if inline and mine is None:
                     mine = todo
                 else:
-                    self._tasks.add(self._loop.create_task(self._execute(todo)))
+                    self._spawn(todo)
         return mine
+
+    def _spawn(self, todo: tuple) -> None:
+        """Start a ready step's task; or, when the step may run in place (:meth:`~.scope.RunScope.in_place`:
+        its tool answers without waiting, no timeout needs a task of its own), run it here, now, in a copy
+        of the context (what it sets stays its own), and give it a task only if it waits after all (a
+        journal commit, the concurrency limit, a retry's backoff): a fan-out of such steps creates none."""
+        slot: list = [None]  # the step's task, once it has one (_execute leaves the set through it)
+        coro = self._execute(todo, slot)
+        if self._eager_depth < EAGER_DEPTH and self.scope.in_place(todo[0].step):
+            context = contextvars.copy_context()
+            self._eager_depth += 1
+            try:
+                waiting_on = context.run(coro.send, None)
+            except (StopIteration, asyncio.CancelledError):  # done (a task would have ended as well)
+                return
+            finally:
+                self._eager_depth -= 1
+            task = self._loop.create_task(_Resumed(coro, waiting_on), context=context)
+        else:
+            task = self._loop.create_task(coro)
+        slot[0] = task
+        self._tasks.add(task)
 
     def _settle(self, sid: str) -> list[str]:
         self._settled += 1
@@ -333,11 +358,15 @@ class Execution(UnitLife):
 
     # --- executing a step ---------------------------------------------------------------
 
-    async def _execute(self, todo: tuple | None) -> None:
+    async def _execute(self, todo: tuple | None, slot: list) -> None:
         """A step task: run a step, then, in the same task, one of the steps it made ready (and so on);
-        then its bookkeeping (one coroutine a task, no done-callback: the hot path)."""
+        then its bookkeeping (one coroutine a task, no done-callback: the hot path). Run in place (no task
+        in ``slot`` yet, :meth:`_spawn`), it goes on in place only with steps that may."""
         try:
             while todo is not None:
+                if slot[0] is None and not self.scope.in_place(todo[0].step):
+                    self._spawn(todo)  # in place so far: a step that may not be gets a task of its own
+                    return
                 unit = todo[0]
                 unit.status = _RUNNING
                 try:
@@ -362,7 +391,8 @@ class Execution(UnitLife):
             if not self._finished.done():
                 self._finished.set_exception(exc)
         finally:
-            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            if slot[0] is not None:
+                self._tasks.discard(slot[0])
             if self.scope.waiting and not self._tasks and not self._finished.done():
                 self._finished.set_result(None)  # nothing left running: stop in the waiting state
 
@@ -589,3 +619,36 @@ def _message(exc: BaseException) -> str:
 
 
 __all__ = ["Execution", "Options", "RunResult", "StepReport", "RunScope"]
+
+
+class _Resumed(Coroutine):
+    """A step's coroutine that was run in place until it waited on a future, continued by a task: the task's
+    first step is handed that future to wait on; every later value, and any exception (a cancellation,
+    even one before the task's first step), goes on to the coroutine."""
+
+    __slots__ = ("coro", "waiting_on")
+
+    def __init__(self, coro: Any, waiting_on: Any):
+        self.coro, self.waiting_on = coro, waiting_on
+
+    def send(self, value: Any) -> Any:
+        if self.waiting_on is not None:
+            waiting_on, self.waiting_on = self.waiting_on, None
+            return waiting_on
+        return self.coro.send(value)
+
+    def throw(self, *exc: Any) -> Any:  # type: ignore[override]
+        self.waiting_on = None
+        return self.coro.throw(*exc)
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> Any:
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)

@@ -12,6 +12,7 @@ import contextvars
 import functools
 import hashlib
 import inspect
+import opcode
 import queue
 import threading
 import types
@@ -22,6 +23,10 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 from ...dsl.ir import Purity, ToolSpec
+
+
+_WAITS = frozenset(opcode.opmap[name] for name in ("YIELD_VALUE", "SEND", "GET_AWAITABLE", "BEFORE_ASYNC_WITH",
+                                                  "GET_AITER", "GET_ANEXT") if name in opcode.opmap)  # fmt: skip
 
 
 class TransientError(Exception):
@@ -56,6 +61,17 @@ class Tool:
     destructive: bool = False
     alternatives: int | None = None  # outcomes it may answer with Branch(i, value); None: not said
     version: str = ""  # what it declares it is (`@tool(version=...)`; an MCP tool: its lock entry's hash)
+
+    @cached_property
+    def never_waits(self) -> bool:
+        """An ``async def`` whose own code awaits nothing (no ``await``, ``async with`` or ``async for``): its
+        coroutine answers at its first step, so the engine may run its call in place, without a task of its
+        own (engine/execution.py). Read from the function's bytecode: exact, and a wrapper that awaits the
+        function it wraps is not such a tool."""
+        code = getattr(self.fn, "__code__", None)
+        if not self.is_async or code is None or not inspect.iscoroutinefunction(self.fn):
+            return False
+        return _WAITS.isdisjoint(code.co_code[::2])  # wordcode: an instruction (or cache entry) every 2 bytes
 
     @cached_property
     def identity(self) -> str:
