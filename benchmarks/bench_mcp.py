@@ -74,6 +74,54 @@ def sdk_floor(steps: int) -> float:
     return asyncio.run(main())
 
 
+def big_plan(steps: int) -> str:
+    """A chain of ``steps`` steps as JSON (what a model emits)."""
+    import json
+
+    body = [{"id": f"s{i}", "tool": "t", "args": {"x": f"†state.s{i - 1}" if i else 1}, "output": f"†state.s{i}"}
+            for i in range(steps)]  # fmt: skip
+    return json.dumps({"steps": body})
+
+
+def check_while_asked(steps: int = 10_000, rounds: int = 3) -> dict[str, float]:
+    """``dagplan mcp`` over stdio: ``check_plan`` of a ``steps``-step plan, and how long a cheap request
+    (``list_runs``) waits meanwhile, against the same request on an idle server. Medians over rounds."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    text = big_plan(steps)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    async def main() -> dict[str, float]:
+        folder = tempfile.mkdtemp()
+        params = StdioServerParameters(command=sys.executable, args=["-m", "dagplan", "mcp"], cwd=folder, env=env)
+        idle, during, checks = [], [], []
+        async with Client(params) as client:
+            await client.call_tool("list_runs", {})
+            for _ in range(rounds):
+                for _ in range(5):
+                    started = time.perf_counter()
+                    await client.call_tool("list_runs", {})
+                    idle.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                check = asyncio.ensure_future(client.call_tool("check_plan", {"plan": text, "name": "big.json"}))
+                await asyncio.sleep(0.05)  # the check has started
+                waits = []
+                while not check.done():
+                    asked = time.perf_counter()
+                    await client.call_tool("list_runs", {})
+                    waits.append(time.perf_counter() - asked)
+                checked = await check
+                assert checked.structured_content["valid"], checked
+                checks.append(time.perf_counter() - started)
+                during.append(max(waits) if waits else float("nan"))
+        shutil.rmtree(folder, ignore_errors=True)
+        return {"check": statistics.median(checks), "idle": statistics.median(idle),
+                "longest wait during": statistics.median(during)}  # fmt: skip
+
+    return asyncio.run(main())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)

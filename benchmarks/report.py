@@ -246,6 +246,29 @@ def large_check(repeat: int) -> None:
             f"{ours * 1e3:.0f} ms = {ours / floor:.1f}x", f"< 300 ms: {verdict(ours < 0.3)}")  # fmt: skip
 
 
+# --- latency where people wait ----------------------------------------------------------------------
+
+
+def latency(repeat: int) -> None:
+    """The language server while typing in a 1,000-step plan, and `dagplan mcp` checking a 10,000-step plan
+    while a client asks it something else (checks run off the event loop in both)."""
+    from benchmarks import bench_lsp, bench_mcp
+
+    from dagplan.lsp import DEBOUNCE
+
+    wait, floor = asyncio.run(bench_lsp.measure(1000, max(10, 3 * repeat)))
+    total = wait + DEBOUNCE
+    row("language server, 1,000-step plan: didChange to publishDiagnostics",
+        f"`check` in-process {floor * 1e3:.0f} ms", f"{total * 1e3:.0f} ms (debounce {DEBOUNCE * 1e3:.0f} ms included)",
+        f"< 150 ms: {verdict(total < 0.15)}")  # fmt: skip
+    found = bench_mcp.check_while_asked(10_000, max(2, repeat // 2))
+    row("`dagplan mcp` over stdio: `check_plan` of a 10,000-step JSON plan, and another request meanwhile",
+        f"the same request on an idle server {found['idle'] * 1e3:.1f} ms",
+        f"check {found['check'] * 1e3:.0f} ms; the longest wait of a request during it "
+        f"{found['longest wait during'] * 1e3:.0f} ms", f"not blocked (< 100 ms): "
+        f"{verdict(found['longest wait during'] < 0.1)}")  # fmt: skip
+
+
 # --- scale curves -----------------------------------------------------------------------------------
 
 SHAPES = ("check", "json.loads", "run memory", "run file", "resume", "fan-out")
@@ -363,7 +386,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--max-scale", type=int, default=100_000)
-    sections = "startup,engine,durability,postgres,check,scale,planning,agent,reuse"
+    sections = "startup,engine,durability,postgres,check,latency,scale,planning,agent,reuse"
     parser.add_argument("--skip", default="", help=f"comma-separated: {sections}")
     parser.add_argument("--planning-tasks", type=int, default=40, help="reference tasks the local model plans")
     parser.add_argument("--agent-tasks", type=int, default=10, help="tasks of the plan-first / ReAct table")
@@ -379,7 +402,7 @@ def main() -> None:
         root = Path(tmp)
         steps = [("startup", lambda: startup(args.repeat, args.peers)), ("engine", lambda: engine(args.repeat)),
                  ("durability", lambda: durability(args.repeat, root)), ("postgres", lambda: postgres(3, root)),
-                 ("check", lambda: large_check(args.repeat))]  # fmt: skip
+                 ("check", lambda: large_check(args.repeat)), ("latency", lambda: latency(args.repeat))]  # fmt: skip
         for name, step in steps:
             if name not in skip:
                 step()

@@ -133,6 +133,44 @@ def word_at(line: str, col: int) -> tuple[str, int, int]:
     return "", col, col
 
 
+class Checks:
+    """Diagnostics of open documents, computed off the event loop, so that completion, hover and the rest
+    answer while a large plan is checked. A change waits for quiet (the debounce), then its text is
+    checked in one worker thread (checks never pile up); the result is published only while the document
+    is still that text, and a newer version cancels the check it makes stale (dropped before it starts
+    when it is still queued; its result thrown away when it is already running)."""
+
+    def __init__(self, version: Any, diagnose: Any, publish: Any) -> None:
+        self.version, self.diagnose, self.publish = version, diagnose, publish  # (uri), (uri, text), (uri, found)
+        self.pending: dict[str, asyncio.Task] = {}
+        self._worker: Any = None
+
+    def schedule(self, uri: str, delay: float) -> asyncio.Task:
+        stale = self.pending.pop(uri, None)
+        if stale is not None:
+            stale.cancel()
+        task = self.pending[uri] = asyncio.ensure_future(self._check(uri, delay))
+        return task
+
+    async def _check(self, uri: str, delay: float) -> None:
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            seen = self.version(uri)
+            if seen is None:
+                return
+            if self._worker is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="dagplan-check")
+            found = await asyncio.get_running_loop().run_in_executor(self._worker, self.diagnose, uri, seen[1])
+            if self.version(uri) == seen:  # still the text it was computed for
+                self.publish(uri, found)
+        finally:
+            if self.pending.get(uri) is asyncio.current_task():
+                del self.pending[uri]
+
+
 def build() -> Any:
     """The language server (a pygls ``LanguageServer``) with every feature registered."""
     from lsprotocol import types as t
@@ -141,7 +179,6 @@ def build() -> Any:
     # Full sync: every change carries the whole text, so no line model but ours ever applies an edit.
     server = LanguageServer("dagplan", api_version(), text_document_sync_kind=t.TextDocumentSyncKind.Full,
                             protocol_cls=_protocol())  # fmt: skip
-    pending: dict[str, asyncio.Task] = {}
 
     def opened(uri: str) -> Doc | None:
         """The document the client opened, or None: an unopened URI is never read from disk (a FIFO or a
@@ -149,42 +186,40 @@ def build() -> Any:
         document = server.workspace.text_documents.get(unquote(uri))
         return Doc(document.source, server.workspace.position_codec) if document is not None else None
 
-    def publish(uri: str) -> None:
-        doc = opened(uri)
-        if doc is None:
-            return
+    def version(uri: str) -> Any:
+        document = server.workspace.text_documents.get(unquote(uri))
+        return None if document is None else (document.version, document.source)
+
+    def diagnose(uri: str, text: str) -> list:
+        """What ``check`` says of the text, as LSP diagnostics (in a worker thread: never on the loop)."""
+        doc = Doc(text, server.workspace.position_codec)
         path = unquote(urlparse(uri).path) if urlparse(uri).scheme == "file" else ""
         name = path or Path(unquote(urlparse(uri).path)).name or "plan.yaml"
         if not api.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
-            server.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
-            return
+            return []
         try:
             result = api.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
-            found = [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []
+            return [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []
         except Exception as exc:  # noqa: BLE001 - a configuration or tools problem: say it, at the top
-            found = [t.Diagnostic(range=t.Range(t.Position(0, 0), t.Position(0, 1)), message=str(exc),
-                                  severity=t.DiagnosticSeverity.Error, source="dagplan")]  # fmt: skip
+            return [t.Diagnostic(range=t.Range(t.Position(0, 0), t.Position(0, 1)), message=str(exc),
+                                 severity=t.DiagnosticSeverity.Error, source="dagplan")]  # fmt: skip
+
+    def publish(uri: str, found: list) -> None:
         server.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=found))
+
+    checks = Checks(version, diagnose, publish)
 
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: Any, params: t.DidOpenTextDocumentParams) -> None:
-        publish(params.text_document.uri)
+        checks.schedule(params.text_document.uri, 0.0)
 
     @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
-    async def did_change(ls: Any, params: t.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        if uri in pending:
-            pending[uri].cancel()
-
-        async def later() -> None:
-            await asyncio.sleep(DEBOUNCE)
-            publish(uri)
-
-        pending[uri] = asyncio.ensure_future(later())
+    def did_change(ls: Any, params: t.DidChangeTextDocumentParams) -> None:
+        checks.schedule(params.text_document.uri, DEBOUNCE)
 
     @server.feature(t.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: Any, params: t.DidSaveTextDocumentParams) -> None:
-        publish(params.text_document.uri)
+        checks.schedule(params.text_document.uri, 0.0)
 
     @server.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions(trigger_characters=["#", ".", " "]))
     def completion(ls: Any, params: t.CompletionParams) -> t.CompletionList:

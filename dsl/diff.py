@@ -149,7 +149,13 @@ def _plan_view(plan: Plan) -> dict[str, Any]:
     return out
 
 
+_SCALARS = (str, int, float, bool)
+
+
 def _norm(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
     if value is None or value is NOT_GIVEN:
         return None
     if isinstance(value, (Ref, AnyOf, AllOf, Template, Placeholder, Output)):  # as canonically written
@@ -160,22 +166,35 @@ def _norm(value: Any) -> Any:
         return None
     if is_record(value):
         out = {}
-        for f in fields(value):
-            if f.name == "span" or not f.compare or (f.name, type(value)) in _FORM_FIELDS:
-                continue  # how it was written, not what it does
-            got = getattr(value, f.name)
-            default = f.initial()
+        for name, default, as_set in _compared(kind):
+            got = getattr(value, name)
             if default is not NOTHING and got == default:
                 continue
-            normed = sorted(got) if f.name in _SETS and _names(got) else _norm(got)
+            normed = sorted(got) if as_set and _names(got) else _norm(got)
             if normed is not None:
-                out[f.name] = normed
+                out[name] = normed
         return out
     if isinstance(value, Mapping):  # a JSON Schema's `required` is a set of names, whatever its order
         return {str(k): sorted(v) if k == "required" and _names(v) else _norm(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_norm(v) for v in value]
     return value
+
+
+_COMPARED: dict[type, tuple[tuple[str, Any, bool], ...]] = {}
+
+
+def _compared(kind: type) -> tuple[tuple[str, Any, bool], ...]:
+    """What a record class's fields say of its meaning, once per class: (name, default, compared as a set),
+    leaving out its position, fields not compared, and how it was written."""
+    found = _COMPARED.get(kind)
+    if found is None:
+        found = _COMPARED[kind] = tuple(
+            (f.name, f.initial(), f.name in _SETS)
+            for f in fields(kind)
+            if f.name != "span" and f.compare and (f.name, kind) not in _FORM_FIELDS
+        )
+    return found
 
 
 def _names(value: Any) -> TypeGuard[list[str] | tuple[str, ...]]:

@@ -101,12 +101,20 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def did_you_mean(word: Any, choices: Iterable[str], otherwise: str | None = None, cutoff: float = 0.6) -> str | None:
-    """The one did-you-mean hint: ``did you mean 'x'?`` for the closest of ``choices``, else ``otherwise``."""
+def did_you_mean(
+    word: Any,
+    choices: Iterable[str],
+    otherwise: str | None = None,
+    cutoff: float = 0.6,
+    shown: Callable[[str], str] = str,
+) -> str | None:
+    """The one did-you-mean hint: ``did you mean 'x'?`` for the closest of ``choices``, else ``otherwise``;
+    ``shown`` spells the choice as the hint shows it (matched without it: ``isue.title`` to ``issue.title``,
+    shown as ``†state.issue.title``)."""
     import difflib
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff) if isinstance(word, str) else []
-    return f"did you mean {close[0]!r}?" if close else otherwise
+    return f"did you mean {shown(close[0])!r}?" if close else otherwise
 
 
 def error(code: str, message: str, span: Span = NOSPAN, hint: str | None = None) -> Diagnostic:

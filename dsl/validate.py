@@ -282,10 +282,13 @@ def _provided(initial: Any, path: tuple) -> bool:
 
 
 def _writable_hint(facts: Facts, ref: Ref) -> str:
+    """The path a step writes that the read most likely meant (``†state.isue.title`` -> ``†state.issue.title``:
+    each written path put in place of as much of the read as it is long), else how to write it."""
     exact, _ = facts.index
-    names = [format_path(k[1:])[1:] for k in exact if len(k) > 1]
-    suggestion = did_you_mean(format_path(ref.path)[1:], names) if names else None
-    return suggestion or "write it with some step's `output:`, or give it a value in `initial_state`"
+    meant = {format_path((*key[1:], *ref.path[len(key) - 1 :])) for key in exact if 1 < len(key) <= len(ref.path) + 1}
+    return did_you_mean(format_path(ref.path), sorted(meant), shown=lambda path: "\u2020state" + path) or (
+        "write it with some step's `output:`, or give it a value in `initial_state`"
+    )
 
 
 def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:

@@ -166,3 +166,43 @@ def test_a_workflow_a_compose_file_and_package_json_are_left_alone_while_a_plan_
         assert any(d.code == "unknown-tool" for d in found), found
 
     asyncio.run(_session(project, body))
+
+
+def test_checks_run_off_the_event_loop_and_a_newer_version_makes_the_older_one_stale():
+    """Issue 43: while a check runs in its thread the loop goes on (hover, completion answer); a newer
+    version cancels the check it makes stale: dropped if still queued, its result thrown away if running."""
+    import threading
+
+    from dagplan.lsp import Checks
+
+    docs = {"big": (1, "big v1"), "other": (1, "other v1")}
+    entered, go = threading.Event(), threading.Event()
+    called: list[str] = []
+    published: list[tuple[str, list]] = []
+
+    def diagnose(uri: str, text: str) -> list:
+        called.append(text)
+        if text == "big v1":
+            entered.set()
+            assert go.wait(30)
+        return [text]
+
+    async def main() -> None:
+        checks = Checks(docs.get, diagnose, lambda uri, found: published.append((uri, found)))
+        first = checks.schedule("big", 0)
+        await asyncio.to_thread(entered.wait, 30)  # the check holds its thread...
+        other = checks.schedule("other", 0)  # ...a check queued behind it...
+        for _ in range(5):
+            await asyncio.sleep(0)  # ...and the loop still turns
+        docs["other"] = (2, "other v2")
+        newer_other = checks.schedule("other", 0)  # the queued check is stale: it never runs
+        docs["big"] = (2, "big v2")
+        newer_big = checks.schedule("big", 0)  # the running one is stale: its result is dropped
+        go.set()
+        await asyncio.gather(first, other, newer_other, newer_big, return_exceptions=True)
+        assert first.cancelled() and other.cancelled()
+        assert checks.pending == {}
+
+    asyncio.run(main())
+    assert "other v1" not in called
+    assert sorted(published) == [("big", ["big v2"]), ("other", ["other v2"])]

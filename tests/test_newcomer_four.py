@@ -315,6 +315,22 @@ def test_a_misspelt_reference_root_is_said_not_kept_as_text_silently(tmp_path):
     assert done.stdout.count("misspelt-reference") == 2  # not `$USD.rate`: no root is close to USD
 
 
+def test_a_misspelt_state_path_gets_the_did_you_mean_every_other_name_gets(tmp_path):
+    """`unwritten-state` for †state.isue.title: the path a step writes, put in place of the misspelt part."""
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - id: fetch\n    tool: getIssue\n    args: {n: 1}\n    output: $state.issue\n"
+        "  - id: label\n    tool: setLabel\n    args: {title: $state.isue.title, whole: $state.isue}\n"
+        "    output: $state.done\nresult: $state.done\n"
+    )
+    done = dagplan(tmp_path, "check", "p.yaml")
+    assert done.returncode == 1
+    assert "hint: did you mean '\u2020state.issue.title'?" in done.stdout, done.stdout
+    assert "hint: did you mean '\u2020state.issue'?" in done.stdout
+    (tmp_path / "q.yaml").write_text("steps:\n  - {id: a, tool: t, args: {x: $state.zzz}, output: $state.issue}\n")
+    far = dagplan(tmp_path, "check", "q.yaml")
+    assert "did you mean" not in far.stdout and "give it a value in `initial_state`" in far.stdout
+
+
 PRINTING_TOOLS = """import sys
 import dagplan
 
