@@ -52,6 +52,7 @@ _EXPORTS = {
     "submit": "dagplan.api",
     "awork": "dagplan.api",
     "worker_pool": "dagplan.api",
+    "schedules": "dagplan.api",
     "db_upgrade": "dagplan.api",
     # plan tests and cassettes
     "test": "dagplan.api",

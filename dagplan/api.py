@@ -927,26 +927,36 @@ def submit(
 ) -> str:
     """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
     checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
-    from .interpreter.engine.inputs import prepare_inputs
     from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.sources import source_record
 
     cfg = config or load_config()
-    plan = _as_plan(plan, tools, cfg)
-    values = prepare_inputs(plan, inputs, strict=True)
+    run = _submission(plan, tools=tools, tool_sources=tool_sources, inputs=inputs, config=cfg)
     registry = open_registry(_state(state_dir, cfg))
     if not hasattr(registry, "submit"):
         from .dsl.errors import RunError
 
         hint = 'set state = "postgresql://..." (or --state URL), then start: dagplan worker'
         raise RunError.make("no-pool", "runs are submitted to the workers of a run database", hint=hint)
+    return registry.submit(**run)
+
+
+def _submission(
+    plan: Plan | str | os.PathLike, *, tools: ToolsArg, tool_sources: Iterable[str], inputs: Any, config: Any
+) -> dict[str, Any]:
+    """What a queued run is made of (``submit``, ``submit --each``, a schedule's runs): the plan checked
+    against its tools, its inputs checked, and where its tools come from (what a worker loads)."""
+    from .interpreter.engine.inputs import prepare_inputs
+    from .interpreter.tools.sources import source_record
+
+    plan = _as_plan(plan, tools, config)
+    values = prepare_inputs(plan, inputs, strict=True)
     if plan.document is None:
         from .dsl.errors import RunError
 
         raise RunError.make("not-durable", "a submitted plan must be loaded from a document", hint="use dagplan.load()")
     meta = {"dialect": plan.dialect, "tool_sources": source_record(tool_sources),
-            "config": str(cfg.path) if cfg.path else None}  # fmt: skip
-    return registry.submit(plan_doc=plan.document, plan_name=plan.source, inputs=dict(values), meta=meta)
+            "config": str(config.path) if config.path else None}  # fmt: skip
+    return {"plan_doc": plan.document, "plan_name": plan.source, "inputs": dict(values), "meta": meta}
 
 
 def worker_pool(
@@ -969,7 +979,30 @@ def worker_pool(
     url = _state(state, cfg)
     if not is_url(url):
         raise ValueError(f"workers share a run database: the state ({url or './.dagplan'}) is not a postgresql:// URL")
-    return Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event)
+
+    def scheduled(schedule: Any) -> dict[str, Any]:  # a schedule's run, made as `submit` makes one
+        sources = list(cfg.tools)
+        return _submission(schedule.plan, tools=tools_of(sources) if sources else None, tool_sources=sources,
+                           inputs=schedule.inputs, config=cfg)  # fmt: skip
+
+    return Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event,
+                submission=scheduled)  # fmt: skip
+
+
+def schedules(state: Any = None, *, config: Any = None) -> list[dict[str, Any]]:
+    """The configuration's schedules (``[schedule.NAME]``): name, cron, time zone, plan, next time, and, when
+    the state is a run database, when each last fired and the run it submitted."""
+    from .interpreter.core.state import is_url
+    from .interpreter.ops.schedules import listing
+
+    cfg = config or load_config()
+    url = _state(state, cfg)
+    marks = None
+    if cfg.schedule and is_url(url):
+        from .interpreter.stores.pgstore import PgRegistry
+
+        marks = PgRegistry(url).schedule_marks()
+    return listing(cfg, marks)
 
 
 async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> list[tuple[str, str]]:

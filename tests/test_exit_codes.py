@@ -64,6 +64,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("runs export RUN -o cassette.json", "ok", OK),
     (f"tools list {TOOLS}", "ok", OK),
     (f"diff {W} {W}", "ok", OK),
+    ("schedule", "ok", OK),  # none configured: said, exit 0
     # a plan or test finding
     ("check examples/invalid/unknown_step.yaml", "finding", FINDING),
     ("check examples/invalid/unknown_placeholder.yaml", "finding", FINDING),
@@ -133,6 +134,7 @@ CONFIGURED = [
     "runs",
     "serve --port 0",
     "worker --drain",
+    "schedule",
     f"submit {W} {TOOLS} -i city=Rome",
     "db upgrade",
     f"preview {W}",

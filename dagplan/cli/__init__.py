@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "events": ("dagplan.cli.runs", "events", "Print a run's event log."),
     "submit": ("dagplan.cli.pool", "submit", "Queue a run for the workers of the run database."),
     "worker": ("dagplan.cli.pool", "worker", "Run queued and orphaned runs of the run database."),
+    "schedule": ("dagplan.cli.pool", "schedule", "List the schedules the workers fire: next time, last run."),
     "db": ("dagplan.cli.db", "db", "The run database (PostgreSQL): create or migrate its schema."),
     "serve": ("dagplan.cli.serve", "serve", "Watch runs in the browser (and answer gates, review plans)."),
     "tools": ("dagplan.cli.tools", "tools", "List the tools plans may call; lock MCP servers' tools."),

@@ -74,3 +74,30 @@ def worker(state_dir, concurrency, drain, on_interrupted) -> None:
         die(str(exc), EXIT_USAGE)
     failed = [run for run, status in finished if status not in ("completed", "waiting", "needs_decision")]
     finish(EXIT_FAILED if failed else EXIT_OK)
+
+
+@click.command("schedule")
+@state_dir_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def schedule(state_dir, fmt) -> None:
+    """List the schedules of dagplan.toml ([schedule.NAME]: a plan, a cron line, its inputs), which the
+    workers (dagplan worker) fire: each one's next time, and when it last fired with the run it submitted."""
+    import json
+
+    from .. import api
+
+    try:
+        rows = api.schedules(state_dir)
+    except DagplanError as exc:
+        fail(exc)
+    if fmt == "json":
+        click.echo(json.dumps({"schedules": rows}, indent=2))
+        finish(EXIT_OK)
+    if not rows:
+        click.echo("no schedules: add one to dagplan.toml, e.g. [schedule.nightly] plan = \"plans/report.yaml\", "
+                   "cron = \"0 2 * * *\"", err=True)  # fmt: skip
+        finish(EXIT_OK)
+    for row in rows:
+        last = f"last {row['last']} (run {row['last_run']})" if row["last"] else "not fired yet"
+        click.echo(f"{row['name']}  {row['cron']} ({row['timezone']})  {row['plan']}  next {row['next']}  {last}")
+    finish(EXIT_OK)

@@ -91,6 +91,7 @@ class Config:
     pool: Mapping[str, Any] = field(default_factory=dict)  # workers' limits: max_running, [pool.per_plan]
     mcp: Mapping[str, Any] = field(default_factory=dict)  # MCP servers by name: their tables, checked
     notify: Mapping[str, Any] = field(default_factory=dict)  # gates' notifiers by name: their tables, checked
+    schedule: Mapping[str, Any] = field(default_factory=dict)  # runs the workers submit on a cron line, by name
     structured_output: str = "auto"  # how a model's answer is held to a schema (llm/constrained.py)
 
     @property
@@ -338,6 +339,58 @@ def notifier_problems(name: str, table: Any) -> list[str]:
     return out
 
 
+SCHEDULE_KEYS = {"plan": 'the plan file, relative to this file, "plans/report.yaml"',
+                 "cron": 'five fields, minute hour day month weekday: "0 9 * * 1-5"',
+                 "inputs": "a table of the run's inputs",
+                 "timezone": 'an IANA zone, "Europe/Paris" (default UTC)'}  # fmt: skip
+
+
+def schedule_problems(name: str, table: Any) -> list[tuple[str, str]]:
+    """What is wrong with one ``[schedule.NAME]``: (the dotted key, a sentence naming it) each."""
+    where = f"schedule.{name}"
+    if not SERVER_NAME.match(name):
+        return [(where, f"{where}: a schedule's name is a word (letters, digits, _ and -)")]
+    if not isinstance(table, dict):
+        return [(where, f'{where} must be a table: [schedule.{name}] with plan = "..." and cron = "..."')]
+    out = [(f"{where}.{key}", message) for key in table for message in _unknown_keys(where, {key: 0}, SCHEDULE_KEYS)]
+    for key in ("plan", "cron"):
+        if not (isinstance(table.get(key), str) and table[key].strip()):
+            out.append((f"{where}.{key}", f"{where}.{key} must be {SCHEDULE_KEYS[key]}"))
+    if isinstance(table.get("cron"), str) and table["cron"].strip():
+        problem = cron_problem(table["cron"])
+        if problem:
+            out.append((f"{where}.cron", f"{where}.cron = {table['cron']!r}: {problem} ({SCHEDULE_KEYS['cron']})"))
+    if "inputs" in table and not isinstance(table["inputs"], dict):
+        out.append((f"{where}.inputs", f"{where}.inputs must be {SCHEDULE_KEYS['inputs']}"))
+    zone = table.get("timezone", "UTC")
+    if not (isinstance(zone, str) and zone_problem(zone) is None):
+        out.append((f"{where}.timezone", f"{where}.timezone must be {SCHEDULE_KEYS['timezone']}, not {zone!r}"))
+    return out
+
+
+def cron_problem(line: str) -> str | None:
+    """Why a cron line is not one (cronsim reads it: minute hour day month weekday, with L, W and #), else None."""
+    from datetime import datetime, timezone
+
+    from cronsim import CronSim, CronSimError
+
+    try:
+        CronSim(line, datetime.now(timezone.utc))
+    except CronSimError as exc:
+        return str(exc).rstrip(".") or "not a cron line"
+    return None
+
+
+def zone_problem(zone: str) -> str | None:
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(zone)
+    except (ValueError, LookupError, OSError):  # ZoneInfoNotFoundError is a KeyError; a bad name a ValueError
+        return f"no time zone {zone!r}"
+    return None
+
+
 def unknown_notifier(step: Any, name: str, declared: Mapping[str, Any]) -> Any:
     """The error of a gate naming a notifier the configuration does not declare (check and run alike)."""
     hint = did_you_mean(name, declared, f'declare it in dagplan.toml: [notify.{name}] webhook = "${{VAR}}"')
@@ -374,6 +427,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "mcp": (_table, 'a table of MCP servers: [mcp.NAME] command = "..." (stdio) or url = "..." (HTTP)'),
     "notify": (_table, 'a table of notifiers for gates: [notify.NAME] webhook = "${VAR}" or command = [...]'),
+    "schedule": (_table, 'a table of schedules: [schedule.NAME] plan = "..." and cron = "0 9 * * 1-5"'),
 }
 
 
@@ -406,6 +460,10 @@ def _build(path: Path, table: dict) -> Config:
         problems += [
             error("config", message, _key_span(path, f"notify.{name}")) for message in notifier_problems(name, notifier)
         ]
+    schedules = table.get("schedule")
+    for name, scheduled in (schedules if isinstance(schedules, dict) else {}).items():
+        found = schedule_problems(name, scheduled)
+        problems += [error("config", message, _key_span(path, key)) for key, message in found]
     given = table.get("resume")
     resume = {**RESUME_DEFAULTS, **(given if isinstance(given, dict) else {})}
     for key, value in resume.items():

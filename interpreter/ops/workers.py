@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...dsl.errors import DagplanError, first_line
+from .schedules import Scheduler
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Pool:
     on_interrupted: str | None = None  # retry | adopt | fail: an interrupted side effect where the policy says ask
     on_event: Callable[[str, str], None] | None = None  # (run id, what happened): for the CLI's lines
     finished: list[tuple[str, str]] = field(default_factory=list)  # (run id, status)
+    submission: Callable[[Any], dict] | None = None  # a schedule's run as `submit` makes one (ops/schedules.py)
     _stopping: bool = False
 
     def stop(self) -> None:
@@ -105,9 +107,12 @@ class Pool:
         registry = PgRegistry(self.url)
         running: set[asyncio.Task] = set()
         backoff = Backoff()
+        scheduler = Scheduler(self.config, registry, self.submission) if self.submission is not None else None
         try:
             while not self._stopping:
                 try:
+                    for fired in await asyncio.to_thread(scheduler.tick) if scheduler is not None else ():
+                        self._said_fired(fired)
                     while len(running) < self.concurrency and not self._stopping:
                         journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
                         if journal is None:
@@ -165,6 +170,15 @@ class Pool:
                 pass
         self.finished.append((journal.id, status))
         self._say(journal.id, status)
+
+    def _said_fired(self, fired: Any) -> None:
+        from .schedules import iso
+
+        at = iso(fired.at)
+        if fired.problem is not None:
+            self._say("-", f"schedule {fired.schedule} could not submit its run of {at}: {fired.problem}")
+        elif fired.run_id is not None:
+            self._say(fired.run_id, f"submitted by schedule {fired.schedule} for {at}")
 
     def _say(self, run_id: str, what: str) -> None:
         if self.on_event is not None:

@@ -44,7 +44,7 @@ from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids,
 from .journal import RUN_ID, new_run_id
 from ..core.vocabulary import STOPPED, Event, EventType, RunStatus
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE IF NOT EXISTS dagplan_runs (
@@ -72,6 +72,15 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     4: [  # a waiting run whose gate deadline passed is claimable from then: its on_timeout applies
         "ALTER TABLE dagplan_runs ADD COLUMN IF NOT EXISTS wake double precision",
+    ],
+    5: [  # schedules: each time a schedule fired (run_id NULL: the time a schedule was first seen, from which
+        # it counts), one row a (schedule, time): workers firing at once submit one run
+        """CREATE TABLE IF NOT EXISTS dagplan_schedule_fires (
+            name text NOT NULL,
+            fire_at double precision NOT NULL,
+            run_id text,
+            PRIMARY KEY (name, fire_at)
+        )""",
     ],
 }
 LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
@@ -304,6 +313,60 @@ class PgRegistry:
     def submit(self, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict | None = None) -> str:
         """Queue a run for the workers; returns its id."""
         return self.create(plan_doc=plan_doc, plan_name=plan_name, inputs=inputs, meta=meta, queued=True).id
+
+    def schedule_marks(self) -> dict[str, tuple[float, str | None]]:
+        """Each schedule's latest mark: (when it last fired, or was first seen; the run it submitted, if any)."""
+        rows = (
+            self.connection()
+            .execute(
+                "SELECT DISTINCT ON (name) name, fire_at, run_id FROM dagplan_schedule_fires "
+                "ORDER BY name, fire_at DESC"
+            )
+            .fetchall()
+        )
+        return {name: (fire_at, run_id) for name, fire_at, run_id in rows}
+
+    def first_seen(self, name: str, at: float) -> None:
+        """A schedule counts from ``at`` (it never fires for a time before the workers first saw it)."""
+        self.connection().execute(
+            "INSERT INTO dagplan_schedule_fires (name, fire_at) SELECT %s, %s WHERE NOT EXISTS "
+            "(SELECT 1 FROM dagplan_schedule_fires WHERE name = %s) ON CONFLICT DO NOTHING",
+            (name, at, name),
+        )
+
+    def fire(
+        self, name: str, fire_at: float, *, plan_doc: dict, plan_name: str, inputs: dict, meta: dict
+    ) -> str | None:
+        """Submit the run of schedule ``name`` for ``fire_at``, once whoever asks: the run and the mark in one
+        statement (both or neither); the id of the run submitted, or None when it was already."""
+        import psycopg
+
+        artifact = {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs,
+                    "meta": {**meta, "schedule": name, "fire_at": fire_at}, "created": time.time()}  # fmt: skip
+        for _ in range(8):
+            run_id = new_run_id()
+            try:
+                row = self.connection().execute(
+                    "WITH run AS (INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue) "
+                    "SELECT %s, %s, %s, %s, true, %s WHERE NOT EXISTS (SELECT 1 FROM dagplan_schedule_fires "
+                    "WHERE name = %s AND fire_at >= %s) ON CONFLICT (id) DO NOTHING RETURNING id) "
+                    "INSERT INTO dagplan_schedule_fires (name, fire_at, run_id) SELECT %s, %s, id FROM run "
+                    "RETURNING run_id",
+                    (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str),
+                     str(RunStatus.QUEUED), name, fire_at, name, fire_at),
+                ).fetchone()  # fmt: skip
+            except psycopg.errors.UniqueViolation:  # another worker fired it this very moment
+                return None
+            if row is not None:
+                return row[0]
+            fired = (
+                self.connection()
+                .execute("SELECT 1 FROM dagplan_schedule_fires WHERE name = %s AND fire_at >= %s", (name, fire_at))
+                .fetchone()
+            )
+            if fired is not None:
+                return None  # fired already; else the run id was taken: another one
+        raise RunError.make("state-unavailable", f"could not give schedule {name}'s run an id")
 
     def claim(self, limits: Any = None) -> "PgRun | None":
         """A queued or orphaned run of the pool, acquired (its lock held by this process), or None.
