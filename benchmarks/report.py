@@ -169,7 +169,7 @@ def durability(repeat: int, root: Path) -> None:
     dur = median(lambda: bd.engine_run(bd.chain_doc(n), bd.fresh(root)), repeat) / n
     row("durable chain of 1,000 (file journal)", f"one fsync {floor * 1e6:.0f} us/step",
         f"{dur * 1e6:.0f} us/step = {dur / floor:.2f}x (durability alone {(dur - mem) / floor:.2f}x)",
-        f"<= 1.2x: {verdict(dur / floor <= 1.2)}")  # fmt: skip
+        f"<= 1.5x: {verdict(dur / floor <= 1.5)}")  # fmt: skip
 
 
 def postgres(repeat: int, root: Path) -> None:
@@ -180,14 +180,14 @@ def postgres(repeat: int, root: Path) -> None:
     try:
         _, stop, socket_url = start_postgres()
     except Exception as exc:  # noqa: BLE001 - no binaries here: say so, measure the rest
-        row("durable chain on PostgreSQL", "the file journal", f"not measured ({exc})", "<= 1.3x")
+        row("durable chain on PostgreSQL", "the file journal", f"not measured ({exc})", "<= 1.5x")
         return
     try:
         plan = bp.chain(n)
         files = bp.per_step(plan, n, repeat, durable=True, state_dir=root / "files")
         pg = bp.per_step(plan, n, repeat, durable=True, state_dir=socket_url)
         row(f"durable chain of {n:,} on PostgreSQL (local socket)", f"file journal {files * 1e6:.0f} us/step",
-            f"{pg * 1e6:.0f} us/step = {pg / files:.2f}x", f"<= 1.3x: {verdict(pg / files <= 1.3)}")  # fmt: skip
+            f"{pg * 1e6:.0f} us/step = {pg / files:.2f}x", f"<= 1.5x: {verdict(pg / files <= 1.5)}")  # fmt: skip
         workers(socket_url, root, bp)
     finally:
         stop()
@@ -227,7 +227,7 @@ def workers(url: str, root: Path, bp: object) -> None:
         f"the database alone: {floor:.0f} runs/s ({per_run} commits a run, one connection)",
         f"1 worker {rates[1]:.0f} runs/s ({rates[1] / floor:.0%} of it), 2 workers {rates[2]:.0f} runs/s "
         f"({rates[2] / floor:.0%}; worker start-up {startup * 1000:.0f} ms)",
-        "bounded by the database: see the ratio")  # fmt: skip
+        f"2 workers >= 80% of the database alone: {verdict(rates[2] / floor >= 0.8)}")  # fmt: skip
 
 
 # --- check of a large plan ------------------------------------------------------------------------

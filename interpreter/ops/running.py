@@ -12,6 +12,7 @@ from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
 from ..engine.execution import Execution, RunResult
 from ..engine.scope import Options, RunScope
+from ..stores.journal import release
 from ..llm.preflight import preflight
 from ..tools.catalog import Tool
 
@@ -70,7 +71,7 @@ async def execute(plan: Plan, inputs: Mapping[str, Any], scope: RunScope, own_jo
         await scope.close_sources()
         await scope.settle_notices()
         if own_journal and scope.journal is not None:
-            scope.journal.release()
+            await release(scope.journal)
 
 
 async def approve_plan(plan: Plan, approve: Approve | None, always: bool = False, ran: str = "nothing ran",

@@ -98,6 +98,11 @@ CLAIMABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)  # with
 _CLAIMABLE = "((r.pooled AND r.queue = ANY(%s)) OR (r.queue = 'waiting' AND r.wake <= %s))"
 
 
+def owner_name() -> str:
+    """This process as a run's owner: what ``runs`` and a lock message show."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def _wake(line: Mapping[str, Any]) -> float | None:
     """When a waiting run should be taken up again: the earliest deadline of the gates it waits at."""
     deadlines = [w["deadline"] for w in line.get("waiting") or () if isinstance(w, Mapping) and w.get("deadline")]
@@ -396,13 +401,13 @@ class PgRegistry:
             for (run_id,) in rows:
                 run = self.open(run_id)
                 try:
-                    run.acquire(note_owner=False)  # the row is locked by this transaction: noted after it
+                    run.acquire(note_owner=False)  # the row is locked by this transaction: noted by it below
                 except RunError:
                     continue  # taken meanwhile by a process not going through the queue
-                claimed = run
+                conn.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner_name(), run_id))
+                run._owner_noted = True
+                claimed = run  # its owner noted in the claim's transaction: one commit, not two
                 break
-        if claimed is not None:
-            claimed.note_owner()
         return claimed
 
     def claimable(self) -> int:
@@ -486,6 +491,7 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self._wake: float | None = None  # when a waiting run's first gate deadline passes
         self._io = threading.Lock()
         self._writer: Any = None  # the connection holding the run's lock
+        self._owner_noted = False  # this process is written as its owner (cleared by release, or its last commit)
         self._inflight: asyncio.Future | None = None
         self._durable_seq = 0
         for line in lines if lines is not None else self._lines_after(0):
@@ -547,8 +553,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
 
     def note_owner(self) -> None:
         """Record this process as the run's owner (what ``runs`` and a lock message show)."""
-        owner = f"{socket.gethostname()}:{os.getpid()}"
-        self._writer.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner, self.id))
+        self._writer.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner_name(), self.id))
+        self._owner_noted = True
 
     def release(self) -> None:
         if self._writer is None:
@@ -559,7 +565,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             conn, self._writer = self._writer, None
             released = False
             try:
-                conn.execute("UPDATE dagplan_runs SET owner = NULL WHERE id = %s", (self.id,))
+                if self._owner_noted:  # not cleared by the run's last commit (it stopped mid-way)
+                    conn.execute("UPDATE dagplan_runs SET owner = NULL WHERE id = %s", (self.id,))
                 released = bool(
                     conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_CLASS, self.id)).fetchone()[0]
                 )
@@ -602,8 +609,12 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             with conn.transaction():
                 self._insert(conn, rows)
                 # an answered gate puts any run in the pool, however it started: a worker goes on with it
-                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s, wake = %s WHERE id = %s",
-                             (str(queue), queue == RunStatus.QUEUED, self._wake, self.id))  # fmt: skip
+                # a run that ended lets its owner go in the same transaction (release then only unlocks it)
+                ended = queue not in (RunStatus.RUNNING, RunStatus.QUEUED)
+                conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s, wake = %s, owner = CASE "
+                             "WHEN %s THEN NULL ELSE owner END WHERE id = %s",
+                             (str(queue), queue == RunStatus.QUEUED, self._wake, ended, self.id))  # fmt: skip
+                self._owner_noted = not ended
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 
     def _insert(self, conn: Any, rows: list[tuple[int, str]]) -> None:
