@@ -33,9 +33,10 @@ from ..core.vocabulary import STOPPED, Event, EventType, RunStatus, StepStatus, 
 _ENV = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-def tracer_for(plan_name: str, kinds: Mapping[str, str]) -> Callable[[Event], None] | None:
+def tracer_for(plan_name: str, kinds: Callable[[], Mapping[str, str]]) -> Callable[[Event], None] | None:
     """A subscriber turning a run's events into spans, or None when tracing is not configured.
-    ``kinds``: each step id's kind (tool name, llm, plan, loop, gate) for the spans' attributes."""
+    ``kinds()``: each step id's kind (tool name, llm, plan, loop, gate) for the spans' attributes (asked
+    only when there is a tracer: a run without tracing pays nothing per step)."""
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
     configured_here = "opentelemetry.trace" in sys.modules  # the application set tracing up itself
@@ -48,7 +49,7 @@ def tracer_for(plan_name: str, kinds: Mapping[str, str]) -> Callable[[Event], No
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider) and not _configure_from_environment():
         return None
-    return _Spans(trace.get_tracer("dagplan"), plan_name, kinds)
+    return _Spans(trace.get_tracer("dagplan"), plan_name, kinds())
 
 
 def _configure_from_environment() -> bool:

@@ -25,7 +25,7 @@ def traced(options: Options, plan: Plan) -> Options:
 
     from ..observe.otel import tracer_for
 
-    tracer = tracer_for(plan.source, {s.id: s.tool or str(s.kind) for s in plan.steps})
+    tracer = tracer_for(plan.source, lambda: {s.id: s.tool or str(s.kind) for s in plan.steps})
     return options if tracer is None else replace(options, subscribers=[*options.subscribers, tracer])
 
 
