@@ -364,9 +364,6 @@ class Execution(UnitLife):
         in ``slot`` yet, :meth:`_spawn`), it goes on in place only with steps that may."""
         try:
             while todo is not None:
-                if slot[0] is None and not self.scope.in_place(todo[0].step):
-                    self._spawn(todo)  # in place so far: a step that may not be gets a task of its own
-                    return
                 unit = todo[0]
                 unit.status = _RUNNING
                 try:
@@ -378,6 +375,9 @@ class Execution(UnitLife):
                     if self._journal is not None:
                         await self._journal.commit()  # durable before any dependent starts
                     todo = self._release(ready, inline=True)
+                    if todo is not None and slot[0] is None and not self.scope.in_place(todo[0].step):
+                        self._spawn(todo)  # in place so far: a step that may not be gets a task of its own
+                        return
                 except asyncio.CancelledError:
                     if not self._aborted:
                         unit.status = StepStatus.INTERRUPTED
