@@ -138,7 +138,9 @@ def record(cls: Any = None, /, *, frozen: bool = False, slots: bool = False) -> 
 def _make(cls: type, frozen: bool, slots: bool) -> type:
     inherited = [f for base in reversed(cls.__mro__[1:]) for f in getattr(base, "__record_fields__", ())]
     own = []
-    for name in cls.__dict__.get("__annotations__", {}):
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        if str(annotation).replace("typing.", "").startswith("ClassVar"):
+            continue  # a class attribute, as for a dataclass
         value = cls.__dict__.get(name, _NONE)
         f = value if isinstance(value, Field) else Field(default=value)
         f.name = name
