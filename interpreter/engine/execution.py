@@ -29,7 +29,7 @@ from ...dsl.ir import NOT_GIVEN, Plan, Ref, Step, SubPlan
 from ...dsl.schedule import analysis_of
 from .attempts import StepFailure, Waiting
 from .lifecycle import UnitLife
-from .reuse import fingerprint, model_identity, reusable
+from .reuse import definition_of, fingerprint, model_identity, reusable
 from .runners import runner_for
 from .scope import Options, RunScope, Unit
 from ..core.values import (
@@ -330,7 +330,7 @@ class Execution(UnitLife):
     def _fingerprint(self, step: Step, prepared: Any) -> str:
         """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model."""
         upstream = [self.units[dep].fingerprint or dep for dep in self.analysis.deps[step.id]]
-        defined = self.scope.definition(step)
+        defined = definition_of(self.plan, step)
         if step.tool:
             tool = self.scope.tools.get(step.tool)
             return fingerprint(defined, prepared, upstream, tool.identity if tool is not None else step.tool)

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ...dsl.ir import Step, StepKind
+from ...dsl.ir import Plan, Step, StepKind
 from ..core.vocabulary import EARLY, EventType, StepStatus
 from .resume import Recorded
 
@@ -39,6 +39,16 @@ def definition(step: Step) -> str:
     view = step_view(step)
     view.pop("description", None)  # what a person reads, not what it does
     return _canonical(view)
+
+
+def definition_of(plan: Plan, step: Step) -> str:
+    """A step's :func:`definition`, computed once per plan and carried by it (as its analysis is): the runs of
+    one loaded plan, and a worker's runs of one stored plan, share it."""
+    found = vars(plan).setdefault("_definitions", {})
+    defined = found.get(step.id)
+    if defined is None:
+        defined = found[step.id] = definition(step)
+    return defined
 
 
 def fingerprint(defined: str, read: Any, upstream: Iterable[str | None], tool: str | None, model: Any = None) -> str:

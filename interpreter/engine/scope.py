@@ -175,7 +175,6 @@ class RunScope:
         self.reuse = self.options.reuse
         self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
         routed()  # what tools print is kept with their steps (core/printed.py)
-        self._definitions: dict[int, tuple[Step, str]] = {}
         self._in_place: dict[int, bool] = {}
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
@@ -285,15 +284,6 @@ class RunScope:
             from ..core.printed import text_of
 
             self.emit(EventType.STEP_PRINTED, unit_id, text=redact(text_of(buffer)))
-
-    def definition(self, step: Step) -> str:
-        """A step's definition as fingerprints hold it (reuse.py), computed once per step of the run."""
-        found = self._definitions.get(id(step))
-        if found is None or found[0] is not step:
-            from .reuse import definition
-
-            found = self._definitions[id(step)] = (step, definition(step))
-        return found[1]
 
     def purity(self, step: Step) -> str | None:
         return purity_of(step, self.tools)

@@ -170,18 +170,18 @@ def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any,
 
     specs, budget = ({name: t.spec for name, t in tools.items()} if tools is not None else None), Budget.of(config)
     text, name = json.dumps(journal.plan_doc), journal.plan_name or journal.id
-    key = (text, name, repr(budget), None if specs is None else tuple(sorted((n, id(s)) for n, s in specs.items())))
+    key = (text, name, repr(budget), None if specs is None else tuple(sorted((n, repr(s)) for n, s in specs.items())))
     found = _CHECKED.get(key)
-    if found is None or (specs is not None and any(specs[n] is not s for n, s in found[1].items())):
+    if found is None:
         result = check(text=text, name=name, tools=specs, budget=budget)
         if not result.ok or result.plan is None:
             raise PlanInvalid(_at_original_lines(journal, result.diagnostics, specs, budget))
-        found = (result.plan, dict(specs or {}))
-        if _self_contained(result.plan):  # a sub-plan read from a file is read again each time
+        found = result.plan
+        if _self_contained(found):  # a sub-plan read from a file is read again each time
             _CHECKED[key] = found
         while len(_CHECKED) > 32:
             _CHECKED.pop(next(iter(_CHECKED)))
-    return found[0]
+    return found
 
 
 def _self_contained(plan: Plan) -> bool:
@@ -194,9 +194,9 @@ def _self_contained(plan: Plan) -> bool:
 
 
 # Plans checked for runs of this process, by their text, name, budget and the tool specs they were checked
-# against (held, so an id is never another's): a worker running 100 runs of one plan checks it once
-# (a 20-step plan: 1.6 ms a run). A Plan is immutable; runs share it as they share a loaded one.
-_CHECKED: dict[tuple, tuple[Plan, dict]] = {}
+# against (each spec's full text: name, parameters, purity): a worker running 100 runs of one plan checks it
+# once (a 20-step plan: 1.6 ms a run). A Plan is immutable; runs share it as they share a loaded one.
+_CHECKED: dict[tuple, Plan] = {}
 
 
 def _at_original_lines(journal: Journal, diagnostics: Any, specs: Any, budget: Any) -> Any:
