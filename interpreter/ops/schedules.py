@@ -80,6 +80,10 @@ class Scheduler:
         self.registry, self.submission = registry, submission  # submission: the run's plan, inputs and meta
         self._next: dict[str, float] | None = None
 
+    def wants(self, now: float) -> bool:
+        """Whether :meth:`tick` has anything to do at ``now`` (asked on the loop: no thread, no database)."""
+        return bool(self.schedules) and (self._next is None or min(self._next.values(), default=0.0) <= now)
+
     def tick(self, now: float | None = None) -> list[Fired]:
         """Fire what is due at ``now`` (the engine's clock): a list of what fired (or failed to)."""
         if not self.schedules:

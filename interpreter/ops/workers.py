@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...dsl.errors import DagplanError, first_line
+from ..core import clock
 from .schedules import Scheduler
 
 
@@ -111,8 +112,9 @@ class Pool:
         try:
             while not self._stopping:
                 try:
-                    for fired in await asyncio.to_thread(scheduler.tick) if scheduler is not None else ():
-                        self._said_fired(fired)
+                    if scheduler is not None and scheduler.wants(clock.now()):
+                        for fired in await asyncio.to_thread(scheduler.tick):
+                            self._said_fired(fired)
                     while len(running) < self.concurrency and not self._stopping:
                         journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
                         if journal is None:
