@@ -137,8 +137,9 @@ class Checks:
     """Diagnostics of open documents, computed off the event loop, so that completion, hover and the rest
     answer while a large plan is checked. A change waits for quiet (the debounce), then its text is
     checked in one worker thread (checks never pile up); the result is published only while the document
-    is still that text, and a newer version cancels the check it makes stale (dropped before it starts
-    when it is still queued; its result thrown away when it is already running)."""
+    is still that text, and a newer version cancels the check it makes stale (a queued one does nothing
+    when its turn comes, whatever the timing of asyncio's cancellation of the thread's future; a running
+    one's result is thrown away)."""
 
     def __init__(self, version: Any, diagnose: Any, publish: Any) -> None:
         self.version, self.diagnose, self.publish = version, diagnose, publish  # (uri), (uri, text), (uri, found)
@@ -163,8 +164,12 @@ class Checks:
                 from concurrent.futures import ThreadPoolExecutor
 
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="dagplan-check")
-            found = await asyncio.get_running_loop().run_in_executor(self._worker, self.diagnose, uri, seen[1])
-            if self.version(uri) == seen:  # still the text it was computed for
+
+            def work() -> list | None:  # in the thread: a check made stale while queued does nothing
+                return self.diagnose(uri, seen[1]) if self.version(uri) == seen else None
+
+            found = await asyncio.get_running_loop().run_in_executor(self._worker, work)
+            if found is not None and self.version(uri) == seen:  # still the text it was computed for
                 self.publish(uri, found)
         finally:
             if self.pending.get(uri) is asyncio.current_task():
