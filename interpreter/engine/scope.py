@@ -175,7 +175,7 @@ class RunScope:
         self.reuse = self.options.reuse
         self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
         routed()  # what tools print is kept with their steps (core/printed.py)
-        self._in_place: dict[int, bool] = {}
+        self._in_place: dict[str, bool] = {}  # by tool name: its part of the in-place rule
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
             for key in ("prompt_tokens", "completion_tokens", "cost"):
@@ -238,15 +238,17 @@ class RunScope:
         """The one rule for a step run without a task of its own (engine/execution.py ``_spawn``): a local
         tool whose call answers without waiting (:attr:`~..tools.catalog.Tool.never_waits`), with no timeout
         (``asyncio.timeout`` cancels the task it was entered in), called for real (no fakes, no Ray), once
-        (not a fan-out's items)."""
-        found = self._in_place.get(id(step))
+        (not a fan-out's items). The tool's part is kept per tool name: a chain of one tool asks it once."""
+        name = step.tool
+        if name is None or step.timeout is not None or step.for_each is not None:
+            return False
+        found = self._in_place.get(name)
         if found is None:
-            tool = self.tools.get(step.tool) if step.tool is not None else None
-            found = (
-                tool is not None and step.timeout is None and step.for_each is None and self.options.calls is None
+            tool = self.tools.get(name)
+            found = self._in_place[name] = (
+                tool is not None and self.options.calls is None
                 and (tool.executor or self.options.executor) != "ray" and tool.never_waits
             )  # fmt: skip
-            self._in_place[id(step)] = found
         return found
 
     def call_tool(self, name: str, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
