@@ -74,22 +74,17 @@ def sdk_floor(steps: int) -> float:
     return asyncio.run(main())
 
 
-def big_plan(steps: int) -> str:
-    """A chain of ``steps`` steps as JSON (what a model emits)."""
-    import json
-
-    body = [{"id": f"s{i}", "tool": "t", "args": {"x": f"†state.s{i - 1}" if i else 1}, "output": f"†state.s{i}"}
-            for i in range(steps)]  # fmt: skip
-    return json.dumps({"steps": body})
-
-
 def check_while_asked(steps: int = 10_000, rounds: int = 3) -> dict[str, float]:
     """``dagplan mcp`` over stdio: ``check_plan`` of a ``steps``-step plan, and how long a cheap request
     (``list_runs``) waits meanwhile, against the same request on an idle server. Medians over rounds."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    text = big_plan(steps)
+    import json
+
+    from benchmarks.bench_check import generate
+
+    text = json.dumps(generate(steps), ensure_ascii=False)  # the plan of the report's 10,000-step check row
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
     async def main() -> dict[str, float]:

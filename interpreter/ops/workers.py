@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ...dsl.errors import DagplanError, first_line
 from ..core import clock
-from .schedules import Scheduler
+from .schedules import Scheduler, iso
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,6 @@ class Pool:
         self._say(journal.id, status)
 
     def _said_fired(self, fired: Any) -> None:
-        from .schedules import iso
-
         at = iso(fired.at)
         if fired.problem is not None:
             self._say("-", f"schedule {fired.schedule} could not submit its run of {at}: {fired.problem}")

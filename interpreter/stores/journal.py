@@ -300,14 +300,6 @@ class GroupCommit:
             await asyncio.shield(self._inflight)
         self._after_commit()
 
-    async def arelease(self) -> None:
-        """Let the run go (``release``) without holding the event loop while its last writes and unlock
-        travel: in a worker, other runs go on meanwhile (inline when nothing else could run)."""
-        if loop_idle():
-            self.release()  # type: ignore[attr-defined]
-        else:
-            await asyncio.to_thread(self.release)  # type: ignore[attr-defined]
-
     async def _write_in_thread(self) -> None:
         _IN_THREADS.add(self)
         try:
@@ -324,9 +316,11 @@ _IN_THREADS: set["GroupCommit"] = set()
 
 
 async def release(journal: Any) -> None:
-    """The one way a run's journal is let go at the end of a run: off the loop when it writes (GroupCommit)."""
-    if isinstance(journal, GroupCommit):
-        await journal.arelease()
+    """The one way a run's journal is let go at the end of a run: a journal that writes (GroupCommit) in a
+    worker thread when other work is ready, so a worker's other runs go on while its last writes and unlock
+    travel (inline when nothing else could run)."""
+    if isinstance(journal, GroupCommit) and not loop_idle():
+        await asyncio.to_thread(journal.release)  # type: ignore[attr-defined]
     else:
         journal.release()
 

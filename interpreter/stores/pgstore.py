@@ -98,6 +98,21 @@ CLAIMABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)  # with
 _CLAIMABLE = "((r.pooled AND r.queue = ANY(%s)) OR (r.queue = 'waiting' AND r.wake <= %s))"
 
 
+_INSERT_RUN = "INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue)"
+
+
+def _artifact(plan_doc: dict, plan_name: str, inputs: dict, meta: dict) -> dict:
+    """A new run's artifact (what it runs, with what), as every new run's row holds it."""
+    return {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs, "meta": meta, "created": time.time()}
+
+
+def _run_row(run_id: str, artifact: dict, queued: bool) -> tuple:
+    """The values of :data:`_INSERT_RUN` for a new run (``queued``: in the pool's queue from its first row)."""
+    queue = RunStatus.QUEUED if queued else RunStatus.RUNNING
+    text = json.dumps(artifact, ensure_ascii=False, default=str)
+    return run_id, artifact["plan_name"], artifact["created"], text, queued, str(queue)
+
+
 def owner_name() -> str:
     """This process as a run's owner: what ``runs`` and a lock message show."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -244,17 +259,11 @@ class PgRegistry:
         """A new run; ``queued``: in the pool's queue from its first row (one statement, so a submit
         interrupted half-way never leaves a run that nobody will take up)."""
         conn = self.connection()
-        artifact = {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs, "meta": meta or {},
-                    "created": time.time()}  # fmt: skip
-        queue = RunStatus.QUEUED if queued else RunStatus.RUNNING
+        artifact = _artifact(plan_doc, plan_name, inputs, meta or {})
         while True:
             run_id = new_run_id()
-            inserted = conn.execute(
-                "INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str),
-                 queued, str(queue)),
-            ).rowcount  # fmt: skip
+            inserted = conn.execute(f"{_INSERT_RUN} VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                                    _run_row(run_id, artifact, queued)).rowcount  # fmt: skip
             if inserted:
                 return PgRun(self, run_id, artifact)
 
@@ -346,19 +355,16 @@ class PgRegistry:
         statement (both or neither); the id of the run submitted, or None when it was already."""
         import psycopg
 
-        artifact = {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs,
-                    "meta": {**meta, "schedule": name, "fire_at": fire_at}, "created": time.time()}  # fmt: skip
+        artifact = _artifact(plan_doc, plan_name, inputs, {**meta, "schedule": name, "fire_at": fire_at})
         for _ in range(8):
             run_id = new_run_id()
             try:
                 row = self.connection().execute(
-                    "WITH run AS (INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue) "
-                    "SELECT %s, %s, %s, %s, true, %s WHERE NOT EXISTS (SELECT 1 FROM dagplan_schedule_fires "
-                    "WHERE name = %s AND fire_at >= %s) ON CONFLICT (id) DO NOTHING RETURNING id) "
-                    "INSERT INTO dagplan_schedule_fires (name, fire_at, run_id) SELECT %s, %s, id FROM run "
-                    "RETURNING run_id",
-                    (run_id, plan_name, artifact["created"], json.dumps(artifact, ensure_ascii=False, default=str),
-                     str(RunStatus.QUEUED), name, fire_at, name, fire_at),
+                    f"WITH run AS ({_INSERT_RUN} SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM "
+                    "dagplan_schedule_fires WHERE name = %s AND fire_at >= %s) ON CONFLICT (id) DO NOTHING "
+                    "RETURNING id) INSERT INTO dagplan_schedule_fires (name, fire_at, run_id) SELECT %s, %s, id "
+                    "FROM run RETURNING run_id",
+                    (*_run_row(run_id, artifact, True), name, fire_at, name, fire_at),
                 ).fetchone()  # fmt: skip
             except psycopg.errors.UniqueViolation:  # another worker fired it this very moment
                 return None
@@ -567,6 +573,7 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
             try:
                 if self._owner_noted:  # not cleared by the run's last commit (it stopped mid-way)
                     conn.execute("UPDATE dagplan_runs SET owner = NULL WHERE id = %s", (self.id,))
+                    self._owner_noted = False
                 released = bool(
                     conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_CLASS, self.id)).fetchone()[0]
                 )
