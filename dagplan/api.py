@@ -150,26 +150,26 @@ def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None):
 
 
 def is_plan_file(path: str | os.PathLike) -> bool:
-    """Whether the file at ``path`` is a plan (:mod:`dagplan.dsl.recognize`: its folder or name, the
-    ``$schema`` modeline, or its shape); a file that cannot be read counts as one (``check`` says why)."""
+    """Whether the file at ``path`` is a plan or a plan test file (:mod:`dagplan.dsl.recognize`: its folder
+    or name, the ``$schema`` modeline, or its shape); a file that cannot be read counts as one (``check``
+    says why)."""
     from .dsl.errors import DagplanError
     from .dsl.load import read_file
-    from .dsl.recognize import is_plan
+    from .dsl.recognize import is_ours
 
     try:
         text = read_file(path).decode("utf-8", "replace")
     except (DagplanError, OSError):
         return True
-    return is_plan(text, str(path))
+    return is_ours(text, str(path))
 
 
 def is_ours(text: str, name: str = "") -> bool:
     """Whether a document is a plan or a plan test file (``*.test.yaml``): what the language server checks;
     any other YAML or JSON it leaves alone."""
-    from .dsl.load import is_test_file
-    from .dsl.recognize import is_plan
+    from .dsl.recognize import is_ours as recognised
 
-    return bool(name and is_test_file(name)) or is_plan(text, name)
+    return recognised(text, name)
 
 
 def rerun(
@@ -303,7 +303,7 @@ async def arun(
     )
 
 
-_APPROVAL_KEPT = ("plan_hash", "tools_hash", "side_effects", "approved_by", "approved_at")
+_APPROVAL_KEPT = ("plan_hash", "tools_hash", "tools", "side_effects", "approved_by", "approved_at")
 
 
 async def aplan(
@@ -878,25 +878,17 @@ def submit_each(
     """Queue one run per line of the JSON Lines file ``each`` (each line an object of inputs, over
     ``inputs``); returns their ids, in the file's order. Every line is checked first: one bad line
     (``FILE:LINE``) queues nothing."""
-    import json
-
-    from .dsl.errors import RunError, error
-    from .dsl.load import read_file
+    from .dsl.errors import LoadError, RunError, error
+    from .dsl.load import read_json_lines
     from .interpreter.engine.inputs import prepare_inputs
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
     name = os.fspath(each)
-    text = read_file(each).decode("utf-8", "replace")
     rows, problems = [], []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            given = json.loads(line)
-        except ValueError as exc:
-            problems.append(error("bad-input", f"{name}:{number}: not JSON ({getattr(exc, 'msg', exc)})",
-                                  hint="one JSON object of inputs a line"))  # fmt: skip
+    for number, given in read_json_lines(each):
+        if isinstance(given, LoadError):
+            problems += [error(d.code, f"{name}:{number}: {d.message}", hint=d.hint) for d in given.diagnostics]
             continue
         if not isinstance(given, dict):
             problems.append(error("bad-input", f"{name}:{number}: a line is one JSON object of inputs"))
@@ -1102,13 +1094,12 @@ def approve(
     user) and when. :func:`run` with ``approval=`` runs only this plan with these tools."""
     from .interpreter.core.vocabulary import os_user
     from .interpreter.ops.approval import make
-    from .interpreter.tools.sources import source_record
 
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
     cost = estimate(plan, cfg).to_json()
-    return make(plan, _specs(tools) if tools is not None else {}, source_record(tool_sources),
-                who=who if who is not None else os_user(), cost=cost)  # fmt: skip
+    return make(plan, _tools(tools) if tools is not None else {}, who=who if who is not None else os_user(),
+                cost=cost)  # fmt: skip
 
 
 def check_approval(
@@ -1123,12 +1114,11 @@ def check_approval(
     ``not-approved``, each difference in ``dagplan diff``'s words."""
     from .dsl.errors import RunError
     from .interpreter.ops.approval import differences, read
-    from .interpreter.tools.sources import source_record
 
     given = read(approval) if not isinstance(approval, Mapping) else dict(approval)
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
-    found = differences(given, plan, _specs(tools) if tools is not None else {}, source_record(tool_sources))
+    found = differences(given, plan, _tools(tools) if tools is not None else {})
     if found:
         raise RunError.make("not-approved", "this is not the plan that was approved: " + "; ".join(found),
                             hint="run the approved plan, or have a person approve this one: "
@@ -1257,6 +1247,10 @@ def _state(state_dir: Any, config: Any = None) -> Any:
 
 
 def _specs(tools: ToolsArg):
+    return {name: t.spec for name, t in _tools(tools).items()}
+
+
+def _tools(tools: ToolsArg):
     from .interpreter.tools.catalog import registry
 
-    return {name: t.spec for name, t in registry(tools).items()}
+    return registry(tools)

@@ -142,6 +142,12 @@ class DagplanError(Exception):
     def make(cls, code: str, message: str, span: Span = NOSPAN, hint: str | None = None):
         return cls(error(code, message, span, hint))
 
+    def relocated(self, span: Span) -> "DagplanError":
+        """The same error at ``span``'s file and line (its column kept where it had one): an error found in
+        a piece of a file (a line of JSON Lines) placed where that piece stands."""
+        moved = [replace(d, span=replace(span, col=d.span.col or span.col)) for d in self.diagnostics]
+        return type(self)(moved)
+
     @property
     def headline(self) -> Diagnostic:
         """The first error by position (else the first diagnostic): it leads a repair prompt."""

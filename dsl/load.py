@@ -72,6 +72,38 @@ def read_data(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> dict:
     return read_document(path, limits, "input names to values", "write a mapping: {city: Rome}")[0]
 
 
+def read_json_lines(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Iterator[tuple[int, Any]]:
+    """The one reader of a JSON Lines file (``submit --each``): ``(line number, value)`` for each line that
+    is not blank, or ``(line number, LoadError)`` for a line that is no JSON value within the limits.
+
+    The file is read as every input file is (:func:`read_file`: a regular file, within the size limit;
+    UTF-8, else ``binary`` for the whole file, naming its line). Lines are separated by ``\n`` only (and
+    ``\r\n``): U+2028, U+0085 and the other breaks ``str.splitlines`` knows may stand inside a string."""
+    name = os.fspath(path)
+    text = _decode(read_file(name, limits), name, limits, by_line=True)
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line[:-1] if line.endswith("\r") else line
+        if line.strip():
+            yield number, _json_line(line, Span(name, line=number, col=1), limits)
+
+
+def _json_line(line: str, span: Span, limits: Limits) -> Any:
+    """One line of JSON Lines as its value, or the LoadError saying why it is none (at the line)."""
+    try:
+        data = json.loads(line, parse_constant=_not_json)
+    except RecursionError:
+        return _too_deep(span.file, limits, None).relocated(span)
+    except _Constant as exc:
+        return _constant(line, span.file, exc.args[0]).relocated(span)
+    except json.JSONDecodeError as exc:
+        return LoadError.make("bad-input", f"not JSON ({exc.msg})", Span(span.file, line=span.line, col=exc.colno),
+                              "one JSON value a line")  # fmt: skip
+    except ValueError:  # an integer past Python's digit limit
+        return _huge_number(line, span.file).relocated(span)
+    failure = _limits_failure(data, span.file, limits, line)
+    return failure.relocated(span) if failure is not None else data
+
+
 def read_document(
     path: str | os.PathLike,
     limits: Limits = DEFAULT_LIMITS,
@@ -175,25 +207,29 @@ def _check_size(size: int, name: str, limits: Limits) -> None:
         )
 
 
-def _decode(text: str | bytes, name: str, limits: Limits) -> str:
+def _decode(text: str | bytes, name: str, limits: Limits, by_line: bool = False) -> str:
+    """``by_line``: a file read line by line (JSON Lines) names the line of a bad byte too."""
     _check_size(len(text), name, limits)  # characters never outnumber bytes: a cheap first bound
     if isinstance(text, bytes):
+        raw = text
+        line_of = (lambda at: raw.count(b"\n", 0, at) + 1) if by_line else (lambda at: 0)
         if b"\x00" in text:
-            raise _binary(name, text.index(b"\x00"), "a NUL byte")
+            at = text.index(b"\x00")
+            raise _binary(name, at, "a NUL byte", line_of(at))
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise _binary(name, exc.start, f"invalid UTF-8 ({exc.reason})") from None
+            raise _binary(name, exc.start, f"invalid UTF-8 ({exc.reason})", line_of(exc.start)) from None
     elif "\x00" in text:
         raise _binary(name, text.index("\x00"), "a NUL character")
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _binary(name: str, at: int, what: str) -> LoadError:
+def _binary(name: str, at: int, what: str, line: int = 0) -> LoadError:
     return LoadError.make(
         "binary",
         f"not a text file: {what} at byte {at}",
-        Span(name),
+        Span(name, line=line, col=1 if line else 0),
         "a plan is UTF-8 encoded YAML or JSON text",
     )
 

@@ -137,3 +137,13 @@ def test_a_schedule_whose_plan_broke_is_said_by_the_worker_and_submits_nothing(p
     assert done.returncode == 0
     assert "schedule greeting could not submit its run of" in done.stderr and "unknown-tool" in done.stderr
     assert fired_lines(done.stderr) == []
+
+
+@pytest.mark.parametrize("line", ["0 2 * * * *", "* * * * * *", "0 2 * *", "@hourly"])
+def test_a_cron_line_of_other_than_five_fields_is_refused_at_its_line(project, line):
+    """A sixth field is no seconds field here: `* * * * * *` would submit a run every second."""
+    (project / "dagplan.toml").write_text(CONFIG + f'\n[schedule.odd]\nplan = "plans/hello.yaml"\ncron = "{line}"\n')
+    done = dagplan("schedule", cwd=project)
+    assert done.returncode == 2, done.stdout
+    assert f"dagplan.toml:10:1: error config: schedule.odd.cron = {line!r}" in done.stderr, done.stderr
+    assert "five fields" in done.stderr

@@ -185,7 +185,10 @@ def _show_step(report: Any, step: str, prompt: bool, fmt: str) -> None:
             click.echo(f"What {step}'s tool printed:")
             click.echo(printable(report.printed[step].rstrip("\n")))
         return
-    click.echo(prompt_text(found, step, report.run_id, colour=sys.stdout.isatty()))
+    colour = sys.stdout.isatty()
+    # every piece of its text went through printable(); on a terminal its own colour codes are written as
+    # they are (through Printable they would read as `\u001b[35m`)
+    click.echo(prompt_text(found, step, report.run_id, colour=colour), file=raw_stream(sys.stdout) if colour else None)
 
 
 def prompt_text(found: Any, step: str, run_id: str, colour: bool = False) -> str:

@@ -111,7 +111,14 @@ def chosen_model(step: str | None = None, given: str | None = None, configured: 
 
 def load_config(start: str | os.PathLike | None = None) -> Config:
     """The configuration that applies in ``start`` (default: the working directory)."""
-    folder = os.path.abspath(start or os.getcwd())
+    from .redact import configure
+
+    config = _found(os.path.abspath(start or os.getcwd()))
+    configure(config.redact)  # the project's secrets, for every sink that redacts (core/redact.py)
+    return config
+
+
+def _found(folder: str) -> Config:
     while True:
         for name, section in (("dagplan.toml", None), ("pyproject.toml", ("tool", "dagplan"))):
             path = folder + os.sep + name if folder != os.sep else os.sep + name
@@ -374,6 +381,9 @@ def cron_problem(line: str) -> str | None:
 
     from cronsim import CronSim, CronSimError
 
+    fields = line.split()
+    if len(fields) != 5:  # cronsim also takes a sixth, seconds field: `* * * * * *` would fire every second
+        return f"it has {len(fields)} field{'s' * (len(fields) != 1)}, not five"
     try:
         CronSim(line, datetime.now(timezone.utc))
     except CronSimError as exc:

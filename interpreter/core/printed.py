@@ -16,7 +16,75 @@ from contextvars import ContextVar
 from typing import Any
 
 MAX_CHARS = 64 * 1024
-_BUFFER: ContextVar[list | None] = ContextVar("dagplan_printed", default=None)
+_BUFFER: ContextVar["Printed | None"] = ContextVar("dagplan_printed", default=None)
+
+
+class Printed:
+    """What one tool call printed: the last :data:`MAX_CHARS` characters and how many came before, held
+    within about twice that whatever the tool prints (a tool printing gigabytes costs no memory). Bytes
+    (``sys.stdout.buffer``) are decoded as UTF-8, a bad byte shown as U+FFFD, never passed on raw."""
+
+    __slots__ = ("pieces", "size", "dropped", "_decoder")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.size = 0
+        self.dropped = 0
+        self._decoder: Any = None
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        self.size += len(text)
+        if self.size > 2 * MAX_CHARS:
+            whole = "".join(self.pieces)
+            cut = len(whole) - MAX_CHARS
+            self.dropped += cut
+            self.pieces, self.size = [whole[cut:]], MAX_CHARS
+
+    def add_bytes(self, data: Any) -> None:
+        if self._decoder is None:
+            import codecs
+
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.add(self._decoder.decode(bytes(data)))
+
+    def __bool__(self) -> bool:
+        return bool(self.size or self.dropped)
+
+    def text(self) -> str:
+        """What was printed, at most :data:`MAX_CHARS` (its end kept: the last lines say most)."""
+        whole = "".join(self.pieces)
+        dropped = self.dropped
+        if len(whole) > MAX_CHARS:
+            dropped += len(whole) - MAX_CHARS
+            whole = whole[-MAX_CHARS:]
+        return f"[{dropped} characters before these]\n" + whole if dropped else whole
+
+
+class _Bytes:
+    """The byte side of a routed stream (``sys.stdout.buffer``): to the running tool call's buffer when
+    there is one, else to the stream's own."""
+
+    def __init__(self, owner: "_Routing"):
+        self.owner = owner
+
+    def write(self, data: Any) -> int:
+        buffer = _BUFFER.get()
+        if buffer is None:
+            return self.owner.inner.buffer.write(data)
+        buffer.add_bytes(data)
+        return len(data)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if _BUFFER.get() is None:
+            self.owner.inner.buffer.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.owner.inner.buffer, name)
 
 
 class _Routing:
@@ -29,7 +97,7 @@ class _Routing:
         buffer = _BUFFER.get()
         if buffer is None:
             return self.inner.write(text)
-        buffer.append(str(text))
+        buffer.add(str(text))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -40,7 +108,14 @@ class _Routing:
         if _BUFFER.get() is None:
             self.inner.flush()
 
-    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno, buffer...: the stream's own
+    @property
+    def buffer(self) -> Any:
+        """The byte stream: routed as the text one is (a tool writing bytes reaches its step, not the terminal)."""
+        if not hasattr(self.inner, "buffer"):
+            raise AttributeError("buffer")
+        return _Bytes(self)
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno...: the stream's own
         return getattr(self.inner, name)
 
 
@@ -52,19 +127,11 @@ def routed() -> None:
         sys.stderr = _Routing(sys.stderr)  # type: ignore[assignment]
 
 
-def collecting() -> tuple[list, Any]:
+def collecting() -> tuple[Printed, Any]:
     """A buffer for what the current context prints from now on, and the token that ends it (``end``)."""
-    buffer: list = []
+    buffer = Printed()
     return buffer, _BUFFER.set(buffer)
 
 
 def end(token: Any) -> None:
     _BUFFER.reset(token)
-
-
-def text_of(buffer: list) -> str:
-    """What was printed, at most :data:`MAX_CHARS` (its end kept: the last lines say most)."""
-    text = "".join(buffer)
-    if len(text) > MAX_CHARS:
-        text = f"[{len(text) - MAX_CHARS} characters before these]\n" + text[-MAX_CHARS:]
-    return text

@@ -121,7 +121,16 @@ def _pair_name(value: Mapping[str, Any]) -> str | None:
     return next((str(value[k]) for k in _PAIR_NAMES if isinstance(value.get(k), str)), None)
 
 
-_DEFAULT: tuple[int, Redactor] | None = None
+_DEFAULT: tuple[tuple, Redactor] | None = None
+_CONFIGURED: tuple[str, ...] = ()
+
+
+def configure(patterns: Iterable[str]) -> None:
+    """The configured ``redact`` patterns of the project this process serves (set by ``load_config``):
+    :func:`redact` applies them at every sink, the journal's record of a tool call, what a tool printed, a
+    traceback's code line, a prompt's parts and every view alike (one rule set, one place)."""
+    global _CONFIGURED
+    _CONFIGURED = tuple(patterns)
 
 
 def secret_inputs(plan_doc: Any) -> set[str]:
@@ -147,13 +156,14 @@ def redact(value: Any, patterns: Iterable[str] = (), also: Iterable[str] = ()) -
     """``value`` with every secret replaced by ``[REDACTED]`` (``also``: more literal secrets, such as the
     values of :func:`secret_inputs`). Without ``patterns`` or ``also`` the rules are kept
     between calls (a tool call's arguments are redacted on the hot path), renewed when the environment
-    gains or loses a variable."""
+    gains or loses a variable or the configured patterns (:func:`configure`) change."""
     global _DEFAULT
     patterns, also = tuple(patterns), tuple(also)
     if patterns or also:
-        return Redactor(patterns, also)(value)
-    if _DEFAULT is None or _DEFAULT[0] != len(os.environ):
-        _DEFAULT = (len(os.environ), Redactor())
+        return Redactor(dict.fromkeys((*_CONFIGURED, *patterns)), also)(value)
+    key = (len(os.environ), _CONFIGURED)
+    if _DEFAULT is None or _DEFAULT[0] != key:
+        _DEFAULT = (key, Redactor(_CONFIGURED))
     return _DEFAULT[1](value)
 
 

@@ -2,7 +2,8 @@
 
 A tool's ``KeyError: 'title'`` says nothing of where; its traceback does, but most of its frames are ours
 (the engine, asyncio, the worker thread) or a library's. :func:`frames` keeps the user's (every file outside
-dagplan, the standard library and the installed packages; the innermost frame always, where it was raised),
+dagplan, the standard library and the installed packages; the innermost frame always, where it was raised,
+unless that is dagplan's own and no frame is the user's: an error the engine made has no traceback),
 each ``{file, line, function, code}``, the code line redacted (:mod:`.redact`): what the run table shows as
 ``at tools.py:12 in fetch``, and ``-v``, ``runs show --step``, ``events`` and the viewer show whole.
 """
@@ -38,6 +39,8 @@ def frames(exc: BaseException) -> list[dict[str, Any]] | None:
     if not every:
         return None
     kept = [f for f in every if _users(f.filename)]
+    if not kept and _dagplans(every[-1].filename):  # an error the engine made (a refusal, a loop's bound)
+        return None
     if not kept or kept[-1] is not every[-1]:
         kept.append(every[-1])  # where it was raised, whoever's code it is
     return [{"file": f.filename, "line": f.lineno, "function": f.name,
@@ -94,6 +97,16 @@ def _ours() -> tuple[str, ...]:
 
 
 _OURS: tuple[str, ...] | None = None
+
+
+def _dagplans(filename: str) -> bool:
+    return bool(filename) and str(Path(filename).resolve()).startswith(_ours())
+
+
+def is_users_file(filename: str) -> bool:
+    """Whether a file is the user's code: outside dagplan, the standard library and the installed packages
+    (the one rule: a traceback's frames, a tool's code identity)."""
+    return _users(filename)
 
 
 def _users(filename: str) -> bool:

@@ -47,6 +47,16 @@ class ToolExit(Exception):
     """A tool called ``sys.exit()``: a failure of that step like any other, never the end of the run."""
 
 
+class ToolRaised(Exception):
+    """A tool raised a ``BaseException`` that is not an ``Exception`` (a ``CancelledError`` the run did not
+    ask for, ``GeneratorExit``, a library's ``Timeout(BaseException)``): that step's failure like any other.
+    It reads as the error the tool raised (:func:`error_info`, :func:`error_names`)."""
+
+    def __init__(self, original: BaseException):
+        super().__init__(str(original) or type(original).__name__)
+        self.original = original
+
+
 class GateTimeout(StepFailure):
     """A gate's ``timeout`` passed with no answer and its ``on_timeout`` is ``fail`` (``catch:`` may route it)."""
 
@@ -115,13 +125,31 @@ async def _timed(seconds: float, attempt: Awaitable[Any]) -> Any:
         return await attempt
 
 
+def the_runs(exc: BaseException) -> bool:
+    """Whether what an attempt raised is the run's business, not the unit's: Ctrl-C, or a cancellation the
+    run asked for (Ctrl-C, a timeout, an abort: the task is being cancelled). A ``CancelledError`` nobody
+    asked for (a tool's own, or one from a task it awaited that was cancelled elsewhere) is the unit's."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop running: nothing could have asked for it but the caller
+        return True
+    return task is None or task.cancelling() > 0
+
+
 def as_failure(exc: BaseException) -> Exception:
-    """What a unit's attempt raised, as an ordinary exception (``sys.exit()`` in a tool is a failure)."""
-    if isinstance(exc, SystemExit):
-        return ToolExit(f"the tool called sys.exit({exc.code!r})")
+    """What a unit's attempt raised, as an ordinary exception (``sys.exit()`` in a tool is a failure, and so
+    is any other ``BaseException`` the tool raised); the run's own (:func:`the_runs`) is raised again."""
     if isinstance(exc, Exception):
         return exc
-    raise exc  # KeyboardInterrupt, CancelledError: the run's business, not the unit's
+    if the_runs(exc):
+        raise exc
+    if isinstance(exc, SystemExit):
+        return ToolExit(f"the tool called sys.exit({exc.code!r})")
+    return ToolRaised(exc)
 
 
 # --- retrying ---------------------------------------------------------------------------------
@@ -156,9 +184,7 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
         unit.attempts += 1
         try:
             return await first(unit.step, once())
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # judged at the top of the loop
+        except BaseException as exc:  # judged at the top of the loop (the run's own is raised again)
             error = as_failure(exc)
 
 
@@ -225,7 +251,8 @@ def error_info(unit_id: str, step: Step, exc: BaseException) -> dict[str, Any]:
         message = exc.headline.message
     else:
         message = str(exc) or type(exc).__name__
-    info = {"step": unit_id, "type": type(exc).__name__, "message": message}
+    shown = exc.original if isinstance(exc, ToolRaised) else exc
+    info = {"step": unit_id, "type": type(shown).__name__, "message": message}
     cause = getattr(exc, "cause", None)
     if isinstance(cause, Cause):
         info["cause"] = str(cause)

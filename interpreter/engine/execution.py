@@ -336,8 +336,10 @@ class Execution(UnitLife):
             return fingerprint(defined, prepared, upstream, tool.identity if tool is not None else step.tool)
         assert step.llm is not None  # reusable(): a tool or a model step
         options = self.scope.options
-        return fingerprint(defined, prepared, upstream, None, model_identity(step.llm.model or options.model,
-                                                                             options.completion_kwargs))  # fmt: skip
+        # the tools the model may call make its answer too: their code is part of what it did
+        called = [self.scope.tools[name].identity if name in self.scope.tools else name for name in step.llm.tools]
+        return fingerprint(defined, prepared, upstream, " ".join(called) or None,
+                           model_identity(step.llm.model or options.model, options.completion_kwargs))  # fmt: skip
 
     def _guard_per_item(self, step: Step) -> bool:
         """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""

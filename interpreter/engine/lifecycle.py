@@ -58,9 +58,9 @@ class UnitLife:
             else:  # the first attempt awaited here (the hot path), the retry loop only after a failure
                 try:
                     value = await attempts.first(step, runner.run(ctx, step, prepared))
-                except (asyncio.CancelledError, Waiting):
+                except Waiting:
                     raise
-                except BaseException as exc:  # noqa: BLE001 - judged by the policy
+                except BaseException as exc:  # noqa: BLE001 - judged by the policy (the run's own raised again)
                     value = await attempts.retry(
                         unit, lambda: runner.run(ctx, step, prepared), attempts.as_failure(exc)
                     )
@@ -75,7 +75,7 @@ class UnitLife:
         self._complete(unit, value)
         return self._settle(step.id)
 
-    def _printed(self, unit: Unit, printed: list | None, token: Any, keep: bool = True) -> None:
+    def _printed(self, unit: Unit, printed: Any, token: Any, keep: bool = True) -> None:
         """The step's attempts are over: what its tool printed stops going to it, and is kept (core/printed.py)."""
         if token is None:
             return
@@ -96,9 +96,9 @@ class UnitLife:
         """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""
         try:
             return await attempts.first(unit.step, once())
-        except (asyncio.CancelledError, Waiting):
+        except Waiting:
             raise
-        except BaseException as exc:  # noqa: BLE001 - judged by the policy
+        except BaseException as exc:  # noqa: BLE001 - judged by the policy (the run's own raised again)
             return await attempts.retry(unit, once, attempts.as_failure(exc))
 
     async def _started(self, unit: Unit, per_child: bool, ctx: "StepContext") -> None:

@@ -21,9 +21,17 @@ from ...dsl.ir import Plan, Step, StepKind
 from ..core.vocabulary import EARLY, EventType, StepStatus
 from .resume import Recorded
 
-# What a model step's answer depends on besides its prompt (never a key, a base URL or a header).
-ANSWER_PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "response_format",
-                 "frequency_penalty", "presence_penalty", "repeat_penalty")  # fmt: skip
+# What cannot change a model's answer, left out of its identity: where it is and how it is reached (keys,
+# addresses, headers, time limits, retries, logging). Every other setting may change an answer and is kept
+# (max_completion_tokens, reasoning_effort, tool_choice, logit_bias, min_p, extra_body...), so a setting
+# nobody listed re-runs the step rather than reusing a stale answer.
+NOT_ANSWER_PARAMS = frozenset({
+    "api_key", "api_base", "base_url", "api_version", "organization", "headers", "extra_headers", "timeout",
+    "stream_timeout", "num_retries", "max_retries", "retry_strategy", "fallbacks", "metadata", "user",
+    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_region_name", "vertex_project",
+    "vertex_location", "vertex_credentials", "azure_ad_token", "custom_llm_provider", "mock_response", "caching",
+    "stream", "stream_options", "logger_fn", "verbose", "drop_params",
+})  # fmt: skip
 REUSED_KINDS = (StepKind.TOOL, StepKind.LLM)
 
 
@@ -64,7 +72,12 @@ def _canonical(value: Any) -> str:
 
 
 def model_identity(model: str | None, completion_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"model": model, **{k: completion_kwargs[k] for k in ANSWER_PARAMS if k in completion_kwargs}}
+    """The model and every setting that may change its answer (never a key, an address or a header: see
+    :data:`NOT_ANSWER_PARAMS`; nor anything named like a credential)."""
+    from ..core.redact import SECRET_KEY
+
+    kept = {k: v for k, v in completion_kwargs.items() if k not in NOT_ANSWER_PARAMS and not SECRET_KEY.search(k)}
+    return {"model": model, **dict(sorted(kept.items()))}
 
 
 def _plain(value: Any) -> Any:

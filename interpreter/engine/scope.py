@@ -280,12 +280,10 @@ class RunScope:
             self._threads = WorkerThreads(self.options.max_concurrency)
         return self._threads.run(tool.fn, args)  # in the caller's context: what it prints goes where the step's does
 
-    def printed(self, unit_id: str, buffer: list) -> None:
-        """What a tool printed while its unit ran (core/printed.py), kept with the unit, redacted."""
+    def printed(self, unit_id: str, buffer: Any) -> None:
+        """What a tool printed while its unit ran (core/printed.py ``Printed``), kept with the unit, redacted."""
         if self.sinks:
-            from ..core.printed import text_of
-
-            self.emit(EventType.STEP_PRINTED, unit_id, text=redact(text_of(buffer)))
+            self.emit(EventType.STEP_PRINTED, unit_id, text=redact(buffer.text()))
 
     def purity(self, step: Step) -> str | None:
         return purity_of(step, self.tools)

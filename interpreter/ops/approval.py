@@ -6,8 +6,9 @@ same plan in another dialect, key order or file is the same plan), the hash of t
 catalog entries as a plan sees them, MCP tools from the lock, and the content of the Python files they come
 from), the steps that can act on the world, the plan's worst-case cost, who approved it and when. A run
 given the approval runs only that plan with those tools; anything else is refused, naming what differs in
-``dagplan diff``'s words, and the approval is kept in the run's journal. This is how a plan reviewed in a
-pull request is the plan CI runs.
+``dagplan diff``'s words, and the approval is kept in the run's journal: a resume (CLI, API, a worker)
+checks the tools again, and refuses code that changed since. This is how a plan reviewed in a pull
+request is the plan CI runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from ...dsl.errors import RunError, Span
 from ...dsl.ir import Plan, can_act, walk
 
-FORMAT = 1
+FORMAT = 2  # 2: the tools' code identity, and a seal over every field
 _HOW = "write it with: dagplan preview PLAN --approve -o FILE"
 
 
@@ -53,34 +54,39 @@ def tools_used(plan: Plan) -> list[str]:
     return sorted(names)
 
 
-def tools_identity(plan: Plan, specs: Mapping[str, Any], sources: Iterable[Mapping[str, str]]) -> dict[str, Any]:
-    """What the plan relies on of its tools: each used tool's catalog entry (parameters, purity, ...), and
-    the content hash of every Python file tools were loaded from (a file's path is where it is, not what
-    it does)."""
+def tools_identity(plan: Plan, tools: Mapping[str, Any]) -> dict[str, Any]:
+    """What the plan relies on of its tools: each used tool's catalog entry (parameters, purity, ...) and the
+    identity of the code it runs (tools/identity.py: its module's file and the user's modules it uses, a
+    tool given by module name alike; an MCP tool's lock entry). A file's path is where it is, not what it does."""
     used = tools_used(plan)
-    catalog = {name: specs[name].to_json() if name in specs else None for name in used}
-    files = sorted(s["sha256"] for s in sources if "sha256" in s)
-    modules = sorted(s["module"] for s in sources if "module" in s)
-    return {"catalog": catalog, "files": files, "modules": modules}
+    catalog = {name: _spec(tools[name]).to_json() if name in tools else None for name in used}
+    code = {name: getattr(tools[name], "code_identity", None) if name in tools else None for name in used}
+    return {"catalog": catalog, "code": code}
 
 
-def make(plan: Plan, specs: Mapping[str, Any], sources: Iterable[Mapping[str, str]], *, who: str | None,
-         cost: Any = None) -> dict[str, Any]:  # fmt: skip
-    """The approval of ``plan`` with these tools, by ``who``, now."""
+def _spec(tool: Any) -> Any:
+    return getattr(tool, "spec", tool)  # a Tool, or already its spec
+
+
+def make(plan: Plan, tools: Mapping[str, Any], *, who: str | None, cost: Any = None) -> dict[str, Any]:
+    """The approval of ``plan`` with these tools, by ``who``, now; sealed: every field it carries is under
+    one hash (``seal``), so an edit of any of them (who approved it, the steps that act) is refused."""
     document = _document(plan)
-    tools = tools_identity(plan, specs, sources)
-    return {
+    identity = tools_identity(plan, tools)
+    specs = {name: _spec(tool) for name, tool in tools.items()}
+    approval = {
         "dagplan_approval": FORMAT,
         "plan": os.path.basename(plan.source),
         "plan_hash": _hash(document),
-        "tools_hash": _hash(tools),
+        "tools_hash": _hash(identity),
         "side_effects": [full for full, step in walk(plan) if can_act(step, specs) and not _has_children(step)],
         "worst_case_cost": cost,
         "approved_by": who,
         "approved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "document": document,
-        "tools": tools,
+        "tools": identity,
     }
+    return {**approval, "seal": _hash(approval)}
 
 
 def _has_children(step: Any) -> bool:
@@ -101,31 +107,39 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     if wrong or data.get("dagplan_approval") != FORMAT:
         raise RunError.make("bad-approval", f"{name} is not a dagplan approval (missing or wrong: {', '.join(wrong)})",
                             Span(name, line=1, col=1), hint=_HOW)  # fmt: skip
-    if _hash(data["document"]) != data["plan_hash"] or _hash(data["tools"]) != data["tools_hash"]:
-        raise RunError.make("bad-approval", f"{name} was changed after it was written: its plan or tools do not "
-                            "match its hashes", Span(name, line=1, col=1),
+    sealed = {k: v for k, v in data.items() if k != "seal"}
+    if (_hash(data["document"]) != data["plan_hash"] or _hash(data["tools"]) != data["tools_hash"]
+            or data.get("seal") != _hash(sealed)):  # fmt: skip
+        raise RunError.make("bad-approval", f"{name} was changed after it was written: its fields (the plan, its "
+                            "tools, who approved it, when, the steps that act) do not match its seal",
+                            Span(name, line=1, col=1),
                             hint="approve the plan again: dagplan preview PLAN --approve -o FILE")  # fmt: skip
     return data
 
 
-def differences(approval: Mapping[str, Any], plan: Plan, specs: Mapping[str, Any],
-                sources: Iterable[Mapping[str, str]]) -> list[str]:  # fmt: skip
+def differences(approval: Mapping[str, Any], plan: Plan, tools: Mapping[str, Any]) -> list[str]:
     """What differs between the approved plan and tools and these (empty: this is what was approved)."""
     out = []
     if _hash(_document(plan)) != approval["plan_hash"]:
-        out += _plan_words(approval, plan, specs)
-    tools = tools_identity(plan, specs, list(sources))
-    if _hash(tools) != approval["tools_hash"]:
-        was = approval["tools"]
-        for name in sorted(set(was.get("catalog", {})) | set(tools["catalog"])):
-            if was.get("catalog", {}).get(name) != tools["catalog"].get(name):
-                out.append(f"tool {name} is not the one approved (its parameters, purity or description changed, "
-                           "or it is new or gone)")  # fmt: skip
-        if was.get("files") != tools["files"] or was.get("modules") != tools["modules"]:
-            out.append("the code of the tools changed since the approval (a tool file's content differs)")
-        if not out:
-            out.append("the tools are not the ones approved")
-    return out
+        out += _plan_words(approval, plan, {name: _spec(tool) for name, tool in tools.items()})
+    return out + tools_differences(approval, plan, tools)
+
+
+def tools_differences(approval: Mapping[str, Any], plan: Plan, tools: Mapping[str, Any]) -> list[str]:
+    """How these tools differ from the approved ones, tool by tool (empty: the same); what ``run
+    --approved`` and the resume of an approved run both say."""
+    now = tools_identity(plan, tools)
+    if _hash(now) == approval["tools_hash"]:
+        return []
+    was, out = approval.get("tools") or {}, []
+    for name in sorted(set(was.get("catalog", {})) | set(now["catalog"])):
+        if was.get("catalog", {}).get(name) != now["catalog"].get(name):
+            out.append(f"tool {name} is not the one approved (its parameters, purity or description changed, "
+                       "or it is new or gone)")  # fmt: skip
+        elif (was.get("code") or {}).get(name) != now["code"].get(name):
+            out.append(f"the code of tool {name} changed since the approval (its module, or a module of "
+                       "the project it uses)")  # fmt: skip
+    return out or ["the tools are not the ones approved"]
 
 
 def _plan_words(approval: Mapping[str, Any], plan: Plan, specs: Mapping[str, Any]) -> list[str]:

@@ -113,6 +113,7 @@ async def resume(request: ResumeRequest) -> RunResult:
                 journal, tools, options, completion_kwargs=options.completion_kwargs, approve=request.approve,
                 on_run_created=on_run_created, state=request.state))  # fmt: skip
     plan = stored_plan(journal, tools, config, from_step)
+    still_approved(journal, plan, tools)
     preflight_run(plan, options, tools)
     order = list(analysis_of(plan).order)
     if (config.resume or {}).get("default") == "discard":
@@ -142,6 +143,21 @@ async def resume(request: ResumeRequest) -> RunResult:
         return await execute(plan, journal.inputs, scope, own_journal=False)
     finally:
         await release(journal)
+
+
+def still_approved(journal: Journal, plan: Plan, tools: Mapping[str, Tool] | None) -> None:
+    """A run started under a person's approval resumes only with the tools approved: code changed since
+    (a later commit, another branch checked out) is refused before any step runs, in the approval's words."""
+    approval = journal.meta.get("approval")
+    if not approval or tools is None:
+        return
+    from .approval import tools_differences
+
+    found = tools_differences(approval, plan, tools)
+    if found:
+        raise RunError.make("not-approved", f"run {journal.id} was approved with other tools: " + "; ".join(found),
+                            hint="restore the approved code, or have a person approve the plan again and start "
+                                 "a new run: dagplan preview PLAN --approve -o FILE")  # fmt: skip
 
 
 def stored_plan(journal: Journal, tools: Mapping[str, Tool] | None, config: Any, from_step: str | None = None) -> Plan:

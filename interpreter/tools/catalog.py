@@ -75,16 +75,20 @@ class Tool:
 
     @cached_property
     def identity(self) -> str:
-        """What a step's fingerprint holds of the tool: its name and the version it declares, else the hash of
-        its function's source (an edit of the code re-runs its steps under ``--reuse``)."""
+        """What a step's fingerprint holds of the tool: its name and the version it declares, else its code's
+        identity (:mod:`.identity`: an edit of the code it runs, helpers and constants included, re-runs its
+        steps under ``--reuse``)."""
         if self.version:
             return f"{self.name}@{self.version}"
-        fn = getattr(self.fn, "__wrapped__", self.fn)
-        try:
-            text = inspect.getsource(fn)
-        except (OSError, TypeError):  # a builtin, a lambda in a REPL: its name is all there is
-            text = getattr(fn, "__qualname__", repr(type(fn)))
-        return f"{self.name}@src:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"{self.name}@code:{self.code_identity}"
+
+    @cached_property
+    def code_identity(self) -> str:
+        """The hash of the code this tool runs (:func:`.identity.code_identity`): what an approval binds,
+        whatever version the tool declares."""
+        from .identity import code_identity
+
+        return code_identity(self.fn)
 
     @property
     def spec(self) -> ToolSpec:

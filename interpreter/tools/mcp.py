@@ -320,6 +320,11 @@ class _Call:
     def __init__(self, connection: "Connection", entry: Mapping[str, Any]):
         self.connection, self.entry = connection, entry
 
+    @property
+    def identity(self) -> str:
+        """What its code identity is (tools/identity.py): the server and the tool's entry in the lock."""
+        return json.dumps({"server": self.connection.server.name, "entry": self.entry}, sort_keys=True, default=str)
+
     async def __call__(self, **arguments: Any) -> Any:
         return await self.connection.call(self.entry, arguments)
 

@@ -1,0 +1,132 @@
+"""A tool's code identity: the one rule for "is this the code that was approved, reused, recorded".
+
+A function's own source says little of what it does: it calls helpers, reads module constants, takes
+defaults and closure values, and may be a ``functools.partial`` of another function. The identity of a
+tool's code is a hash of:
+
+- the file of the module that defines the function (whatever it is: a tool file, a module given by name,
+  an installed package), and of every module of the user's code that file uses, followed through their
+  own uses (files outside dagplan, the standard library and the installed packages: the rule of
+  :mod:`..core.trace`), whether imported as a module (``import helpers``) or by name (``from helpers
+  import act``);
+- the function's qualified name, its defaults, and what its closure holds (a value as its ``repr`` when
+  that says nothing of where it sits in memory; a function by its own identity);
+- for a ``functools.partial``, the function's identity and the arguments it binds;
+- for a callable that says what it is (``identity``: an MCP tool's lock entry), that.
+
+Approvals (``preview --approve``, ``run --approved``, ``resume`` of an approved run), ``--reuse``
+fingerprints and the journal all ask :func:`code_identity`; nothing else decides it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+_FILES: dict[str, tuple[tuple[int, int], str]] = {}  # path -> ((mtime_ns, size), sha256): read once per change
+_MAX_REPR = 64 * 1024
+_MAX_DEPTH = 8  # closures of closures of ...: deep enough for any decorator stack
+
+
+def code_identity(fn: Any) -> str:
+    """The hash of the code ``fn`` runs (see the module doc), 16 hex digits."""
+    digest = hashlib.sha256()
+    _callable(fn, digest, set(), 0)
+    return digest.hexdigest()[:16]
+
+
+def _callable(fn: Any, digest: Any, files: set[str], depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        return
+    said = getattr(fn, "identity", None)
+    if isinstance(said, str) and not inspect.isroutine(fn):  # an MCP call: its lock entry
+        digest.update(b"said:" + said.encode("utf-8", "surrogatepass"))
+        return
+    if isinstance(fn, functools.partial):
+        digest.update(b"partial:" + _value(fn.args).encode() + _value(fn.keywords).encode())
+        _callable(fn.func, digest, files, depth + 1)
+        return
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    fn = getattr(fn, "__func__", fn)  # a bound method: its function
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a callable object: its class's __call__
+        call = getattr(type(fn), "__call__", None)
+        if call is not None and getattr(call, "__code__", None) is not None:
+            digest.update(b"object:" + _value(vars(fn) if hasattr(fn, "__dict__") else None).encode())
+            _callable(call, digest, files, depth + 1)
+        else:
+            digest.update(repr(type(fn)).encode())
+        return
+    digest.update(f"fn:{getattr(fn, '__qualname__', '')}".encode())
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    _module_files(module, code.co_filename, digest, files, always=True)
+    digest.update(_value(getattr(fn, "__defaults__", None)).encode())
+    digest.update(_value(getattr(fn, "__kwdefaults__", None)).encode())
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if inspect.isroutine(held) or isinstance(held, functools.partial):
+            _callable(held, digest, files, depth + 1)
+        else:
+            digest.update(b"cell:" + _value(held).encode())
+
+
+def _module_files(module: ModuleType | None, filename: str, digest: Any, files: set[str], always: bool = False) -> None:
+    """The module's file and, when it is the user's, the files of the user's modules it uses."""
+    path = getattr(module, "__file__", None) or filename
+    if not path or path.startswith("<"):
+        return
+    path = os.path.realpath(path)
+    if path in files:
+        return
+    from ..core.trace import is_users_file
+
+    users = is_users_file(path)
+    if not users and not always:
+        return
+    files.add(path)
+    digest.update(b"file:" + _file_hash(path).encode())
+    if not users or module is None:
+        return
+    for value in list(vars(module).values()):
+        used = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+        if used is not None and used is not module and isinstance(getattr(used, "__file__", None), str):
+            _module_files(used, used.__file__, digest, files)
+
+
+def _file_hash(path: str) -> str:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "missing"
+    key = (info.st_mtime_ns, info.st_size)
+    known = _FILES.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    try:
+        with open(path, "rb") as handle:
+            found = hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        found = "unreadable"
+    _FILES[path] = (key, found)
+    return found
+
+
+def _value(value: Any) -> str:
+    """A value as it counts in an identity: its ``repr``, unless that names a place in memory (then its type)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails says nothing
+        return type(value).__qualname__
+    if " at 0x" in text:  # where it sits in memory differs every run: its type is what is known
+        return type(value).__qualname__
+    if len(text) > _MAX_REPR:
+        return "long:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text
