@@ -325,7 +325,7 @@ async def aplan(
     completion_kwargs: Mapping[str, Any] | None = None,
     on_limit_exceeded: Callable | None = None,
     tool_sources: Iterable[str] = (),
-    before_run: Callable[[Plan], Plan] | None = None,
+    gate_acting: bool = False,
     **planner: Any,
 ):
     """A model's plan for ``task`` using only ``tools`` (validated, repaired): a :class:`PlanResult`.
@@ -335,8 +335,8 @@ async def aplan(
     ``run``): the plan is read as the model writes it, and each ``pure`` / ``idempotent`` tool step whose
     text is complete and checked starts at once; a side effect, a gate, a model step and what follows them
     wait for the whole plan to pass check and be approved (``interpreter/ops/streamed.py``); ``tool_sources``
-    (the files or modules the tools came from) are recorded, so ``resume`` loads the same; ``before_run``
-    (streamed) turns the whole plan into the one that runs (a gate added before its side effects). ``on_event``
+    (the files or modules the tools came from) are recorded, so ``resume`` loads the same; ``gate_acting``
+    (streamed; recorded with the run) puts a person's gate before the steps that act. ``on_event``
     sees the streaming: ``started_early``, ``early_done``, ``prefix_failed``, ``plan_complete``. Other
     keywords go to the planner (``repair``, ``guide``, ``structured_output``, ``on_attempt``...)."""
     from .interpreter.llm import planner as planning
@@ -364,7 +364,7 @@ async def aplan(
     from .interpreter.ops.streamed import StreamRequest, plan_and_run
 
     options = Options.from_config(cfg, subscribers=subscribers, model=chosen, completion_kwargs=completion_kwargs,
-                                  ask_gate=ask_gate, person_gates=True,
+                                  ask_gate=ask_gate, person_gates=True, gate_acting=gate_acting or None,
                                   on_limit_exceeded=on_limit_exceeded)  # fmt: skip
     on_attempt = planner.pop("on_attempt", None)
     from .interpreter.tools.sources import source_record
@@ -386,7 +386,6 @@ async def aplan(
             on_event=on_event,
             on_attempt=on_attempt,
             meta=meta,
-            before_run=before_run,
         )  # fmt: skip
     )
 

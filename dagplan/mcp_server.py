@@ -28,8 +28,6 @@ from typing_extensions import TypedDict  # pydantic (the SDK) needs this one on 
 
 from . import api
 
-GATE = "approve_side_effects"
-
 REFERENCE = """# dagplan plans, in short
 
 A plan is a YAML (or JSON) document with `steps`, a directed acyclic graph run with as much
@@ -263,22 +261,24 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
         is in `waiting`. Every gate of a plan run from here is a person's to answer."""
         from . import RunError
 
+        from .interpreter.ops.approval import acting_gated
+
         tools = _tools()
-        guard = None if allow_side_effects else (lambda whole: _guarded(whole, tools))
         if task and not plan:
             config = api.load_config()
             if not config.default_model:
                 raise RunError.make("no-model", "run_plan with a task needs a model to write the plan",
                                         hint="set `model` in the server's dagplan.toml, or DAGPLAN_MODEL")  # fmt: skip
             written = await api.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {}, state_dir=state,
-                                      config=config, on_run_created=here.mine.add, before_run=guard)  # fmt: skip
+                                      config=config, on_run_created=here.mine.add,
+                                      gate_acting=not allow_side_effects)  # fmt: skip
             return _run_json(written.run.to_json())
         if not plan:
             raise RunError.make("bad-argument", "run_plan needs a plan (its text) or a task to plan",
                                     hint="pass plan: the plan's YAML or JSON, or task: what to do")  # fmt: skip
         loaded = here.loaded(plan, name)
-        if guard is not None:
-            loaded = guard(loaded)
+        if not allow_side_effects:
+            loaded = acting_gated(loaded, tools)
         result = await api.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, state_dir=state,
                                 person_gates=True, on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())
@@ -346,27 +346,6 @@ def _tools() -> dict:
     from . import load_tools
 
     return load_tools(api.load_config().tools)
-
-
-def _guarded(plan: Any, tools: Mapping[str, Any]) -> Any:
-    """The plan with a gate before every step that can act on the world (a person answers it), or as given
-    when none can. The plan was checked as the client wrote it; the gate's id is one the plan does not use."""
-    from .dsl.ir import can_act
-
-    acting = [s.id for s in plan.steps if can_act(s, tools)]
-    if not acting:
-        return plan
-    taken = {s.id for s in plan.steps}
-    gate_id = next(g for g in (GATE, *(f"{GATE}_{n}" for n in range(2, len(taken) + 3))) if g not in taken)
-    document = json.loads(json.dumps(plan.document, default=lambda v: dict(v) if hasattr(v, "keys") else list(v)))
-    question = f"This plan acts on the world at {', '.join(acting)}. Let it?"
-    gate = {"id": gate_id, "gate": {"question": question, "choices": ["approve", "reject"], "answered_by": "person"}}
-    for step in document["steps"]:
-        if step.get("id") in acting:
-            step["deps"] = [*step.get("deps", []), gate_id]
-    document["steps"].insert(0, gate)
-    document.setdefault("on_failure", "skip_dependents")
-    return api.load(text=json.dumps(document), name=plan.source, tools=tools)
 
 
 def _run_json(report: dict) -> RunAnswer:

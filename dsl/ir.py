@@ -401,6 +401,7 @@ class Step:
     retry_rules: tuple[Retry, ...] = ()  # retry: [...] (per error type); `retry` is then the first rule
     catch: tuple[Catch, ...] = ()
     trigger: Trigger = "all_succeeded"  # when it runs, given what its dependencies did
+    trigger_given: bool = False  # the plan wrote `trigger:`: the rule then means what it says, for every step
 
     @property
     def kind(self) -> StepKind:
@@ -489,9 +490,10 @@ PURITY_RANK: Mapping[str, int] = MappingProxyType({"pure": 0, "idempotent": 1, "
 def purity_of(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | None = None) -> Purity | None:
     """What a step may do to the world: its tool's word, made stricter (never laxer) by the step's own
     ``purity:``. A tool that declares nothing counts as ``undeclared`` (None: unknown; the side-effect
-    gate passes ``"side_effect"``). The one place this rule is written: check, diff, resume, the gate."""
+    gate passes ``"side_effect"``); a tool that says it may destroy something (MCP's ``destructiveHint``)
+    acts, whatever else it says. The one place this rule is written: check, diff, resume, the gate."""
     tool = (tools or {}).get(step.tool) if step.tool else None
-    declared = getattr(tool, "purity", None) or undeclared
+    declared = "side_effect" if getattr(tool, "destructive", False) else getattr(tool, "purity", None) or undeclared
     if step.purity is None or declared is None:
         return step.purity or declared
     return step.purity if PURITY_RANK[step.purity] > PURITY_RANK[declared] else declared
@@ -511,13 +513,15 @@ def can_act(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | No
 
 def starts_early(step: Step, tools: Mapping[str, Any] | None) -> bool:
     """Whether a step may start while a model is still writing its plan (a streamed plan), when every step
-    it depends on may too: a tool call that changes nothing (``pure`` or ``idempotent``), no fan-out, no
-    ``when:``. Never a side effect, a gate, a model step or a composition: those wait for the whole plan."""
+    it depends on may too: a tool call whose tool itself says it changes nothing (``pure`` or
+    ``idempotent``, and not destructive), no fan-out, no ``when:``. The step's own ``purity:`` comes from
+    the plan, that is from the model: it may hold a step back, never start one (:func:`can_act`). Never a
+    side effect, a gate, a model step or a composition: those wait for the whole plan."""
     return (
         step.kind is StepKind.TOOL
         and step.for_each is None
         and step.guard is None
-        and purity_of(step, tools) in ("pure", "idempotent")
+        and not can_act(step, tools)
     )
 
 

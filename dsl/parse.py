@@ -155,6 +155,7 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         timeout=None if timeout is None else _seconds(ctx, timeout, path + ("timeout",)),
         purity=get("purity"),
         trigger=get("trigger") or "all_succeeded",
+        trigger_given=get("trigger") is not None,
         precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=Span(ctx.name, path),
         **(composition_fields(ctx, raw, path) if not _COMPOSITION_KEYS.isdisjoint(raw) else {}),

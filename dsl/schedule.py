@@ -128,6 +128,20 @@ def state_refs(step: Step) -> Iterator[Ref]:
                     yield ref
 
 
+def read_from(analysis: Analysis, step: Step) -> frozenset[str]:
+    """The steps whose output ``step`` reads (its placeholders and state references; not its bare ``deps``):
+    where a failure value would reach it from."""
+    found: set[str] = set()
+    for node in step_reads(step):
+        if isinstance(node, Placeholder):
+            found.add(node.step)
+            continue
+        for ref in refs_of(node):
+            if ref.root == "state":
+                found.update(writer for writer, _ in writers_of(analysis, ref))
+    return frozenset(found)
+
+
 # --- writers ----------------------------------------------------------------------------
 
 

@@ -6,8 +6,12 @@ canonical ``{"steps": [...]}``, the ``steps`` and ``plan-tool`` dialects, the ``
 [...]}``) are scanned bracket by bracket, outside strings, and a step is complete when the object it is an
 element of closes; the closed prefix is the text up to there and the brackets still open, closed. Any other
 text (YAML, prose around it) is complete at a line break: every step of what loads but the last, which the
-next line may continue (``Prefix.last_open``). The prefix is checked by the caller as any plan is
-(:func:`dagplan.dsl.check`), so a diagnostic has its line and column in the model's own text.
+next line may continue (``Prefix.last_open``); such a prefix is offered only where a step may have just been
+completed, a line that starts a list item or a top-level key once a ``steps:`` / ``calls:`` line was seen, so
+prose (a model reasoning aloud before its plan) costs no check. A code fence starts its body afresh: a JSON
+plan after a page of reasoning is scanned bracket by bracket. The prefix is checked by the caller as any
+plan is (:func:`dagplan.dsl.check`), so a diagnostic has its line and column in the model's own text: each
+character is scanned once, and only prefixes that may hold a new step are offered.
 
 Scanned by hand, not with an incremental JSON library (``ijson``): what is needed is a position in the
 text (where a step ends), which such a library does not give, and the check that follows needs the text.
@@ -15,10 +19,14 @@ text (where a step ends), which such a library does not give, and the check that
 
 from __future__ import annotations
 
+import re
+
 from .record import record
 
 _STEP_LISTS = frozenset({"steps", "calls"})  # the keys whose array's elements are steps
 _CLOSE = {"{": "}", "[": "]"}
+_STEPS_LINE = re.compile(r"\s*[\"']?(steps|calls)[\"']?\s*:|-\s+[\"']?_tool\b")  # a steps list, or a calls list
+_STEP_BOUNDARY = re.compile(r"\s*-(\s|$)|[A-Za-z_\"'][\w\"'-]*\s*:")  # a list item, or a key at the line's start
 
 
 @record(frozen=True)
@@ -49,15 +57,18 @@ class StepStream:
         self._key: str | None = None  # the key whose value comes next
         self._steps = 0
         self._fence = False
+        self._start = 0  # where the document (or the prose before it) begins: after a fence's language line
+        self._line_at = 0  # lines mode: where the next complete line begins
+        self._steps_seen = False  # lines mode: a `steps:` / `calls:` line was seen
 
     def feed(self, piece: str) -> list[Prefix]:
         self.text += piece
         if self._mode is None:
             self._decide()
+        if self._mode == "lines" and "\n" in piece:
+            return self._lines()
         if self._mode == "json":
             return self._scan()
-        if self._mode == "lines" and "\n" in piece:
-            return [Prefix(self.text[: self.text.rindex("\n") + 1], -1)]
         return []
 
     def end(self) -> Prefix:
@@ -65,7 +76,7 @@ class StepStream:
         return Prefix(self.text, self._steps if self._mode in ("json", "done") else -1, final=True)
 
     def _decide(self) -> None:
-        body = self.text.lstrip()
+        body = self.text[self._start :].lstrip()
         if len(body) < 3 and "```".startswith(body):
             return  # a fence may be starting
         if body.startswith("```"):  # a code fence: its language line first
@@ -80,6 +91,33 @@ class StepStream:
             self._at = len(self.text) - len(body)
         else:
             self._mode = "lines"
+            self._line_at = len(self.text) - len(body)
+
+    def _lines(self) -> list[Prefix]:
+        """The complete lines since the last call: a prefix when one of them may complete a step; a fence
+        that opens hands the rest to its body's mode."""
+        end = self.text.rfind("\n")
+        offer = False
+        at = self._line_at
+        while at <= end:
+            stop = self.text.index("\n", at)
+            line = self.text[at:stop]
+            at = stop + 1
+            if not self._fence and line.lstrip().startswith("```"):  # the plan's fence, after prose
+                self._mode, self._start, self._line_at = None, stop + 1, at
+                self._fence = True
+                self._decide()
+                if self._mode == "json":
+                    return self._scan()
+                if self._mode is None:
+                    return []
+                at = self._line_at
+                continue
+            offer = offer or (self._steps_seen and _STEP_BOUNDARY.match(line) is not None)
+            if _STEPS_LINE.match(line):
+                self._steps_seen = True
+        self._line_at = max(self._line_at, end + 1)
+        return [Prefix(self.text[: end + 1], -1)] if offer else []
 
     def _scan(self) -> list[Prefix]:
         found: list[Prefix] = []

@@ -29,6 +29,13 @@ def fetch(q: str) -> str:
     note("fetch")
     return "All about " + q + ".\\nMore lines."
 
+"""
+
+# the acting tool in a file of its own: a tool's code identity is its module's file and the project's modules
+# that file uses, so an edit of posting.py re-runs post's steps and leaves fetch's alone
+POSTING = """import dagplan
+from tools import note
+
 @dagplan.tool(purity="side_effect")
 def post(title: str, tags: str) -> str:
     note("post")
@@ -62,9 +69,10 @@ result: $state.posted
 @pytest.fixture
 def project(tmp_path, stub):
     (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "posting.py").write_text(POSTING)
     (tmp_path / "plan.yaml").write_text(PLAN)
     (tmp_path / "dagplan.toml").write_text(
-        f'tools = ["tools.py"]\nmodel = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
+        f'tools = ["tools.py", "posting.py"]\nmodel = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
     )
     return tmp_path
 
@@ -122,7 +130,7 @@ def test_an_unchanged_plan_with_reuse_makes_no_call(project, stub):
 
 def test_an_edit_of_a_tools_code_reruns_its_steps(project, stub):
     dagplan(project, "run", "plan.yaml", "-i", "topic=owls")
-    edit(project, 'return "posted " + title', 'return "posted: " + title', name="tools.py")
+    edit(project, 'return "posted " + title', 'return "posted: " + title', name="posting.py")
     shown = dagplan(project, "preview", "plan.yaml", "--reuse", "@last")
     assert re.search(r"run\s+post\s+what it reads, its tool's code or its model changed", shown.stdout), shown.stdout
     done = dagplan(project, "run", "plan.yaml", "-i", "topic=owls", "--reuse", "@last")

@@ -88,6 +88,8 @@ class Cause(enum.StrEnum):
     BLOCKED = "blocked"  # skipped: a dependency failed or was skipped
     UNWRITTEN = "unwritten"  # skipped: it reads what a branch not taken would have written
     ABORTED = "aborted"  # skipped: the run was stopping
+    INPUT_FAILED = "input-failed"  # skipped: it acts on the world, and a step it depends on failed
+    REFUSED = "refused"  # skipped: it acts on the world, and a person refused a gate before it
     MAX_ITERATIONS = "max_iterations"  # failed: a loop reached its bound before its condition held
 
 

@@ -30,6 +30,7 @@ from ...dsl.schedule import analysis_of
 from .attempts import StepFailure, Waiting
 from .lifecycle import UnitLife
 from .reuse import definition_of, fingerprint, model_identity, reusable
+from .world import held_back
 from .runners import runner_for
 from .scope import Options, RunScope, Unit
 from ..core.values import (
@@ -145,6 +146,7 @@ class Execution(UnitLife):
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
         self._journal = scope.journal
         self._eager_depth = 0  # steps being run in place, one inside another (_spawn)
+        self._troubled = False  # a unit of this execution failed: the gate to the world has something to ask
 
     # --- the run ------------------------------------------------------------------------
 
@@ -299,10 +301,10 @@ class Execution(UnitLife):
             return None  # waiting for a person: start nothing new, leave it pending (not settled)
         unit = self.units[sid]
         step = unit.step
-        blocked = self.skip_reason if self._aborted else self._blocked_by(step)
+        blocked = (self.skip_reason, Cause.ABORTED) if self._aborted else self._blocked_by(step)
         recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
-            self._skip(unit, blocked, Cause.ABORTED if self._aborted else Cause.BLOCKED)
+            self._skip(unit, *blocked)
         elif recorded is not None:
             self._replay(unit, recorded)
         elif step.precomputed is not NOT_GIVEN:
@@ -345,17 +347,25 @@ class Execution(UnitLife):
         """A fan-out's condition that reads †item or †index is decided per item (by the fan-out)."""
         return step.for_each is not None and step.guard is not None and guard_reads_item(step.guard)
 
-    def _blocked_by(self, step: Step) -> str | None:
-        """Why a ready step is skipped instead of run, by its trigger rule (None: it runs)."""
+    def _blocked_by(self, step: Step) -> tuple[str, Cause] | None:
+        """Why a ready step is skipped instead of run (None: it runs): the one gate to the world first
+        (world.py: a step that acts, after a refusal or on a failure), then its trigger rule. The default
+        rule passes a failure value on to a step that only reads (on_failure: continue); written out,
+        ``all_succeeded`` means every dependency succeeded."""
+        if self._troubled:  # nothing failed yet: nothing to hold back (the hot path asks no more)
+            held = held_back(self, step)
+            if held is not None:
+                return held
         deps = self.analysis.deps[step.id]
         if step.trigger != "all_succeeded":
-            return trigger_blocks(step.trigger, [(d, self.units[d].status) for d in deps])
+            why = trigger_blocks(step.trigger, [(d, self.units[d].status) for d in deps])
+            return (why, Cause.BLOCKED) if why else None
         for dep in deps:
             status = self.units[dep].status
-            if status is StepStatus.SKIPPED and dep in step.deps:
-                return f"it depends on {dep}, which was skipped"
-            if status is StepStatus.FAILED and self.plan.on_failure == "skip_dependents":
-                return f"it depends on {dep}, which failed"
+            if status is StepStatus.SKIPPED and (dep in step.deps or step.trigger_given):
+                return f"it depends on {dep}, which was skipped", Cause.BLOCKED
+            if status is StepStatus.FAILED and (self.plan.on_failure == "skip_dependents" or step.trigger_given):
+                return f"it depends on {dep}, which failed", Cause.BLOCKED
         return None
 
     # --- executing a step ---------------------------------------------------------------

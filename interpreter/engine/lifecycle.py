@@ -42,6 +42,7 @@ class UnitLife:
     state: dict
     _journal: Any
     abort: Callable[..., None]  # the execution's: stop starting work, end the run
+    _troubled: bool  # the execution's: a unit failed (world.py)
     _settle: Callable[[str], list[str]]  # the execution's: count a step settled, return what it made ready
 
     async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
@@ -299,6 +300,7 @@ class UnitLife:
             unit.status, unit.output = StepStatus.HANDLED, dict(info)
         else:
             unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
+            self._troubled = True  # world.py: from now on, a step that acts is asked what it would act on
             if self.plan.on_failure == "continue" and step.output is not None:
                 self._write(step.output, 0, unit.output)
                 for target in step.output.alternatives[0]:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping
 
-from ...dsl.ir import Plan, Step
+from ...dsl.ir import Plan, Step, can_act
 from .attempts import GateTimeout, StepFailure, Waiting, no_answer_within
 from .resume import Replay, purity_of
 from ..core.printed import routed
@@ -48,6 +48,7 @@ class Options:
     given: frozenset[str] = frozenset()  # the options the caller gave (not the configuration's defaults)
     person_gates: bool = False  # every gate only a person may answer (a plan from a model: MCP, the planner)
     reuse: Any = None  # a reuse.Reuse: results of earlier runs by step fingerprint (`run --reuse RUN`)
+    gate_acting: bool = False  # a streamed plan runs with a person's gate before what acts (ops/approval.py)
 
     def recorded(self) -> dict[str, Any]:
         """What a durable run keeps of the options it was given, so that a resume runs the same way."""
@@ -90,7 +91,7 @@ class Options:
 
 
 # execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
-RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor", "person_gates")
+RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor", "person_gates", "gate_acting")
 
 
 def _smaller(a: Any, b: Any) -> Any:
@@ -176,6 +177,7 @@ class RunScope:
         self.fingerprinting = journal is not None or self.reuse is not None  # a durable run keeps fingerprints
         routed()  # what tools print is kept with their steps (core/printed.py)
         self._in_place: dict[str, bool] = {}  # by tool name: its part of the in-place rule
+        self._acts: dict[int, bool] = {}  # by step: whether it can act on the world (world.py)
         self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "llm_calls": 0}
         for recorded in self.replay.units.values():
             for key in ("prompt_tokens", "completion_tokens", "cost"):
@@ -287,6 +289,14 @@ class RunScope:
 
     def purity(self, step: Step) -> str | None:
         return purity_of(step, self.tools)
+
+    def acts(self, step: Step) -> bool:
+        """Whether running ``step`` can act on the world (the one purity rule, :func:`dsl.ir.can_act`),
+        asked once a step."""
+        found = self._acts.get(id(step))
+        if found is None:
+            found = self._acts[id(step)] = can_act(step, self.tools)
+        return found
 
     def memo(self, unit_id: str) -> Any:
         if self.journal is None:

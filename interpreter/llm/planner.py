@@ -250,12 +250,17 @@ async def _ask(model: str, messages: list, params: Mapping[str, Any], completion
         hit, record = memo.memo_get(key)
         if hit:
             if prefixes is not None:
-                prefixes.whole(record["message"].get("content") or "")
+                await prefixes.whole(record["message"].get("content") or "")
             return record
-    record = await complete(model, messages, params, completion_kwargs, "planner",
-                            on_text=prefixes.feed if prefixes is not None else None)  # fmt: skip
+    try:
+        record = await complete(model, messages, params, completion_kwargs, "planner",
+                                on_text=prefixes.feed if prefixes is not None else None)  # fmt: skip
+    except BaseException:
+        if prefixes is not None:
+            await prefixes.stop()  # a cut stream: no check of it is handed over after this
+        raise
     if prefixes is not None:
-        prefixes.whole(record["message"].get("content") or "")
+        await prefixes.whole(record["message"].get("content") or "")
     if memo is not None:
         memo.memo_put(key, record)
         await memo.commit()
@@ -273,31 +278,61 @@ class Streamed:
 
 
 class _Prefixes:
-    """The model's answer as it streams: each prefix that completes a step, checked and handed over."""
+    """The model's answer as it streams: each prefix that completes a step, checked and handed over.
+
+    Checking is off the event loop (a worker thread: the early steps and, in ``dagplan mcp``, other
+    requests go on meanwhile), one check at a time; prefixes that complete while one is checked are
+    coalesced into the newest (it holds every step the older ones held), so an answer costs a bounded
+    number of checks however fast it streams."""
 
     def __init__(self, tools: Mapping[str, ToolSpec] | None, number: int, hand: Callable[[Streamed], None]):
         from ...dsl.stream import StepStream
 
         self.tools, self.number, self.hand = tools, number, hand
         self.stream, self.stopped, self.done = StepStream(), False, False
+        self._pending: Any = None  # the newest prefix not checked yet
+        self._checking: asyncio.Task | None = None
 
     def feed(self, piece: str) -> None:
-        for prefix in self.stream.feed(piece):
-            self._offer(prefix)
+        found = self.stream.feed(piece)
+        if not found or self.stopped:
+            return
+        self._pending = found[-1]
+        if self._checking is None:
+            self._checking = asyncio.get_running_loop().create_task(self._drain())
 
-    def whole(self, text: str) -> None:
+    async def _drain(self) -> None:
+        try:
+            while self._pending is not None and not self.stopped:
+                prefix, self._pending = self._pending, None
+                await self._offer(prefix)
+        finally:
+            self._checking = None
+
+    async def stop(self) -> None:
+        """The answer will not be whole: hand nothing more over, and let a check under way end."""
+        self.stopped, self._pending = True, None
+        if self._checking is not None:
+            await asyncio.wait([self._checking])
+
+    async def whole(self, text: str) -> None:
         """The complete answer (streamed, or from the memo): its steps are all complete."""
         if self.done:
             return
         self.done = True
         if not self.stream.text:  # from the memo: nothing was streamed
             self.stream.feed(text)
-        self._offer(self.stream.end())
+        self._pending = None  # the whole answer holds every step a pending prefix held
+        if self._checking is not None:
+            await asyncio.shield(self._checking)
+        await self._offer(self.stream.end())
 
-    def _offer(self, prefix: Any) -> None:
+    async def _offer(self, prefix: Any) -> None:
         if self.stopped:
             return
-        checked = _check(prefix.text, self.tools, self.number)
+        checked = await asyncio.to_thread(_check, prefix.text, self.tools, self.number)
+        if self.stopped:
+            return
         if not checked.ok or checked.plan is None:
             if not prefix.last_open:  # a complete step failed check: nothing after it starts early
                 self.stopped = True

@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any, Iterable, Mapping
 
-from ...dsl.errors import RunError, Span
+from ...dsl.errors import PlanInvalid, RunError, Span
 from ...dsl.ir import Plan, can_act, walk
 
 FORMAT = 2  # 2: the tools' code identity, and a seal over every field
@@ -162,3 +162,36 @@ def _plan_words(approval: Mapping[str, Any], plan: Plan, specs: Mapping[str, Any
     words += [f"the plan's {key} changed" for key in found.plan_changed]
     words += [f"new order: {a} before {b}" for a, b in found.edges_added]
     return words or ["the plan is not the one approved"]
+
+
+# --- a person's gate before what acts -----------------------------------------------------------
+
+ACTING_GATE = "approve_side_effects"
+
+
+def acting_gated(plan: Plan, tools: Mapping[str, Any]) -> Plan:
+    """The plan with a gate only a person answers before every step that can act on the world (the one
+    purity rule), or as given when none can: how a plan a client's model wrote runs from ``dagplan mcp``.
+    The gate's id is one the plan does not use. A refusal holds every step it guards back, whatever the plan
+    says of failures or triggers (engine/world.py). A run started so records it (the ``gate_acting``
+    option), so a resume of a streamed run whose plan was not written yet gates it the same way."""
+    from ... import dsl
+
+    specs = {name: getattr(tool, "spec", tool) for name, tool in tools.items()}
+    acting = [s.id for s in plan.steps if can_act(s, specs)]
+    if not acting:
+        return plan
+    taken = {s.id for s in plan.steps}
+    gate_id = next(g for g in (ACTING_GATE, *(f"{ACTING_GATE}_{n}" for n in range(2, len(taken) + 3)))
+                   if g not in taken)  # fmt: skip
+    document = _document(plan)
+    question = f"This plan acts on the world at {', '.join(acting)}. Let it?"
+    gate = {"id": gate_id, "gate": {"question": question, "choices": ["approve", "reject"], "answered_by": "person"}}
+    for step in document["steps"]:
+        if step.get("id") in acting:
+            step["deps"] = [*step.get("deps", []), gate_id]
+    document["steps"].insert(0, gate)
+    checked = dsl.check(text=json.dumps(document), name=plan.source, tools=specs)
+    if not checked.ok or checked.plan is None:
+        raise PlanInvalid(checked.diagnostics)
+    return checked.plan

@@ -54,7 +54,6 @@ class StreamRequest:
     on_run_created: Callable[[str], None] | None = None
     on_event: Callable[[Mapping[str, Any]], None] | None = None  # started_early, early_done, prefix_failed...
     on_attempt: Callable[[Any], None] | None = None
-    before_run: Callable[[Any], Any] | None = None  # the whole plan, as it will run (MCP adds its person's gate)
 
 
 async def plan_and_run(request: StreamRequest) -> Any:
@@ -139,7 +138,11 @@ async def _continue(request: StreamRequest, journal: Any, run_id: str) -> Any:
                                  **request.planner)  # fmt: skip
         finally:
             await early.settle()  # a result still coming is taken, never asked for twice
-        plan = result.plan if request.before_run is None else request.before_run(result.plan)
+        plan = result.plan
+        if request.options.gate_acting:  # recorded with the run: a resume before the plan was written gates it too
+            from .approval import acting_gated
+
+            plan = acting_gated(plan, request.tools)
         values = prepare_inputs(plan, request.inputs, strict=True)
         preflight_run(plan, request.options, request.tools)
         # every streamed plan with `approve` is shown whole and asked; without it, a lazy plan is refused

@@ -28,7 +28,6 @@ import sys
 from types import ModuleType
 from typing import Any
 
-_FILES: dict[str, tuple[tuple[int, int], str]] = {}  # path -> ((mtime_ns, size), sha256): read once per change
 _MAX_REPR = 64 * 1024
 _MAX_DEPTH = 8  # closures of closures of ...: deep enough for any decorator stack
 
@@ -102,21 +101,13 @@ def _module_files(module: ModuleType | None, filename: str, digest: Any, files: 
 
 
 def _file_hash(path: str) -> str:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return "missing"
-    key = (info.st_mtime_ns, info.st_size)
-    known = _FILES.get(path)
-    if known is not None and known[0] == key:
-        return known[1]
+    """The file's content hash, read each time: a cache keyed by modification time would miss an edit of the
+    same size within the file system's clock resolution, and an approval must not (tool files are small)."""
     try:
         with open(path, "rb") as handle:
-            found = hashlib.sha256(handle.read()).hexdigest()
+            return hashlib.sha256(handle.read()).hexdigest()
     except OSError:
-        found = "unreadable"
-    _FILES[path] = (key, found)
-    return found
+        return "missing"
 
 
 def _value(value: Any) -> str:
