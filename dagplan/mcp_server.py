@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from typing import Any
 
 from mcp.server.mcpserver import Context  # the SDK reads the tools' annotations in this module's names
 from typing_extensions import TypedDict  # pydantic (the SDK) needs this one on Python < 3.12

@@ -517,12 +517,7 @@ def starts_early(step: Step, tools: Mapping[str, Any] | None) -> bool:
     ``idempotent``, and not destructive), no fan-out, no ``when:``. The step's own ``purity:`` comes from
     the plan, that is from the model: it may hold a step back, never start one (:func:`can_act`). Never a
     side effect, a gate, a model step or a composition: those wait for the whole plan."""
-    return (
-        step.kind is StepKind.TOOL
-        and step.for_each is None
-        and step.guard is None
-        and not can_act(step, tools)
-    )
+    return step.kind is StepKind.TOOL and step.for_each is None and step.guard is None and not can_act(step, tools)
 
 
 def _walk(plan: Plan, prefix: str) -> Iterator[tuple[str, Step]]:

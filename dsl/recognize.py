@@ -32,7 +32,7 @@ _JSON_TOP = re.compile(r'"(dagplan|steps|calls)"\s*:')
 _JSON_STEP = re.compile(r'"(%s)"\s*:' % "|".join(STEP_KEYS))
 _YAML_TOP = re.compile(r"(steps|calls)\s*:\s*(#.*)?$")
 _YAML_ITEM = re.compile(r"( *)-( +)(.*)$")
-_YAML_KEY = re.compile(r"( *)(?:- +)?([\"']?)(%s)\2\s*:" % "|".join(STEP_KEYS))
+_YAML_KEY = re.compile(r"([ \t]*)(?:-[ \t]+)?([\"']?)(%s)\2\s*:" % "|".join(STEP_KEYS))
 _DOCUMENT_START = re.compile(r"^---(?=\s|$).*$", re.M)
 HEAD = 2048  # characters a modeline or a `dagplan:` key is looked for in
 
@@ -107,8 +107,8 @@ def _step_key_in_items(lines: list[str]) -> bool:
                 return False
             column = len(item.group(1)) + 1 + len(item.group(2))
         key = _YAML_KEY.match(line)
-        if key is not None and _key_column(line, key) == column:
-            return True
+        if key is not None and ("\t" in key.group(1) or _key_column(line, key) == column):
+            return True  # a tab in its indentation (YAML refuses it): the author meant the step's key
     return False
 
 

@@ -20,7 +20,7 @@ from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
 from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path, purity_of
 from .schema import surely_valid_schema
-from .validate_tools import _MISSING, _input_schema, destructive_overrides, tool_arguments, tool_names
+from .validate_tools import _MISSING, _input_schema, acting_triggers, destructive_overrides, tool_arguments, tool_names
 from .schedule import (
     Analysis,
     _overlapping,
@@ -851,6 +851,7 @@ RULES: tuple[Rule, ...] = (
     tool_names,
     tool_arguments,
     destructive_overrides,
+    acting_triggers,
     parallel_groups,
     unused_outputs,
     dead_steps,

@@ -78,6 +78,32 @@ def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
             )
 
 
+def acting_triggers(facts: Facts) -> Iterator[Diagnostic]:
+    """A step that acts on the world with a trigger written to run it after a failure or a refusal
+    (``all_done``, ``none_failed``, ``one_succeeded``): the engine holds it back then (engine/world.py),
+    so the trigger does not do what it seems to say."""
+    if facts.tools is None:
+        return
+    from .ir import can_act
+
+    for step in facts.plan.steps:
+        if not step.trigger_given or step.trigger == "all_succeeded" or not can_act(step, facts.tools):
+            continue
+        deps = facts.deps.get(step.id) or ()
+        if not deps:
+            continue
+        gates = [d for d in deps if facts.plan.by_id.get(d) is not None and facts.plan.by_id[d].gate is not None]
+        after = f"the gate '{gates[0]}' was refused" if gates else f"'{deps[0]}' failed"
+        yield warning(
+            "acts-on-failure",
+            f"step '{step.id}' acts on the world, and `trigger: {step.trigger}` asks to run it after {after}: "
+            "it will not (a step that acts never runs on a failure value or after a person's refusal)",
+            _at(step, "trigger"),
+            "drop `trigger:` (a step that acts runs once what it depends on succeeded), or route the outcome to "
+            "it: a `catch:` or an output branch it reads (`\u2020state.ok || \u2020state.rejected`)",
+        )
+
+
 def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
     from .schema import shape_example
 
@@ -121,6 +147,21 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
                 _at(step, "args", name),
                 f"e.g. {name}: {shape_example(props[name])}{declared}",
             )
+
+
+def argument_problem(parameters: Mapping[str, Any], name: str, value: Any) -> str | None:
+    """Why a value (as the call would receive it) does not fit a tool's parameter ``name``, by the JSON type
+    its schema declares; None when it fits or nothing is declared. The one type rule: ``check`` applies it
+    where a type is known before the run, the engine to every argument before a call."""
+    props = parameters.get("properties")
+    schema = props.get(name) if isinstance(props, Mapping) else None
+    wanted = _types(schema)
+    if not wanted:
+        return None
+    got = {_json_type(value)}
+    if _compatible(got, wanted):
+        return None
+    return f"argument '{name}' must be {' or '.join(sorted(wanted))}, not {_json_type(value)}"
 
 
 def _fitting_key(plan: Plan, ref: Ref, wanted: set[str]) -> str:

@@ -226,7 +226,7 @@ def boom():
     raise ValueError("bad input")
 
 
-@tool
+@tool(purity="pure")  # a step that reads: it receives a failure's text (one that may act never does)
 def echo(text: str) -> str:
     return text
 
@@ -431,3 +431,21 @@ steps:
     assert first.result == second.result == 42
     assert "seen" not in first.state["box"]  # nor the run's shared state
     assert plan.initial_state["box"]["tags"] == ("a",)  # the plan itself is untouched
+
+
+def test_a_value_that_does_not_fit_the_tools_parameter_fails_the_step_before_the_call():
+    """What `check` says when it knows the value's type (bad-argument), the engine says before the call."""
+    calls = []
+
+    @dagplan.tool(purity="pure")
+    def days_of(count: int) -> int:
+        calls.append(count)
+        return count
+
+    plan = dagplan.load(text='{"steps": [{"id": "a", "tool": "days_of", "args": {"count": "$input.n"}, "output": '
+                             '"$state.d"}]}', tools=[days_of])  # fmt: skip
+    failed = dagplan.run(plan, tools=[days_of], inputs={"n": "three"})
+    step = failed.steps["a"]
+    assert calls == [] and str(step.status) == "failed"
+    assert "bad-argument: argument 'count' must be integer, not string (tool days_of)" in str(step.output)
+    assert dagplan.run(plan, tools=[days_of], inputs={"n": 3}).result == 3 and calls == [3]

@@ -7,6 +7,8 @@ Bounded so CI stays fast (about 200 examples each); for a longer run:
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
 
@@ -335,3 +337,197 @@ def test_the_viewer_answers_every_request_without_a_500(path, headers, form, pos
     else:
         response = client.get(path, params=params, headers=safe)
     assert response.status_code < 500, (path, response.status_code, response.text[:300])
+
+
+# --- JSON Lines (`submit --each`): one reader, `\n` lines, UTF-8 or a `binary` refusal -------------------
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(alphabet=st.sampled_from(
+        ["a", "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\r", "\u00e9", '"', "\\", " "]), max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(JSON_VALUES, min_size=1, max_size=6), st.booleans())
+def test_json_lines_read_back_every_value_on_its_own_line(values, crlf):
+    """What `json.dumps` writes one a line (separators inside strings left raw) is read back, line by line."""
+    from dagplan.dsl.load import read_json_lines
+
+    path = Path(tempfile.mkdtemp(dir=_WORK)) / "inputs.jsonl"
+    path.write_bytes(("\r\n" if crlf else "\n").join(json.dumps(v, ensure_ascii=False) for v in values).encode())
+    assert list(read_json_lines(path)) == list(enumerate(values, 1))
+
+
+@FUZZ
+@given(st.binary(max_size=200), st.lists(st.sampled_from([b"\n", b"{", b"}", b"[" * 80, b"\xe9", b"\x00", b'"a"',
+                                                          b"\xe2\x80\xa8", b"NaN", b"9" * 5000]), max_size=6))  # fmt: skip
+def test_json_lines_of_any_bytes_are_values_or_errors_at_their_lines(raw, pieces):
+    from dagplan.dsl.load import read_json_lines
+
+    path = Path(tempfile.mkdtemp(dir=_WORK)) / "inputs.jsonl"
+    data = raw + b"".join(pieces)
+    path.write_bytes(data)
+    try:
+        rows = list(read_json_lines(path))
+    except DagplanError as exc:  # the whole file: not UTF-8, a NUL byte
+        assert exc.code == "binary" and exc.span.line >= 1, exc
+        return
+    lines = data.decode("utf-8-sig").split("\n")
+    for number, value in rows:
+        assert 1 <= number <= len(lines) and lines[number - 1].strip()
+        if isinstance(value, DagplanError):
+            value.headline.format()
+            assert value.span.line == number
+
+
+# --- the plan recognizer (check --plans-only, the language server) --------------------------------------
+
+CI_STEP_KEYS = st.sampled_from(["name", "image", "run", "uses", "with", "script", "commands", "env", "settings",
+                                "when", "depends_on", "id", "shell", "working-directory"])  # fmt: skip
+CI_VALUES = st.one_of(st.text(alphabet="abc :-/.", max_size=12), st.booleans(),
+                      st.dictionaries(st.sampled_from(["plan", "tool", "agent", "gate", "loop", "llm", "apply"]),
+                                      st.one_of(st.booleans(), st.text(alphabet="abc", max_size=4)), max_size=3))  # fmt: skip
+
+
+@st.composite
+def repository_files(draw) -> str:
+    """YAML a repository holds besides plans: CI pipelines (one or more documents, steps with settings that
+    may be called plan/tool), compose files, Kubernetes manifests, package manifests."""
+    from ruamel.yaml import YAML
+
+    kind = draw(st.sampled_from(["ci", "compose", "k8s", "package"]))
+    if kind == "ci":
+        doc = {"kind": "pipeline", "steps": draw(st.lists(st.dictionaries(CI_STEP_KEYS, CI_VALUES, min_size=1,
+                                                                          max_size=4), min_size=1, max_size=3))}  # fmt: skip
+    elif kind == "compose":
+        doc = {"services": {"web": {"image": "nginx", "command": draw(st.text(alphabet="abc ", max_size=8))}}}
+    elif kind == "k8s":
+        doc = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "a", "image": "b"}]}}
+    else:
+        doc = {"name": "x", "scripts": {"plan": "terraform plan", "tool": "x"}}
+    out = io.StringIO()
+    YAML().dump(doc, out)
+    text = out.getvalue()
+    documents = draw(st.integers(1, 3))
+    broken = draw(st.sampled_from(["", "!reference [a]\n", "key: 1\nkey: 2\n"]))
+    return "\n---\n".join([text] * documents) + broken
+
+
+@FUZZ
+@given(repository_files())
+def test_what_a_repository_holds_besides_plans_is_left_alone(text):
+    from dagplan.dsl.recognize import is_plan
+
+    assert not is_plan(text, "ci.yml"), text
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(["tool", "llm", "gate", "plan", "loop", "agent"]), min_size=1, max_size=3),
+       st.booleans(), st.sampled_from(["drop-comma", "drop-id", "tab", "unclosed", "none"]))  # fmt: skip
+def test_a_plan_is_recognised_however_it_is_broken(kinds, as_json, breakage):
+    """False negatives are the defect a hook must not have: a broken plan is still checked."""
+    from dagplan.dsl.recognize import is_plan
+
+    steps = [{"id": f"s{i}", kind: "x", "output": f"$state.s{i}"} for i, kind in enumerate(kinds)]
+    if as_json:
+        text = json.dumps({"summary": "s", "steps": steps}, indent=2)
+        text = {"drop-comma": text.replace("},", "}", 1), "drop-id": text.replace('"id": "s0",', ""),
+                "unclosed": text[:-2], "tab": text.replace("  ", "\t", 1), "none": text}[breakage]  # fmt: skip
+    else:
+        body = "".join(f"  - id: s{i}\n    {kind}: x\n    output: $state.s{i}\n" for i, kind in enumerate(kinds))
+        text = "summary: s\nsteps:\n" + body
+        text = {"drop-comma": text + "  - {id: y, tool: [\n", "drop-id": text.replace("  - id: s0\n    ", "  - "),
+                "unclosed": text + "result: '\n", "tab": text.replace("    ", "\t", 1), "none": text}[breakage]  # fmt: skip
+    assert is_plan(text, "plan-file.json" if as_json else "plan-file.yaml"), text
+
+
+# --- what tools do: every exception class, every output channel ----------------------------------------
+
+
+class _LibraryTimeout(BaseException):
+    """What gevent.Timeout, pytest's Failed, trio.Cancelled are: a BaseException that is no Exception."""
+
+
+RAISED = st.sampled_from([ValueError("v"), asyncio.CancelledError(), GeneratorExit(), _LibraryTimeout("5 s"),
+                          SystemExit(3), StopIteration(), RecursionError(), MemoryError(), None])  # fmt: skip
+WRITTEN = st.lists(st.tuples(st.sampled_from(["print", "stderr", "bytes"]),
+                             st.sampled_from(["hi", "\x1b]0;title\x07", "\x1b[2J", "é", "x" * 70000, "\udc80"])),
+                   max_size=4)  # fmt: skip
+
+
+@FUZZ
+@given(RAISED, WRITTEN, st.sampled_from(["sync", "async", "async-awaits"]))
+def test_a_tool_ends_its_step_whatever_it_raises_or_writes(raised, written, kind):
+    """The run ends (no hang, no traceback out of the engine); what the tool raised is its step's failure;
+    what it wrote is kept with the step, bounded, and never reaches the real streams."""
+    import contextlib
+    import sys as system
+
+    from dagplan.interpreter.core.printed import MAX_CHARS
+
+    def act() -> str:
+        for channel, text in written:
+            if channel == "print":
+                print(text)
+            elif channel == "stderr":
+                system.stderr.write(text)
+            else:
+                system.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+        if raised is not None:
+            raise raised
+        return "done"
+
+    async def act_async() -> str:
+        if kind == "async-awaits":
+            await asyncio.sleep(0)
+        return act()
+
+    fn = act if kind == "sync" else act_async
+    fn.__name__ = "act"
+    tool = dagplan.tool(purity="pure")(fn)
+    seen: list = []
+    real = io.BytesIO()
+    streams = io.TextIOWrapper(real, encoding="utf-8", errors="backslashreplace", write_through=True)
+    plan = dagplan.load(text='{"steps": [{"id": "a", "tool": "act", "output": "$state.a"}]}', tools=[tool])
+    with contextlib.redirect_stdout(streams), contextlib.redirect_stderr(streams):
+        result = asyncio.run(asyncio.wait_for(dagplan.arun(plan, tools=[tool], subscribers=[seen.append]), 20))
+    step = result.steps["a"]
+    assert str(step.status) == ("completed" if raised is None else "failed"), step
+    assert b"\x1b" not in real.getvalue()  # nothing a tool wrote reached the stream raw
+    printed = [e.data["text"] for e in seen if str(e.type) == "plan_step_printed"]
+    assert all(len(text) <= MAX_CHARS + 64 for text in printed)
+
+
+# --- streamed answers of every length: the prefixes offered do not depend on how the answer is cut ------
+
+
+@FUZZ
+@given(st.integers(0, 300), st.integers(1, 4), st.lists(st.integers(1, 200), min_size=1, max_size=40),
+       st.booleans())  # fmt: skip
+def test_a_streamed_answer_offers_the_same_steps_however_it_is_cut(prose, steps, cuts, yaml):
+    from dagplan.dsl.stream import StepStream
+
+    plan = {"steps": [{"id": f"s{i}", "tool": "t", "output": f"$state.s{i}"} for i in range(steps)]}
+    body = ("steps:\n" + "".join(f"  - id: s{i}\n    tool: t\n    output: $state.s{i}\n" for i in range(steps))
+            if yaml else json.dumps(plan))  # fmt: skip
+    answer = "".join(f"Thinking {i}: - maybe\n" for i in range(prose)) + "```\n" + body + "\n```\n"
+
+    def offered(pieces: list[str]) -> tuple:
+        stream = StepStream()
+        found = [p for piece in pieces for p in stream.feed(piece)]
+        return tuple(p.steps for p in found if p.steps > 0), stream.end().text == answer
+
+    whole = offered([answer])
+    at, pieces = 0, []
+    for cut in cuts:
+        pieces.append(answer[at : at + cut])
+        at += cut
+    pieces.append(answer[at:])
+    cut_up = offered(pieces)
+    assert cut_up[1] and whole[1]
+    if not yaml:  # JSON: every step offered once, in order, however the answer is cut
+        assert cut_up[0] == tuple(range(1, steps + 1)), cut_up
+    one_by_one = offered(list(answer)) if len(answer) < 3000 else cut_up
+    assert len(one_by_one[0]) <= steps + 1  # prose costs no check: at most a prefix per step (and the end)

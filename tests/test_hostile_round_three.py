@@ -512,7 +512,9 @@ def test_tools_changed_after_the_approval_are_refused(project):
     (project / "tools.py").write_text(TOOLS + "\n# a comment: the code changed\n")
     proc = _cli(project, "run", "refund.yaml", "--tools", "tools.py", "-i", "customerId=c1",
                 "--approved", "refund.approval.json")  # fmt: skip
-    assert proc.returncode == 1 and "the code of tool issueRefund changed since the approval" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "the code of tool issueRefund changed since the approval" in proc.stderr, (
+        proc.stderr
+    )
 
 
 @pytest.mark.parametrize("damage", ["{}", "not json", '{"dagplan_approval": 1}', "EDITED"])

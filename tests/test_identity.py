@@ -60,7 +60,9 @@ def test_a_module_imported_whole_counts_too_and_a_module_not_used_does_not(proje
 
 
 def test_closures_partials_and_defaults(project):
-    module = project("made", """
+    module = project(
+        "made",
+        """
         import functools
         def make(rate):
             def price(a):
@@ -68,20 +70,26 @@ def test_closures_partials_and_defaults(project):
             return price
         def scaled(a, rate=1):
             return a * rate
-        """)
+        """,
+    )
     assert code_identity(module.make(1)) != code_identity(module.make(2))
     assert code_identity(module.make(1)) == code_identity(module.make(1))
     assert code_identity(functools.partial(module.scaled, rate=1)) != code_identity(
-        functools.partial(module.scaled, rate=2))
+        functools.partial(module.scaled, rate=2)
+    )
     assert code_identity(functools.partial(module.scaled, rate=1)) != code_identity(module.scaled)
 
 
 def test_the_identity_is_the_same_in_another_process(tmp_path):
     """Reuse and approvals compare identities across processes: nothing of a process (an address) is in it."""
-    (tmp_path / "tools.py").write_text("import functools\nclass Box:\n    pass\nBOX = Box()\n"
-                                       "def f(a, box=BOX):\n    return a\ng = functools.partial(f, box=BOX)\n")
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import tools;"
-              "from dagplan.interpreter.tools.identity import code_identity as c; print(c(tools.f), c(tools.g))")
+    (tmp_path / "tools.py").write_text(
+        "import functools\nclass Box:\n    pass\nBOX = Box()\n"
+        "def f(a, box=BOX):\n    return a\ng = functools.partial(f, box=BOX)\n"
+    )
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import tools;"
+        "from dagplan.interpreter.tools.identity import code_identity as c; print(c(tools.f), c(tools.g))"
+    )
     runs = {subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
                            check=True).stdout for _ in range(2)}  # fmt: skip
     assert len(runs) == 1, runs

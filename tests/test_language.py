@@ -396,7 +396,8 @@ def flaky_tools(failures: dict):
     def report(ok: list, down: list, broken: list) -> dict:
         return {"ok": ok, "down": [d["item"] for d in down], "broken": [(b["index"], b["type"]) for b in broken]}
 
-    return {"fetch": fetch, "report": report}, calls
+    pure = dagplan.tool(purity="pure")  # steps that read: a failure's text reaches them (never a step that acts)
+    return {"fetch": pure(fetch), "report": pure(report)}, calls
 
 
 CATCH = """\

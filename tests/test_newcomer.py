@@ -269,8 +269,13 @@ def test_trigger_rules_decide_by_what_the_dependencies_did():
     def boom() -> str:
         raise ValueError("broken")
 
+    @dagplan.tool(purity="pure")  # a step that reads may run on a failure's text; one that acts never does
     def join(x: object = None, y: object = None) -> str:
         return f"{x}|{y}"
+
+    @dagplan.tool(purity="side_effect")
+    def write(x: object = None) -> str:
+        return f"wrote {x}"
 
     text = """steps:
   - {id: good, tool: ok, output: †state.good}
@@ -279,8 +284,9 @@ def test_trigger_rules_decide_by_what_the_dependencies_did():
   - {id: none_failed, tool: join, args: {x: †state.good, y: †state.bad}, output: †state.r2, trigger: none_failed}
   - {id: one_ok, tool: join, args: {x: †state.bad}, deps: [good, bad], output: †state.r3, trigger: one_succeeded}
   - {id: none_ok, tool: join, args: {x: †state.bad}, deps: [bad], output: †state.r4, trigger: one_succeeded}
+  - {id: acts, tool: write, args: {x: †state.bad}, output: †state.r5, trigger: all_done}
 """
-    tools = {"ok": ok, "boom": boom, "join": join}
+    tools = {"ok": ok, "boom": boom, "join": join, "write": write}
     result = dagplan.run(dagplan.load(text=text, tools=tools), tools=tools, on_limit_exceeded=lambda *a: False)
     status = {sid: (s.status, s.output) for sid, s in result.steps.items()}
     assert status["all_done"][0] == "completed" and status["all_done"][1].startswith("fine|(FAILED")
@@ -288,6 +294,7 @@ def test_trigger_rules_decide_by_what_the_dependencies_did():
     assert status["one_ok"][0] == "completed"
     assert status["none_ok"][0] == "skipped"
     assert "one_succeeded" in result.steps["none_ok"].reason
+    assert status["acts"][0] == "skipped" and "would act on the failure of bad" in result.steps["acts"].reason
 
 
 def test_a_default_is_a_literal_written_last(tmp_path):

@@ -499,3 +499,21 @@ def test_all_diagnostics_collected_and_sorted():
     codes = [d.code for d in r.diagnostics]
     assert codes == ["unwritten-state", "unknown-step", "duplicate-id"]
     assert [where(d)[0] for d in r.diagnostics] == [4, 5, 6]
+
+
+def test_a_trigger_that_would_run_an_acting_step_after_a_failure_or_a_refusal_is_a_warning():
+    from dagplan.dsl.ir import ToolSpec
+
+    tools = {"read": ToolSpec("read", purity="pure"), "write": ToolSpec("write", purity="side_effect")}
+    text = ("steps:\n  - {id: ok, gate: {question: go?}, output: $state.ok}\n"
+            "  - {id: r, tool: read, output: $state.notes}\n"
+            "  - {id: w, tool: write, args: {x: $state.notes}, deps: [ok], trigger: all_done, output: $state.w}\n"
+            "  - {id: fine, tool: write, args: {x: $state.notes}, output: $state.f}\n")  # fmt: skip
+    found = [d for d in check(text=text, name="p.yaml", tools=tools).diagnostics if d.code == "acts-on-failure"]
+    assert len(found) == 1 and found[0].severity == "warning" and "step 'w' acts on the world" in found[0].message
+    assert "the gate 'ok' was refused" in found[0].message and found[0].span.line == 4
+    assert not [
+        d
+        for d in check(text=text.replace("write", "read"), name="p.yaml", tools=tools).diagnostics
+        if d.code == "acts-on-failure"
+    ]  # a step that reads may run after a failure

@@ -111,10 +111,10 @@ def chosen_model(step: str | None = None, given: str | None = None, configured: 
 
 def load_config(start: str | os.PathLike | None = None) -> Config:
     """The configuration that applies in ``start`` (default: the working directory)."""
-    from .redact import configure
+    from . import configured
 
     config = _found(os.path.abspath(start or os.getcwd()))
-    configure(config.redact)  # the project's secrets, for every sink that redacts (core/redact.py)
+    configured.REDACT = config.redact  # the project's secrets, for every sink that redacts (core/redact.py)
     return config
 
 

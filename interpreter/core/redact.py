@@ -26,6 +26,8 @@ import os
 import re
 from typing import Any, Iterable, Mapping
 
+from . import configured as _configured
+
 REDACTED = "[REDACTED]"
 SECRET_KEY = re.compile(
     r"(?i)(api[_-]?key|apikey|authorization|password|passwd|passphrase|secret|token(?!s(?![a-z])|iz)|credential|cookie|"
@@ -122,15 +124,6 @@ def _pair_name(value: Mapping[str, Any]) -> str | None:
 
 
 _DEFAULT: tuple[tuple, Redactor] | None = None
-_CONFIGURED: tuple[str, ...] = ()
-
-
-def configure(patterns: Iterable[str]) -> None:
-    """The configured ``redact`` patterns of the project this process serves (set by ``load_config``):
-    :func:`redact` applies them at every sink, the journal's record of a tool call, what a tool printed, a
-    traceback's code line, a prompt's parts and every view alike (one rule set, one place)."""
-    global _CONFIGURED
-    _CONFIGURED = tuple(patterns)
 
 
 def secret_inputs(plan_doc: Any) -> set[str]:
@@ -156,14 +149,15 @@ def redact(value: Any, patterns: Iterable[str] = (), also: Iterable[str] = ()) -
     """``value`` with every secret replaced by ``[REDACTED]`` (``also``: more literal secrets, such as the
     values of :func:`secret_inputs`). Without ``patterns`` or ``also`` the rules are kept
     between calls (a tool call's arguments are redacted on the hot path), renewed when the environment
-    gains or loses a variable or the configured patterns (:func:`configure`) change."""
+    gains or loses a variable or the configured patterns (:mod:`.configured`) change."""
     global _DEFAULT
+    configured = _configured.REDACT  # the project's patterns (the configuration loaded: every sink applies them)
     patterns, also = tuple(patterns), tuple(also)
     if patterns or also:
-        return Redactor(dict.fromkeys((*_CONFIGURED, *patterns)), also)(value)
-    key = (len(os.environ), _CONFIGURED)
+        return Redactor(dict.fromkeys((*configured, *patterns)), also)(value)
+    key = (len(os.environ), configured)
     if _DEFAULT is None or _DEFAULT[0] != key:
-        _DEFAULT = (key, Redactor(_CONFIGURED))
+        _DEFAULT = (key, Redactor(configured))
     return _DEFAULT[1](value)
 
 

@@ -146,7 +146,7 @@ class Execution(UnitLife):
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
         self._journal = scope.journal
         self._eager_depth = 0  # steps being run in place, one inside another (_spawn)
-        self._troubled = False  # a unit of this execution failed: the gate to the world has something to ask
+        self._troubled = False  # a unit failed or a gate was answered: the gate to the world has something to ask
 
     # --- the run ------------------------------------------------------------------------
 
@@ -352,7 +352,7 @@ class Execution(UnitLife):
         (world.py: a step that acts, after a refusal or on a failure), then its trigger rule. The default
         rule passes a failure value on to a step that only reads (on_failure: continue); written out,
         ``all_succeeded`` means every dependency succeeded."""
-        if self._troubled:  # nothing failed yet: nothing to hold back (the hot path asks no more)
+        if self._troubled:  # nothing failed, no gate answered: nothing to hold back (the hot path asks no more)
             held = held_back(self, step)
             if held is not None:
                 return held
@@ -552,6 +552,9 @@ class StepContext:
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
         return self.execution.scope.call_tool(name, args, self.unit_id)
+
+    def tool(self, name: str) -> Any:
+        return self.execution.scope.tools.get(name)
 
     def tool_specs(self) -> Mapping[str, Any]:
         return {name: t.spec for name, t in self.execution.scope.tools.items()}

@@ -42,7 +42,7 @@ class UnitLife:
     state: dict
     _journal: Any
     abort: Callable[..., None]  # the execution's: stop starting work, end the run
-    _troubled: bool  # the execution's: a unit failed (world.py)
+    _troubled: bool  # the execution's: a unit failed or a gate was answered (world.py)
     _settle: Callable[[str], list[str]]  # the execution's: count a step settled, return what it made ready
 
     async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
@@ -207,6 +207,8 @@ class UnitLife:
 
     def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
         step = unit.step
+        if step.gate is not None:
+            self._troubled = True  # world.py: a gate answered (a refusal a `when:` reads completes it)
         routes: dict[str, list] = {}
         if type(value) in PLAIN:  # a number or a text: no routes, no branch, already JSON (the common case)
             alternative = 0
@@ -264,6 +266,8 @@ class UnitLife:
             error = dict(recorded.error or {})
             self._failed(unit, error, replayed=True, routable=not _stopping(None, error))
             return
+        if unit.step.gate is not None:
+            self._troubled = True  # world.py: a gate's answer, replayed
         self._write(unit.step.output, recorded.alternative, recorded.output)
         self._write_routes(unit.step.output, recorded.routes or {})
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
@@ -292,6 +296,7 @@ class UnitLife:
         failure policy."""
         step = unit.step
         unit.error = info
+        self._troubled = True  # world.py: from now on, a step that acts is asked what it would act on
         handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
         handler = handler if routable else None
         if handler is not None and step.output is not None:
@@ -300,7 +305,6 @@ class UnitLife:
             unit.status, unit.output = StepStatus.HANDLED, dict(info)
         else:
             unit.status, unit.output = StepStatus.FAILED, attempts.failure_text(info)
-            self._troubled = True  # world.py: from now on, a step that acts is asked what it would act on
             if self.plan.on_failure == "continue" and step.output is not None:
                 self._write(step.output, 0, unit.output)
                 for target in step.output.alternatives[0]:

@@ -8,8 +8,9 @@ the API, a plan test); and there it asks :func:`held_back`. A step *acts* by the
 only stricter, a destructive MCP tool acting; an LLM step with acting tools, and a sub-plan, fan-out or
 loop holding one, act). Such a step is held back, whatever its plan says (``trigger``, ``on_failure``):
 
-- after a person's refusal: a gate before it failed (refused, not answered in time, answered off its
-  choices), unless the plan routed the refusal to a branch (the gate then did not fail);
+- after a person's refusal: a gate before it was refused (failed, took its refusal branch, or answered a
+  refusal a ``when:`` reads), unless on every path from the step up to that gate a step reads what the
+  gate decided (the refusal's branch, the decision a ``when:`` compares): the plan then chose what follows;
 - on a failure: under its default rule (``all_succeeded``) when a step it depends on failed; under an
   explicit ``trigger:`` (``all_done``, ``none_failed``, ``one_succeeded``) when a step whose output it
   reads failed. A step that acts never receives a failure value (``(FAILED: ...)``); a step that only
@@ -50,19 +51,40 @@ def held_back(execution: Any, step: Step) -> tuple[str, Cause] | None:
 
 
 def _refusal_before(execution: Any, step_id: str) -> str | None:
-    """The gate before ``step_id`` (among everything it depends on, however far) that failed: a refusal."""
+    """A refused gate before ``step_id`` (among everything it depends on, however far) that the plan did not
+    route to it: a path from the step up to the gate on which no step reads what the gate decided. A gate
+    is refused when a person said no (:func:`refused`); a step reading its decision (the refusal's branch
+    ``†state.rejected``, or the decision a ``when:`` compares) routes it, unless the gate failed (then
+    what it reads is a failure)."""
     units = execution.units
-    failed_gates = {g.id for g in execution.plan.steps if g.gate is not None
-                    and g.id in units and units[g.id].status is StepStatus.FAILED}  # fmt: skip
-    if not failed_gates:
+    gates = {g.id for g in execution.plan.steps if g.gate is not None and g.id in units and refused(units[g.id])}
+    if not gates:
         return None
-    deps, seen, todo = execution.analysis.deps, set(), list(execution.analysis.deps[step_id])
+    deps, analysis = execution.analysis.deps, execution.analysis
+    seen, todo = set(), [step_id]
     while todo:
         current = todo.pop()
         if current in seen:
             continue
-        if current in failed_gates:
-            return current
         seen.add(current)
-        todo.extend(deps[current])
+        for parent in deps[current]:
+            if parent in gates:
+                routed = units[parent].status is not StepStatus.FAILED and parent in read_from(
+                    analysis, execution.plan.by_id[current]
+                )
+                if not routed:
+                    return parent
+                continue  # this path reads the decision: the plan chose what follows a refusal here
+            todo.append(parent)
     return None
+
+
+def refused(unit: Any) -> bool:
+    """Whether a gate's unit holds a person's no: it failed (refused, no answer in time, an answer off its
+    choices), its refusal took the branch the plan routes it to (handled), or its answer is a refusal a
+    ``when:`` reads (completed with it)."""
+    from ...dsl.compose import is_refusal
+
+    if unit.status in (StepStatus.FAILED, StepStatus.HANDLED):
+        return True
+    return unit.status is StepStatus.COMPLETED and is_refusal(unit.output)

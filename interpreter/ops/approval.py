@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from ...dsl.errors import PlanInvalid, RunError, Span
 from ...dsl.ir import Plan, can_act, walk
@@ -175,7 +175,7 @@ def acting_gated(plan: Plan, tools: Mapping[str, Any]) -> Plan:
     The gate's id is one the plan does not use. A refusal holds every step it guards back, whatever the plan
     says of failures or triggers (engine/world.py). A run started so records it (the ``gate_acting``
     option), so a resume of a streamed run whose plan was not written yet gates it the same way."""
-    from ... import dsl
+    from ...dsl import check
 
     specs = {name: getattr(tool, "spec", tool) for name, tool in tools.items()}
     acting = [s.id for s in plan.steps if can_act(s, specs)]
@@ -191,7 +191,7 @@ def acting_gated(plan: Plan, tools: Mapping[str, Any]) -> Plan:
         if step.get("id") in acting:
             step["deps"] = [*step.get("deps", []), gate_id]
     document["steps"].insert(0, gate)
-    checked = dsl.check(text=json.dumps(document), name=plan.source, tools=specs)
+    checked = check(text=json.dumps(document), name=plan.source, tools=specs)
     if not checked.ok or checked.plan is None:
         raise PlanInvalid(checked.diagnostics)
     return checked.plan

@@ -241,6 +241,10 @@ def _deliver(future: asyncio.Future, value: Any, error: BaseException | None) ->
         return
     if error is None:
         future.set_result(value)
+    elif isinstance(error, StopIteration):  # no future carries it (asyncio refuses, and the run would hang):
+        wrapped = RuntimeError(f"the tool raised StopIteration{': ' + str(error) if str(error) else ''}")
+        wrapped.__cause__ = error  # as a coroutine that raises it does (PEP 479)
+        future.set_exception(wrapped)
     else:
         future.set_exception(error)
 

@@ -54,7 +54,7 @@ def _callable(fn: Any, digest: Any, files: set[str], depth: int) -> None:
     fn = getattr(fn, "__func__", fn)  # a bound method: its function
     code = getattr(fn, "__code__", None)
     if code is None:  # a callable object: its class's __call__
-        call = getattr(type(fn), "__call__", None)
+        call = type(fn).__call__ if callable(fn) else None
         if call is not None and getattr(call, "__code__", None) is not None:
             digest.update(b"object:" + _value(vars(fn) if hasattr(fn, "__dict__") else None).encode())
             _callable(call, digest, files, depth + 1)
@@ -96,8 +96,9 @@ def _module_files(module: ModuleType | None, filename: str, digest: Any, files: 
         return
     for value in list(vars(module).values()):
         used = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
-        if used is not None and used is not module and isinstance(getattr(used, "__file__", None), str):
-            _module_files(used, used.__file__, digest, files)
+        path = getattr(used, "__file__", None)
+        if used is not None and used is not module and isinstance(path, str):
+            _module_files(used, path, digest, files)
 
 
 def _file_hash(path: str) -> str:
