@@ -57,6 +57,7 @@ _EXPORTS = {
     # plan tests and cassettes
     "test": "dagplan.api",
     "atest": "dagplan.api",
+    "Project": "dagplan.project",
     "find_tests": "dagplan.api",
     "load_tests": "dagplan.api",
     "run_test_case": "dagplan.api",

@@ -193,13 +193,11 @@ def rerun(
     from .interpreter.tools.catalog import registry
 
     cfg = config or load_config()
-    if tools is None and (cfg.tools or tool_sources):
-        from .interpreter.tools.sources import load_tools
-
-        tools = load_tools([*cfg.tools, *tool_sources])
+    if tools is None:
+        tools, tool_sources = _configured_tools(tool_sources, cfg)
     plan = _as_plan(plan, tools, cfg)
     runs = open_registry(_state(state_dir, cfg))
-    journals = [runs.open(run_id) for run_id in ([reuse] if isinstance(reuse, str) else list(reuse))]
+    journals = [runs.open(run_id) for run_id in runs_of_plan(runs, reuse, plan)]
     try:
         before: Plan | None = stored_plan(journals[0].id, None, state_dir, config=cfg) if journals else None
     except DagplanError:  # an agent's run, a streamed run that never got its plan: no fields to compare
@@ -264,6 +262,8 @@ async def arun(
         from .interpreter.testing.cassette import replay_tools
 
         tools = replay_tools(recorded[0]) or None  # a replay checks the plan against the recorded catalog
+    elif tools is None:
+        tools, tool_sources = _configured_tools(tool_sources, cfg)
     plan = _as_plan(plan, tools, cfg)
     replay = _replaying(recorded, ask_gate, model or cfg.default_model)
     options = Options.from_config(
@@ -278,7 +278,7 @@ async def arun(
         ask_gate=replay.pop("ask_gate", ask_gate),
         executor=executor,
         person_gates=person_gates,
-        reuse=reuse_of(reuse, state_dir, cfg),
+        reuse=reuse_of(reuse, state_dir, cfg, plan),
         **replay,
     )
     from .interpreter.tools.sources import source_record
@@ -443,9 +443,9 @@ def plan(task: str, **kwargs: Any):
     return _sync(aplan(task, **kwargs))
 
 
-def reuse_of(runs: Any, state_dir: Any = None, config: Any = None) -> Any:
-    """The completed results of ``runs`` (ids, ``@last``, or a Reuse already) by step fingerprint; None for
-    none. An id that names no run is the usual unknown-run error."""
+def reuse_of(runs: Any, state_dir: Any = None, config: Any = None, plan: Plan | None = None) -> Any:
+    """The completed results of ``runs`` (ids, ``@last``: the newest run of ``plan``, or a Reuse already) by
+    step fingerprint; None for none. An id that names no run is the usual unknown-run error."""
     from .interpreter.engine.reuse import Reuse
 
     if runs is None or isinstance(runs, Reuse):
@@ -453,7 +453,25 @@ def reuse_of(runs: Any, state_dir: Any = None, config: Any = None) -> Any:
     from .interpreter.stores.registry import open_registry
 
     registry = open_registry(_state(state_dir, config or load_config()))
-    return Reuse.of(registry.open(run_id) for run_id in ([runs] if isinstance(runs, str) else list(runs)))
+    return Reuse.of(registry.open(run_id) for run_id in runs_of_plan(registry, runs, plan))
+
+
+def runs_of_plan(registry: Any, runs: str | Iterable[str], plan: Plan | None) -> list[str]:
+    """Run ids as given, with ``@last`` (``-``) the newest run of ``plan`` (its file, the same path however
+    it was written): another plan's run, newer, is never taken in its place. Without a plan: the newest run."""
+    from .dsl.errors import RunError
+    from .interpreter.stores.journal import LATEST
+
+    given = [runs] if isinstance(runs, str) else list(runs)
+    if plan is None or not any(r in LATEST for r in given):
+        return given
+    mine = os.path.realpath(plan.source)
+    ran = sorted((info for info in registry.list() if os.path.realpath(info.plan_name or "?") == mine),
+                 key=lambda info: info.started)  # fmt: skip
+    if not ran:
+        raise RunError.make("unknown-run", f"@last: no earlier run of {plan.source}",
+                            hint="run it once first, or name the run to reuse: --reuse RUN_ID")  # fmt: skip
+    return [ran[-1].id if r in LATEST else r for r in given]
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -1243,6 +1261,17 @@ def _state(state_dir: Any, config: Any = None) -> Any:
     if state_dir is not None:
         return state_dir
     return chosen_state(None, (config or load_config()).state_dir)
+
+
+def _configured_tools(tool_sources: Iterable[str], config: Any) -> tuple[Any, list[str]]:
+    """The tools of a call that gives none, as the CLI loads them: the configuration's ``tools`` and the
+    sources given (None when there are none); and those sources, recorded with a durable run."""
+    sources = [*config.tools, *tool_sources]
+    if not sources:
+        return None, []
+    from .interpreter.tools.sources import load_tools
+
+    return load_tools(sources), sources
 
 
 def _specs(tools: ToolsArg):

@@ -109,6 +109,7 @@ class Diagnostic(TypedDict):
 
 class Checked(TypedDict):
     valid: bool  # false while any error remains
+    tools_checked: bool  # false when this server knows no tools: tool names and arguments were not checked
     diagnostics: list[Diagnostic]
 
 
@@ -123,13 +124,14 @@ class RunAnswer(TypedDict, total=False):
 
 
 def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any = None, *,
-          allow_answer: bool = False, root: str | None = None) -> Any:  # fmt: skip
+          allow_answer: bool = False, root: str | None = None, tool_sources: tuple[str, ...] = ()) -> Any:  # fmt: skip
     """The server (an SDK ``MCPServer``), its tools registered by what the operator allowed. ``root``: the
-    project folder (the working directory): the only place plan files named by a client are read from."""
+    project folder (the working directory): the only place plan files named by a client are read from.
+    ``tool_sources``: tool files or modules besides the configuration's (``dagplan mcp --tools``)."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
-    here = Here(os.path.realpath(root or os.getcwd()), state)
+    here = Here(os.path.realpath(root or os.getcwd()), state, tuple(tool_sources))
     server = MCPServer(
         "dagplan",
         log_level="WARNING",  # the SDK's INFO chatter is not for the host's log
@@ -149,13 +151,13 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     @_answers
     def list_tools() -> dict[str, Any]:
         """The tools a plan may call here: name, description, parameters (JSON Schema), purity, destructive."""
-        return {"tools": [s.to_json() for s in api.tool_catalog()]}
+        return {"tools": [s.to_json() for s in api.tool_catalog(here.tool_sources)]}
 
     @server.tool(annotations=read_only, structured_output=True)
     @_answers
     def preview_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
         """What a valid plan would do, running nothing: steps, arguments, order, parallel groups, branches."""
-        return _plain(api.preview(here.loaded(plan, name), _tools()).to_json())
+        return _plain(api.preview(here.loaded(plan, name), here.tools()).to_json())
 
     @server.tool(annotations=read_only, structured_output=True)
     @_answers
@@ -171,16 +173,25 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
 
     if allow_run:
         _run_tools(server, here, allow_side_effects, allow_answer)
-    _resources(server)
+    _resources(server, here)
     return server
 
 
 class Here:
     """The server's project: its folder, where its runs are kept, and the runs it started itself."""
 
-    def __init__(self, root: str, state: Any):
-        self.root, self.state = root, state
+    def __init__(self, root: str, state: Any, tool_sources: tuple[str, ...] = ()):
+        self.root, self.state, self.tool_sources = root, state, tool_sources
         self.mine: set[str] = set()
+
+    def sources(self) -> list[str]:
+        """Where the tools a plan may call here come from: the configuration's ``tools``, then ``--tools``."""
+        return [*api.load_config().tools, *self.tool_sources]
+
+    def tools(self) -> dict:
+        from . import load_tools
+
+        return load_tools(self.sources())
 
     def name(self, name: str) -> str:
         """Where a client's plan text belongs: beside the server's folder, whatever path its name gives."""
@@ -189,7 +200,7 @@ class Here:
 
     def checked(self, plan: str, name: str) -> Checked:
         own = self.name(name)
-        result = api.check_text(plan, own, root=self.root)
+        result = api.check_text(plan, own, tool_sources=self.tool_sources, root=self.root)
         found = []
         for d in result.diagnostics:
             shown = d.to_json()
@@ -197,7 +208,16 @@ class Here:
             if file and file != own:  # another file's problem (a sub-plan): say which file, relative
                 shown["file"] = os.path.relpath(file, self.root) if os.path.isabs(file) else file
             found.append(shown)
-        return {"valid": result.ok, "diagnostics": found}  # type: ignore[typeddict-item]
+        checked_tools = bool(self.sources())
+        if not checked_tools:  # `valid` must not read as "its tools exist": say what was not checked
+            from .dsl.errors import warning
+
+            note = warning("tools-unchecked", "tool names and arguments were not checked: this server knows no "
+                           "tools", hint="give the server its tools: `tools = [...]` in its dagplan.toml, or "
+                           "dagplan mcp --tools FILE").to_json()  # fmt: skip
+            note.pop("file", None)
+            found.append(note)
+        return {"valid": result.ok, "tools_checked": checked_tools, "diagnostics": found}  # type: ignore[typeddict-item]
 
     def loaded(self, plan: str, name: str) -> Any:
         """The plan, loaded against the tools here; an invalid plan answers with its diagnostics."""
@@ -206,7 +226,7 @@ class Here:
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            return api.load(text=plan, name=self.name(name), tools=_tools(), root=self.root)
+            return api.load(text=plan, name=self.name(name), tools=self.tools(), root=self.root)
         except PlanInvalid as exc:  # the model reads why, and how to repair it
             raise ToolError("the plan is not valid: " + json.dumps(self.checked(plan, name))) from exc
 
@@ -263,7 +283,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
 
         from .interpreter.ops.approval import acting_gated
 
-        tools = _tools()
+        tools = here.tools()
         if task and not plan:
             config = api.load_config()
             if not config.default_model:
@@ -287,7 +307,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
     @_answers
     async def resume_run(run_id: str) -> RunAnswer:
         """Go on with a run this server started, once a person has answered the gate it waits at."""
-        result = await api.aresume(here.own(run_id), tools=_tools(), state_dir=state)
+        result = await api.aresume(here.own(run_id), tools=here.tools(), state_dir=state)
         return _run_json(result.to_json())
 
     if allow_answer:
@@ -300,7 +320,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
             params = ctx.session.client_params
             who = params.client_info.name if params is not None and params.client_info is not None else None
             api.answer(here.own(run_id), step, value, state, channel="mcp", who=who or "an MCP client")
-            result = await api.aresume(run_id, tools=_tools(), state_dir=state)
+            result = await api.aresume(run_id, tools=here.tools(), state_dir=state)
             return _run_json(result.to_json())
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
@@ -310,7 +330,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
         return _run_json(api.run_report(run_id, state).to_json())
 
 
-def _resources(server: Any) -> None:
+def _resources(server: Any, here: Here) -> None:
     @server.resource("dagplan://schema/plan", mime_type="application/schema+json")
     def plan_schema() -> str:
         """The plan JSON Schema (every key, its type and description)."""
@@ -333,19 +353,13 @@ def _resources(server: Any) -> None:
         """Teach a model to write a dagplan plan for a task with the tools at hand."""
         lines = [f"- {s.name}({', '.join((s.parameters or {}).get('properties', {}))}): "
                  f"{s.description.splitlines()[0] if s.description else ''} [{s.purity or 'undeclared'}]"
-                 for s in api.tool_catalog()]  # fmt: skip
+                 for s in api.tool_catalog(here.tool_sources)]  # fmt: skip
         tools = "\n".join(lines) or "(none: only llm and gate steps)"
         return (
             f"{REFERENCE}\n## The tools at hand\n{tools}\n\n## The task\n{task}\n\n"
             "Write the plan as YAML. Call check_plan with it and repair every error until `valid` is true; "
             "then preview_plan, and run_plan if you may."
         )
-
-
-def _tools() -> dict:
-    from . import load_tools
-
-    return load_tools(api.load_config().tools)
 
 
 def _run_json(report: dict) -> RunAnswer:
@@ -361,10 +375,11 @@ def _plain(value: Any) -> Any:
 
 
 def serve(allow_run: bool = False, allow_side_effects: bool = False, http: int | None = None,
-          allow_hosts: tuple[str, ...] = (), allow_answer: bool = False, token: str | None = None) -> None:  # fmt: skip
+          allow_hosts: tuple[str, ...] = (), allow_answer: bool = False, token: str | None = None,
+          tool_sources: tuple[str, ...] = ()) -> None:  # fmt: skip
     """Serve over stdio, or over streamable HTTP on loopback port ``http`` (Host and Origin checked, and
     every request carrying ``Authorization: Bearer TOKEN``)."""
-    server = build(allow_run, allow_side_effects, allow_answer=allow_answer)
+    server = build(allow_run, allow_side_effects, allow_answer=allow_answer, tool_sources=tool_sources)
     if http is None:
         from .framing import serve_mcp_stdio
 

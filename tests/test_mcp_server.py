@@ -67,6 +67,7 @@ async def _conversation(client, project: Path) -> None:
 
     assert (await client.call_tool("check_plan", {"plan": RIGHT})).structured_content == {
         "valid": True,
+        "tools_checked": True,
         "diagnostics": [],
     }
     preview = (await client.call_tool("preview_plan", {"plan": RIGHT})).structured_content
@@ -130,6 +131,29 @@ def test_without_allow_run_nothing_can_be_run(project):
 
     names = asyncio.run(asyncio.wait_for(main(), 60))
     assert "check_plan" in names and not names & {"run_plan", "answer_gate", "run_status", "resume_run"}
+
+
+def test_a_server_that_knows_no_tools_says_so_and_takes_tools_of_its_own(tmp_path):
+    """`valid: true` must not read as "its tools exist" to a model: without tools, check_plan says what it
+    did not check (tools-unchecked, tools_checked: false); `dagplan mcp --tools FILE` gives it its tools."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / ".git").mkdir()  # the project's root: no configuration above it is read
+
+    async def check(*extra: str) -> dict:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "dagplan", "mcp", *extra],
+                                       cwd=str(tmp_path), env=_env())  # fmt: skip
+        async with Client(params) as client:
+            return (await client.call_tool("check_plan", {"plan": WRONG})).structured_content
+
+    bare = asyncio.run(asyncio.wait_for(check(), 60))
+    assert bare["valid"] is True and bare["tools_checked"] is False, bare
+    assert [d["code"] for d in bare["diagnostics"]] == ["tools-unchecked"]
+    given = asyncio.run(asyncio.wait_for(check("--tools", "tools.py"), 60))
+    assert given["valid"] is False and given["tools_checked"] is True
+    assert "unknown-tool" in [d["code"] for d in given["diagnostics"]]
 
 
 def test_the_same_over_streamable_http_with_a_token_and_the_host_and_origin_checked(project, tmp_path):

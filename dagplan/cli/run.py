@@ -221,7 +221,7 @@ def run(
     reused = None
     if reuse:
         try:  # read before this run exists: @last is the run before it
-            reused = api.reuse_of(list(reuse), state_dir, config)
+            reused = api.reuse_of(list(reuse), state_dir, config, plan)
         except DagplanError as exc:
             fail(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,

@@ -512,8 +512,8 @@ def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str)
     """Print RUN's event log; each plan_step_completed says replayed or fresh, and its duration."""
     from .. import api
 
-    try:
-        found = [e.to_json() for e in api.events(run_id, state_dir, types or None)]
+    try:  # a view: every value masked (the journal keeps outputs whole for a resume; the API returns them so)
+        found = [shown(e.to_json()) for e in api.events(run_id, state_dir, types or None)]
     except DagplanError as exc:
         reject(exc)
     if fmt == "json":

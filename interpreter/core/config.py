@@ -119,16 +119,40 @@ def load_config(start: str | os.PathLike | None = None) -> Config:
 
 
 def _found(folder: str) -> Config:
+    """The configuration of the project ``folder`` is in: the nearest ``dagplan.toml`` (or ``pyproject.toml``
+    with a ``[tool.dagplan]`` table) at or above it, looking no further up than the project's root, the
+    nearest folder with a ``.git`` or a ``pyproject.toml``: a stray file above a project (a temporary
+    folder's parent, a home folder) never configures it."""
     while True:
         for name, section in (("dagplan.toml", None), ("pyproject.toml", ("tool", "dagplan"))):
             path = folder + os.sep + name if folder != os.sep else os.sep + name
             table = _read(path, section)
             if table is not None:
                 return _build(Path(path), table)
+        if _is_root(folder):
+            return Config()
         parent = os.path.dirname(folder)
         if parent == folder:
             return Config()
         folder = parent
+
+
+def project_root(start: str | os.PathLike | None = None) -> Path:
+    """The project's root folder: where its ``dagplan.toml`` is, else the nearest folder with a ``.git`` or a
+    ``pyproject.toml``, else ``start`` itself."""
+    folder = os.path.abspath(start or os.getcwd())
+    here = folder
+    while True:
+        if os.path.isfile(os.path.join(here, "dagplan.toml")) or _is_root(here):
+            return Path(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return Path(folder)
+        here = parent
+
+
+def _is_root(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, ".git")) or os.path.isfile(os.path.join(folder, "pyproject.toml"))
 
 
 _PARSED: dict[str, tuple[tuple[int, int], dict]] = {}  # path -> (mtime_ns, size), its TOML

@@ -50,8 +50,10 @@ def is_url(state: Any) -> bool:
 
 
 def chosen_state(given: Any = None, configured: Any = None) -> Any:
-    """Where runs are, the one rule: the state given, else ``$DAGPLAN_STATE`` (a directory or a URL),
-    else the configuration's ``state``; None leaves the file store's default (``$DAGPLAN_STATE_DIR``, ./.dagplan)."""
+    """Where runs are, the one rule for every door (the CLI's ``--state`` reads the same variables): the
+    state given, else ``$DAGPLAN_STATE`` (a directory or a URL), else ``$DAGPLAN_STATE_DIR``, else the
+    configuration's ``state``; None leaves the file store's default (./.dagplan). The environment wins over
+    the file, as it does for every setting a deployment overrides."""
     if given is not None:
         return given
-    return os.environ.get("DAGPLAN_STATE") or configured
+    return os.environ.get("DAGPLAN_STATE") or os.environ.get("DAGPLAN_STATE_DIR") or configured

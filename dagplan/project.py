@@ -1,0 +1,160 @@
+"""``dagplan.Project``: one project's context, built once, so that every door gives the same answer.
+
+A project is a folder: its configuration (``dagplan.toml``, found by the one discovery rule, which stops at
+the project's root), where its runs are kept (the one precedence: given, ``$DAGPLAN_STATE``,
+``$DAGPLAN_STATE_DIR``, the configuration's ``state``, ``./.dagplan``), its tools (the configuration's
+sources and the ones given, loaded once, on first use) and its secrets (the configuration's ``redact``
+patterns, applied at every sink). The methods are the API's functions with that context filled in; what
+varies per call (a plan, inputs, a run id) is all they take. ``with_options`` gives a new project with other
+settings: a project never changes.
+
+    project = dagplan.Project("path/to/project")
+    result = project.run("plans/refund.yaml", inputs={"amount": 50})
+    project.runs()
+
+The module-level functions (``dagplan.run``, ``dagplan.runs``...) are this with ``Project.default()``: the
+working directory's project.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+from . import api
+
+
+class Project:
+    """One project's context (see the module doc)."""
+
+    def __init__(self, root: str | os.PathLike | None = None, *, state: Any = None,
+                 tool_sources: Iterable[str] = (), tools: Any = None) -> None:  # fmt: skip
+        from .interpreter.core.config import project_root
+
+        self.root = project_root(root)
+        self._given_state = state
+        # a tool file given relative is the project's (as `tools = [...]` of its configuration is)
+        self.tool_sources = tuple(str(self.root / s) if s.endswith(".py") and not os.path.isabs(s) else s
+                                  for s in map(os.fspath, tool_sources))  # fmt: skip
+        self._given_tools = tools
+
+    @classmethod
+    def default(cls) -> "Project":
+        """The working directory's project."""
+        return cls()
+
+    def with_options(self, *, state: Any = None, tool_sources: Iterable[str] | None = None,
+                     tools: Any = None) -> "Project":  # fmt: skip
+        """A new project: this one with another state location, more tool sources, or tools given."""
+        return Project(self.root, state=state if state is not None else self._given_state,
+                       tool_sources=self.tool_sources if tool_sources is None else (*self.tool_sources, *tool_sources),
+                       tools=tools if tools is not None else self._given_tools)  # fmt: skip
+
+    # --- the context, each part by its one rule ---
+
+    @cached_property
+    def config(self) -> Any:
+        return api.load_config(self.root)
+
+    @cached_property
+    def state(self) -> Any:
+        """Where its runs are kept (the one precedence: interpreter/core/state.chosen_state)."""
+        from .interpreter.core.state import chosen_state
+
+        found = chosen_state(self._given_state, self.config.state_dir)
+        if found is None:
+            return str(self.root / ".dagplan")
+        if isinstance(found, str) and "://" not in found and not os.path.isabs(found):
+            return str(self.root / found)  # a relative place is the project's, wherever the caller stands
+        return found
+
+    @property
+    def sources(self) -> list[str]:
+        """Where its tools come from: the configuration's ``tools``, then the ones given."""
+        return [*self.config.tools, *self.tool_sources]
+
+    @cached_property
+    def tools(self) -> dict | None:
+        """Its tools, loaded once: the ones given, else those of :attr:`sources`; None when it knows none (tool
+        names and arguments then go unchecked, and every door says so)."""
+        from .interpreter.tools.catalog import registry
+
+        if self._given_tools is not None:
+            return registry(self._given_tools)
+        from .interpreter.tools.sources import load_tools
+
+        return load_tools(self.sources) if self.sources else None
+
+    @property
+    def tools_known(self) -> bool:
+        """Whether tool names and arguments can be checked here (else every door says they were not)."""
+        return self._given_tools is not None or bool(self.sources)
+
+    def _context(self) -> dict[str, Any]:
+        return {"config": self.config, "state_dir": self.state}
+
+    # --- the API, with the context filled in ---
+
+    def load(self, source: Any = None, *, text: Any = None, name: str | None = None) -> Any:
+        return api.load(source, text=text, name=name, tools=self.tools, config=self.config)
+
+    def check(self, paths: Iterable[str | os.PathLike]) -> list:
+        return api.check_files(paths, tool_sources=self.tool_sources, config=self.config)
+
+    def check_text(self, text: str, name: str = "plan.yaml") -> Any:
+        return api.check_text(text, name, tool_sources=self.tool_sources, config=self.config)
+
+    def preview(self, plan: Any) -> Any:
+        return api.preview(self._plan(plan), self.tools)
+
+    async def arun(self, plan: Any, **options: Any) -> Any:
+        return await api.arun(self._plan(plan), tools=self.tools, tool_sources=self.sources, **self._context(),
+                              **options)  # fmt: skip
+
+    def run(self, plan: Any, **options: Any) -> Any:
+        return api._sync(self.arun(plan, **options))
+
+    async def aresume(self, run_id: str, **options: Any) -> Any:
+        return await api.aresume(run_id, tools=self.tools, **self._context(), **options)
+
+    def resume(self, run_id: str, **options: Any) -> Any:
+        return api._sync(self.aresume(run_id, **options))
+
+    def runs(self) -> list:
+        return api.runs(self.state)
+
+    def run_report(self, run_id: str) -> Any:
+        return api.run_report(run_id, self.state)
+
+    def events(self, run_id: str, types: Iterable[str] | None = None) -> list:
+        return api.events(run_id, self.state, types)
+
+    def answer(self, run_id: str, step: str, value: Any, **options: Any) -> str:
+        return api.answer(run_id, step, value, self.state, **options)
+
+    def submit(self, plan: Any, inputs: Mapping[str, Any] | None = None) -> str:
+        return api.submit(self._plan(plan), tools=self.tools, tool_sources=self.sources, inputs=inputs,
+                          **self._context())  # fmt: skip
+
+    def test(self, paths: Iterable[str | os.PathLike] = (".",), **options: Any) -> Any:
+        return api.test([self.root / p if not os.path.isabs(p) else p for p in paths], config=self.config,
+                        **options)  # fmt: skip
+
+    def approve(self, plan: Any, who: str | None = None) -> dict:
+        return api.approve(self._plan(plan), tools=self.tools, config=self.config, who=who)
+
+    def check_approval(self, approval: Any, plan: Any) -> dict:
+        return api.check_approval(approval, self._plan(plan), tools=self.tools, config=self.config)
+
+    def diff(self, old: Any, new: Any) -> Any:
+        return api.diff(old, new, tool_sources=self.tool_sources, **self._context())
+
+    def _plan(self, plan: Any) -> Any:
+        """A plan given as a path or text-free object: loaded against this project's tools, relative to it."""
+        if isinstance(plan, (str, os.PathLike)) and not os.path.isabs(plan) and not os.path.exists(plan):
+            plan = self.root / plan
+        return plan if not isinstance(plan, (str, os.PathLike)) else self.load(plan)
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r})"
