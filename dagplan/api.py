@@ -612,6 +612,17 @@ def answer(
                        who=who if who is not None else os_user())  # fmt: skip
 
 
+async def ask_at_terminal(run_id: str, request: Mapping[str, Any], prompt: Callable[[Any], Any],
+                          state_dir: Any = None) -> Any:  # fmt: skip
+    """A gate of the live run ``run_id`` asked at this terminal (``prompt(cancelled)``), answerable meanwhile
+    by :func:`answer` from elsewhere: the first answer, as an :class:`Answered` (interpreter/ops/asking.py)."""
+    from .interpreter.ops.asking import ask_here_or_elsewhere
+    from .interpreter.stores.registry import open_registry
+
+    journal = open_registry(_state(state_dir)).open(run_id)
+    return await ask_here_or_elsewhere(journal, request, prompt)
+
+
 def outline(text: str, name: str = "plan.yaml") -> list[dict] | None:
     """Where a plan's steps are written, from the loader's own positions (any dialect, block or flow
     style): per step its ``id``, ``line``/``col`` of the id's value (1-based, code points, as diagnostics

@@ -168,3 +168,49 @@ def test_a_notifier_the_configuration_does_not_declare_is_an_error_at_its_line(t
     (root / "dagplan.toml").write_text('[notify.ops]\nwebhook = "https://hooks.example.com/T0/B0/x"\n')
     bad = cli(root, "check", "p.yaml")
     assert bad.returncode == 2 and "notify.ops.webhook must be a URL from the environment" in bad.stderr, bad.stderr
+
+
+def test_an_answer_given_elsewhere_is_taken_by_the_run_prompting_on_a_terminal(tmp_path):
+    """`dagplan run` asks at a terminal; meanwhile a person answers from another terminal (`dagplan answer`):
+    the prompting run takes that answer, says so, records who gave it and goes on (no `not-waiting`)."""
+    import pty
+    import re
+    import select
+
+    root = _project(tmp_path, "steps:\n  - {id: ok, gate: {question: Ship it?}, output: †state.ok}\n"
+                              "  - {id: done, tool: presentSuggestion, args: {suggestion: †state.ok}, output: †state.r}\n"
+                              "result: †state.r\n")  # fmt: skip
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGPLAN_STATE_DIR": str(root / "state")}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "tools.py"], cwd=root,
+                            env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)  # fmt: skip
+    os.close(slave)
+    seen, answer, deadline = b"", None, time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+            if answer is None and b"Ship it?" in seen:  # the prompt is up: answer it from elsewhere
+                run_id = re.search(rb"run (\d{8}-\d{6}-\w+)", seen).group(1).decode()
+                answer = subprocess.run([sys.executable, "-m", "dagplan", "answer", run_id, "ok", "approve"],
+                                        cwd=root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        proc.wait(timeout=60)
+        while select.select([master], [], [], 0.1)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    out = seen.decode("utf-8", "replace")
+    assert answer is not None and answer.returncode == 0, (answer.stderr if answer else out)
+    assert proc.returncode == 0, out
+    assert "answered elsewhere (answer, by" in out and "Today I suggest approve" in out, out
+    events = cli(root, "events", "@last", "--format", "json", DAGPLAN_STATE_DIR=str(root / "state"))
+    given = [e for e in json.loads(events.stdout) if e["type"] == "gate_answered"]
+    assert [(e["step"], e["value"], e["channel"]) for e in given] == [("ok", "approve", "answer")]

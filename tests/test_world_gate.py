@@ -18,6 +18,7 @@ succeeded and the gate (if any) was approved, the acting step ran.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -255,3 +256,70 @@ def test_a_step_that_acts_is_skipped_as_input_failed_naming_the_failed_step(tmp_
     write = result.steps["write"]
     assert str(write.status) == "skipped" and "read" in (write.reason or ""), write
     assert result.had_errors
+
+
+MCP_TOOLS = '''import json, os
+import dagplan
+
+def _note(name, value):
+    with open(os.environ["DAGPLAN_PROPERTY_CALLS"], "a") as f:
+        f.write(json.dumps([name, value]) + "\\n")
+
+@dagplan.tool(purity="pure")
+def read_ok() -> str:
+    return "the weather is fine"
+
+@dagplan.tool(purity="pure")
+def read_fail() -> str:
+    raise ValueError("the weather service is down")
+''' + "".join(f'''
+@dagplan.tool(name="act_{label}", purity={purity!r})
+def act_{label}(value: object = None, n: object = None) -> str:
+    _note("act_{label}", value)
+    return "done"
+''' for label, purity in PURITIES.items() if label != "destructive")
+
+
+def test_the_mcp_door_holds_the_same_rule(tmp_path):
+    """`dagplan mcp --allow-run`: a client's plan (its own trigger and on_failure), the server's person gate
+    answered approve or reject by a person (`dagplan answer`), then `resume_run`: the same invariant."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    (tmp_path / "tools.py").write_text(MCP_TOOLS)
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    (tmp_path / ".git").mkdir()
+    calls = tmp_path / "calls.jsonl"
+    env = {**os.environ, "DAGPLAN_PROPERTY_CALLS": str(calls), "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
+    rng = random.Random(SEED)
+    sample = [Case(rng.choice(["none", "side_effect", "pure"]), None, rng.choice([None, "all_done", "one_succeeded"]),
+                   rng.choice(["continue", "skip_dependents"]), False, rng.random() < 0.5, "none", "plain", False,
+                   rng.choice(["value", "deps"]), rng.choice(["step", "subplan"]), "mcp") for _ in range(8)]  # fmt: skip
+    answers = [rng.choice(["approve", "reject"]) for _ in sample]
+    assert any(c.acts and a == "reject" for c, a in zip(sample, answers))  # the sample meets both answers
+    assert any(c.acts and a == "approve" and not c.source_fails for c, a in zip(sample, answers))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "dagplan", "mcp", "--allow-run"],
+                                   cwd=str(tmp_path), env=env)  # fmt: skip
+
+    async def main() -> list[tuple[Case, str, list]]:
+        out = []
+        async with Client(params) as client:
+            for case, answer in zip(sample, answers):
+                calls.write_text("")
+                plan = json.dumps(plan_of(case))
+                started = (await client.call_tool("run_plan", {"plan": plan})).structured_content
+                if started.get("status") == "waiting":
+                    dagplan.answer(started["run_id"], started["waiting"][0]["step"], answer,
+                                   state_dir=tmp_path / "state")  # fmt: skip
+                    await client.call_tool("resume_run", {"run_id": started["run_id"]})
+                made = [json.loads(line) for line in calls.read_text().splitlines()]
+                out.append((case, answer, [(name, value) for name, value in made]))
+        return out
+
+    for case, answer, made in asyncio.run(asyncio.wait_for(main(), 240)):
+        acted = [value for name, value in made if case.acts and name == f"act_{case.tool}"]
+        assert not (acted and answer == "reject"), (case, answer, made)  # a person's no holds every acting step
+        assert not any("(FAILED:" in json.dumps(value) for value in acted), (case, made)
+        if not case.source_fails and answer == "approve" and case.acts:
+            assert acted, (case, made)  # and a yes lets the clean case act

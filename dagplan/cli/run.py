@@ -291,19 +291,46 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
     return out
 
 
-def ask_gate_on_terminal(request: dict) -> Any:
-    """Prompt for a gate's answer: one of its choices, or JSON (else text) for a schema."""
-    question = f"{request['step']}: {request['question']}"
-    if request.get("choices"):
-        return click.prompt(question, type=click.Choice(request["choices"]), err=True)
+def ask_gate_on_terminal(request: dict, cancelled: Any = None) -> Any:
+    """Prompt for a gate's answer: one of its choices, or JSON (else text) for a schema. ``cancelled`` (a
+    ``threading.Event``): the prompt stops once it is set (the gate was answered elsewhere)."""
     from .. import api
 
+    question = f"{request['step']}: {request['question']}"
+    choices = request.get("choices")
     while True:
-        raw = click.prompt(question + " (JSON or text)", err=True)
+        raw = _line(f"{question} ({', '.join(choices)}): " if choices else f"{question} (JSON or text): ", cancelled)
+        if raw is None:
+            return None
+        if choices:
+            if raw in choices:
+                return raw
+            click.echo(f"Error: {raw!r} is not one of {', '.join(map(repr, choices))}.", err=True)
+            continue
         try:
             return api.word_value(raw)
         except ValueError as exc:
             click.echo(f"not an answer: {exc}", err=True)
+
+
+def _line(prompt: str, cancelled: Any) -> str | None:
+    """A line typed at the terminal (without its end), None once ``cancelled`` is set or input ends; the
+    wait looks at ``cancelled`` between keystrokes, so a prompt answered elsewhere ends at once."""
+    import select
+
+    click.echo(prompt, nl=False, err=True)
+    while cancelled is not None and not cancelled.is_set():
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+        except (OSError, ValueError):  # no selectable stdin (another platform): read as usual
+            break
+        if ready:
+            break
+    if cancelled is not None and cancelled.is_set():
+        click.echo("", err=True)
+        return None
+    line = sys.stdin.readline()
+    return line.rstrip("\r\n").strip() if line else None
 
 
 def check_record(record: str | None) -> None:
@@ -341,10 +368,13 @@ class Session:
         self.interactive = sys.stdin.isatty() and not no_input and not yes
         self.progress: Any = None
 
+    state_dir: Any = None
+
     def execute(self, function: Callable[..., Coroutine[Any, Any, Any]], target: Any, **kwargs: Any) -> None:
         """Call ``function`` (``api.arun`` or ``api.aresume``) with this session's hooks added."""
         from .. import RunStatus
 
+        self.state_dir = kwargs.get("state_dir")
         kwargs.update(self._hooks(starting="on_interrupted" not in kwargs))
         if kwargs.get("on_interrupted") is not None:  # its question is asked with the live table paused
             kwargs["on_interrupted"] = self._paused(kwargs["on_interrupted"])
@@ -415,17 +445,31 @@ class Session:
             return api.answered(self.answers[given], "--answer")
         if not self.interactive:
             raise api.waiting(request)
-        return api.answered(self._paused(ask_gate_on_terminal)(request), "terminal")
+        if self.run_id is None:  # not durable: nobody else can answer it
+            return api.answered(self._paused(ask_gate_on_terminal)(request), "terminal")
+        # durable: `dagplan answer` from another terminal (or the viewer) may answer it meanwhile
+        return self._answered_here_or_elsewhere(request)
+
+    async def _answered_here_or_elsewhere(self, request: dict) -> Any:
+        from .. import api
+
+        asking = self._paused(ask_gate_on_terminal)
+        found = await api.ask_at_terminal(self.run_id, request, lambda cancelled: asking(request, cancelled),
+                                          self.state_dir)  # fmt: skip
+        if str(found.channel) != "terminal":
+            self._paused(click.echo)(f"{request['step']}: answered elsewhere ({found.channel}, by "
+                                     f"{found.who or 'someone'}): {found.value}", err=True)  # fmt: skip
+        return found
 
     def _paused(self, ask: Any) -> Any:
         """``ask``, called with the live progress table stopped, so a question is never drawn into it."""
 
-        def asking(*args: Any) -> Any:
+        def asking(*args: Any, **kwargs: Any) -> Any:
             pause = getattr(self.progress, "pause", None)
             if pause:
                 pause()
             try:
-                return ask(*args)
+                return ask(*args, **kwargs)
             finally:
                 if pause:
                     self.progress.resume()

@@ -18,6 +18,7 @@ from ..core.progress import RunInfo, plan_step_ids, shown_status
 from ..core.calls import matches
 from ..core.values import word_value
 from ..engine.runners import answer_problem
+from .asking import asked, post
 from ..core.vocabulary import (
     PERSON_HINT,
     Channel,
@@ -245,7 +246,9 @@ def answer_gate(
     """
     journal = open_registry(state).open(run_id)
     progress = journal.progress()
-    requests = _requests(journal.id, step, progress.waiting if progress.status is RunStatus.WAITING else ())
+    live = asked(journal) if progress.status is not RunStatus.WAITING else []  # a person is asked at a terminal
+    requests = _requests(journal.id, step, tuple(live) or (progress.waiting if progress.status is RunStatus.WAITING
+                                                           else ()))  # fmt: skip
     answers = []
     for request in requests:
         refused = answer_refused(request, channel)
@@ -256,6 +259,10 @@ def answer_gate(
         if problem:
             raise RunError.make("bad-answer", f"step {request['step']}: {problem}", hint=_choices_hint(request))
         answers.append((str(request["step"]), given))
+    if live:  # the run asking on a terminal takes it (asking.py), records it and goes on
+        for unit, given in answers:
+            post(journal, unit, given, Channel(channel).value, who)
+        return journal.id
     journal.acquire()
     try:
         for unit, given in answers:
