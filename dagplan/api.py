@@ -1068,7 +1068,7 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
         return _as_plan(plan, tools, cfg)
 
     old, new = side(before), side(after)
-    found = semantic(old, new, {name: tool.spec for name, tool in (tools or {}).items()})
+    found = semantic(old, new, {name: tool.spec for name, tool in tools.items()} if tools is not None else None)
     if found.same:
         return found
     from .interpreter.llm.preflight import llm_steps

@@ -78,6 +78,7 @@ def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
     call = step.call if step.call in ("llm", "plan", "loop", "gate") else f"tool={step.call}"
     out = [f"{number}. [{step.id}] {call}" + (" (output given by the model)" if step.precomputed else "")
            + (" (acts on the world)" if getattr(step, "acts", False) else "")
+           + (" (acts on the world? unknown: no tools known)" if getattr(step, "purity_unknown", False) else "")
            + (" (destructive)" if step.destructive else "")]  # fmt: skip
     if getattr(step, "repeat", None):
         out.append(f"     {step.repeat}")

@@ -27,7 +27,7 @@ from .ir import (
     SubPlan,
     Template,
     ToolSpec,
-    purity_of,
+    acts_as_known,
 )
 
 _NOT_COMPARED = frozenset({"id", "span"})
@@ -56,6 +56,7 @@ class PlanDiff:
     side_effects_added: list[str] = field(default_factory=list)
     side_effects_removed: list[str] = field(default_factory=list)
     side_effects_changed: list[str] = field(default_factory=list)  # steps that act on the world, and changed
+    purity_unknown: list[str] = field(default_factory=list)  # added or changed, and no tools to tell if they act
     plan_changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     cost: tuple[Any, Any] | None = None  # the worst case before and after, when a caller priced them
 
@@ -72,6 +73,7 @@ class PlanDiff:
             "side_effects_added": self.side_effects_added,
             "side_effects_removed": self.side_effects_removed,
             "side_effects_changed": self.side_effects_changed,
+            "purity_unknown": self.purity_unknown,
             "added": self.added,
             "removed": self.removed,
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
@@ -113,11 +115,13 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     edges_new = set(_edges(after, analysis_of(after)))
     out.edges_added = sorted(edges_new - edges_old)
     out.edges_removed = sorted(edges_old - edges_new)
-    acting_old = {name[s] for s in old if _acts(old[s], tools)}
-    acting_new = {s for s in new if _acts(new[s], tools)}
+    acting_old = {name[s] for s in old if acts_as_known(old[s], tools)}
+    acting_new = {s for s in new if acts_as_known(new[s], tools)}
     out.side_effects_added = sorted(acting_new - acting_old)
     out.side_effects_removed = sorted(acting_old - acting_new)
     out.side_effects_changed = sorted(s for s in out.changed if s in acting_new and s in acting_old)
+    # without tools, a step whose purity only its tool knows is said to be unknown, never left out silently
+    out.purity_unknown = sorted(s for s in (*out.added, *out.changed) if acts_as_known(new[s], tools) is None)
     plan_old, plan_new = _plan_view(before), _plan_view(after)
     out.plan_changed = _changed(plan_old, plan_new)
     return out
@@ -233,10 +237,3 @@ def _renames(gone: list[str], came: list[str], old: Mapping, new: Mapping) -> di
 def _call_key(view: Mapping[str, Any]) -> Any:
     what = view.get("tool") or view.get("llm") or view.get("gate") or view.get("plan") or view.get("loop")
     return None if what is None else repr((what, view.get("args")))
-
-
-def _acts(step: Step, tools: Mapping[str, ToolSpec] | None) -> bool:
-    return purity_of(step, tools) == "side_effect" or (
-        step.llm is not None
-        and any(purity_of(Step(id=step.id, tool=name), tools) == "side_effect" for name in step.llm.tools)
-    )

@@ -511,6 +511,23 @@ def can_act(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | No
     return child is not None and child.plan is not None and any(can_act(s, tools, undeclared) for s in child.plan.steps)
 
 
+def acts_as_known(step: Step, tools: Mapping[str, Any] | None) -> bool | None:
+    """:func:`can_act` where the tools are known; without them (``tools`` None) what the plan itself says:
+    True when a step says ``purity: side_effect`` (or holds one that does), None when it cannot be told
+    (a tool or a model's tools whose purity only the tools know: ``preview`` and ``diff`` say so), else False."""
+    if tools is not None:
+        return can_act(step, tools)
+    if can_act(step, {}, undeclared=None):
+        return True
+    child = step.plan or (step.loop.child if step.loop is not None else None)
+    if step.tool or (step.llm is not None and step.llm.tools):
+        return None
+    if child is not None and child.plan is not None:
+        found = [acts_as_known(s, None) for s in child.plan.steps]
+        return None if None in found else False
+    return False
+
+
 def starts_early(step: Step, tools: Mapping[str, Any] | None) -> bool:
     """Whether a step may start while a model is still writing its plan (a streamed plan), when every step
     it depends on may too: a tool call whose tool itself says it changes nothing (``pure`` or

@@ -100,3 +100,25 @@ def test_a_runs_stored_plan_against_a_file(examples):
 def test_a_missing_file_is_a_usage_error(examples):
     done = cli(examples, "diff", "weather.yaml", "no-such.yaml")
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_without_tools_diff_and_preview_say_whether_a_step_acts_is_unknown(tmp_path):
+    """No tools known: the side-effect section is not dropped without a word; each changed step whose purity
+    only its tool knows is listed as unknown, and preview marks it so (with --tools, it is a side effect)."""
+    (tmp_path / ".git").mkdir()
+    shutil.copy(ROOT / "examples" / "tools.py", tmp_path / "tools.py")
+    before = "steps:\n  - id: pay\n    tool: issueRefund\n    args: {customerId: c1, amount: 5}\n    output: $state.r\n"
+    (tmp_path / "a.yaml").write_text(before)
+    (tmp_path / "b.yaml").write_text(before.replace("amount: 5", "amount: 500"))
+    bare = cli(tmp_path, "diff", "a.yaml", "b.yaml")
+    assert (
+        "whether these act on the world is unknown (no tools known here: give --tools FILE):\n  pay (args.amount)"
+        in bare.stdout
+    ), bare.stdout
+    assert "side effects changed" not in bare.stdout
+    tooled = cli(tmp_path, "diff", "a.yaml", "b.yaml", "--tools", "tools.py")
+    assert "side effects changed:\n  pay (args.amount)" in tooled.stdout and "unknown" not in tooled.stdout
+    shown = cli(tmp_path, "preview", "a.yaml")
+    assert "[pay] tool=issueRefund (acts on the world? unknown: no tools known)" in shown.stdout, shown.stdout
+    as_json = json.loads(cli(tmp_path, "diff", "a.yaml", "b.yaml", "--format", "json").stdout)
+    assert as_json["purity_unknown"] == ["pay"] and as_json["side_effects_changed"] == []

@@ -208,7 +208,7 @@ def test_an_answer_given_elsewhere_is_taken_by_the_run_prompting_on_a_terminal(t
         if proc.poll() is None:
             proc.kill()
     out = seen.decode("utf-8", "replace")
-    assert answer is not None and answer.returncode == 0, (answer.stderr if answer else out)
+    assert answer is not None and answer.returncode == 0, answer.stderr if answer else out
     assert proc.returncode == 0, out
     assert "answered elsewhere (answer, by" in out and "Today I suggest approve" in out, out
     events = cli(root, "events", "@last", "--format", "json", DAGPLAN_STATE_DIR=str(root / "state"))

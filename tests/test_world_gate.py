@@ -258,7 +258,7 @@ def test_a_step_that_acts_is_skipped_as_input_failed_naming_the_failed_step(tmp_
     assert result.had_errors
 
 
-MCP_TOOLS = '''import json, os
+MCP_TOOLS = """import json, os
 import dagplan
 
 def _note(name, value):
@@ -272,12 +272,16 @@ def read_ok() -> str:
 @dagplan.tool(purity="pure")
 def read_fail() -> str:
     raise ValueError("the weather service is down")
-''' + "".join(f'''
+""" + "".join(
+    f"""
 @dagplan.tool(name="act_{label}", purity={purity!r})
 def act_{label}(value: object = None, n: object = None) -> str:
     _note("act_{label}", value)
     return "done"
-''' for label, purity in PURITIES.items() if label != "destructive")
+"""
+    for label, purity in PURITIES.items()
+    if label != "destructive"
+)
 
 
 def test_the_mcp_door_holds_the_same_rule(tmp_path):

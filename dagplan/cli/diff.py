@@ -61,6 +61,9 @@ def render(found, markdown: bool = False) -> str:
     section("side effects added", found.side_effects_added)
     section("side effects removed", found.side_effects_removed)
     section("side effects changed", [f"{sid} ({', '.join(found.changed[sid])})" for sid in found.side_effects_changed])
+    section("whether these act on the world is unknown (no tools known here: give --tools FILE)",
+            [f"{sid} ({', '.join(found.changed[sid])})" if sid in found.changed else f"{sid} (added)"
+             for sid in found.purity_unknown])  # fmt: skip
     section("steps added", found.added)
     section("steps removed", found.removed)
     section("steps renamed", [f"{a} -> {b}" for a, b in found.renamed])

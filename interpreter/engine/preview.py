@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Mapping
 
-from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template, can_act
+from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template, acts_as_known
 from ...dsl.schedule import Analysis, early_steps
 
 PREVIEW_VERSION = 1
@@ -33,6 +33,7 @@ class StepPreview:
     catch: tuple[dict, ...] = ()  # {errors, output} per catch entry
     destructive: bool = False  # its tool says it may destroy something (an MCP tool's destructiveHint)
     acts: bool = False  # it can act on the world (dsl.ir.can_act: its tool, its model's tools, its children)
+    purity_unknown: bool = False  # no tools known, and only they could tell whether it acts
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
@@ -46,6 +47,8 @@ class StepPreview:
             out["destructive"] = True
         if self.acts:
             out["acts"] = True
+        if self.purity_unknown:
+            out["purity_unknown"] = True
         return out
 
     def _base_json(self) -> dict[str, Any]:
@@ -216,7 +219,8 @@ def _step_preview(step: Step, analysis: Analysis, destructive: Set[str] = frozen
         alternatives=alternatives,
         precomputed=step.precomputed is not NOT_GIVEN,
         destructive=step.tool in destructive,
-        acts=tools is not None and can_act(step, tools),
+        acts=acts_as_known(step, tools) is True,
+        purity_unknown=acts_as_known(step, tools) is None,
         **(_routing(step, analysis) if step.guard is not None or step.catch else {}),
         **(_composition(step) if step.tool is None and step.llm is None or step.for_each is not None else {}),
     )
