@@ -31,9 +31,6 @@ class StepContext(Protocol):
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
         """Call one of the run's tools (sync tools run in worker threads)."""
 
-    def tool(self, name: str) -> Any:
-        """One of the run's tools (a :class:`~..tools.catalog.Tool`), None when the run has no such tool."""
-
     def tool_specs(self) -> Mapping[str, Any]:
         """The run's tools as :class:`~..dsl.ir.ToolSpec` values (what a model may be offered)."""
 

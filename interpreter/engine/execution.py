@@ -553,9 +553,6 @@ class StepContext:
     def call_tool(self, name: str, args: Mapping[str, Any]) -> Awaitable[Any]:
         return self.execution.scope.call_tool(name, args, self.unit_id)
 
-    def tool(self, name: str) -> Any:
-        return self.execution.scope.tools.get(name)
-
     def tool_specs(self) -> Mapping[str, Any]:
         return {name: t.spec for name, t in self.execution.scope.tools.items()}
 

@@ -35,26 +35,11 @@ class ToolRunner:
     per_child = False
 
     def prepare(self, ctx: StepContext, step: Step) -> Any:
-        args = ctx.resolve(step.args)
-        tool = ctx.tool(step.tool or "")
-        if tool is not None and args:
-            bad_arguments(tool, args)
-        return args
+        return ctx.resolve(step.args)
 
     def run(self, ctx: StepContext, step: Step, prepared: Any) -> Awaitable[Any]:
         ctx.emit(EventType.TOOL_CALLED, name=step.tool, args=prepared)  # the journal's record of the call
         return ctx.call_tool(step.tool or "", prepared)
-
-
-def bad_arguments(tool: Any, args: Mapping[str, Any]) -> None:
-    """A value that does not fit the tool's parameter types fails the step before the call (what ``check``
-    says had it known the value: ``dsl/validate_tools.argument_problem``)."""
-    from ...dsl.validate_tools import argument_problem
-
-    for name, value in args.items():
-        problem = argument_problem(tool.parameters, name, value)
-        if problem is not None:
-            raise StepFailure(f"bad-argument: {problem} (tool {tool.name})")
 
 
 # --- approval gates ----------------------------------------------------------------------------

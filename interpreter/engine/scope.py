@@ -90,6 +90,17 @@ class Options:
         )
 
 
+def bad_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
+    """``bad-argument`` (a StepFailure) when a value does not fit the tool's parameter types:
+    ``dsl/validate_tools.argument_problem``, the rule ``check`` applies where it knows the type."""
+    from ...dsl.validate_tools import argument_problem
+
+    for name, value in args.items():
+        problem = argument_problem(tool.parameters, name, value)
+        if problem is not None:
+            raise StepFailure(f"bad-argument: {problem} (tool {tool.name})")
+
+
 # execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
 RECORDED = ("max_concurrency", "model", "max_cost", "max_tokens", "executor", "person_gates", "gate_acting")
 
@@ -272,6 +283,10 @@ class RunScope:
         return {**args, IDEMPOTENCY_KEY: idempotency_key(self.run_id, unit_id)}
 
     def _call(self, tool: Tool, args: Mapping[str, Any], unit_id: str = "") -> Awaitable[Any]:
+        """The real call (a mock, a fake or a cassette answers in its place before this): a value that does
+        not fit the tool's parameter types fails the step first (``check``'s rule, had it known the value)."""
+        if args:
+            bad_arguments(tool, args)
         if (tool.executor or self.options.executor) == "ray":
             from .ray_exec import call_on_ray
 
