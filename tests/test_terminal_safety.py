@@ -75,3 +75,32 @@ def test_the_live_progress_on_a_terminal_draws_its_table_but_no_tool_text(tmp_pa
     assert "\x1b[" in shown  # rich drew its table
     for danger in ("\x1b]52", "\x1b]0;", "\x1b[2J", "\u202e"):
         assert danger not in shown, danger
+
+
+def test_what_a_tools_subprocess_writes_reaches_the_terminal_escaped(tmp_path):
+    """A subprocess a tool starts writes to file descriptor 1 itself, under Python's streams: on a terminal
+    it reaches it escaped (the title, clear-screen and clipboard sequences shown as `\\u001b...`), never raw."""
+    (tmp_path / "t.py").write_text(
+        "import subprocess\nimport dagplan\n\n@dagplan.tool(purity='pure')\ndef shell() -> str:\n"
+        "    subprocess.run(['printf', '\\\\033]0;owned\\\\007\\\\033]52;c;Y3VybA==\\\\007\\\\033[2J from the child\\\\n'])\n"
+        "    return 'ran'\n")  # fmt: skip
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: s, tool: shell, output: $state.o}\nresult: $state.o\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: dagplan on a terminal
+        os.chdir(tmp_path)
+        os.execve(sys.executable, [sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "t.py"], _env(tmp_path))
+    chunks, deadline = [], time.monotonic() + 60  # a bound on waiting, not a timing assertion
+    while time.monotonic() < deadline:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 0, shown
+    assert "\\u001b]0;owned\\u0007" in shown and "from the child" in shown, shown  # shown, escaped
+    for danger in ("\x1b]52", "\x1b]0;", "\x1b[2J"):
+        assert danger not in shown, danger

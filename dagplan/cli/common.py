@@ -181,6 +181,7 @@ class Printable:
 
     def __init__(self, raw: Any):
         self.raw = raw
+        self.guarded = False  # its file descriptor's other writers (subprocesses) escaped too: guard_descriptors
 
     def write(self, text: str) -> int:
         self.raw.write(printable(text))
@@ -193,6 +194,71 @@ class Printable:
 def raw_stream(stream: Any) -> Any:
     """The stream under a :class:`Printable` (rich draws its live table with escape codes of its own)."""
     return getattr(stream, "raw", stream)
+
+
+def guard_descriptors() -> None:
+    """While tools run here on a terminal: what reaches file descriptors 1 and 2 without going through
+    Python's streams (a subprocess a tool starts, a C library's printf) goes through a pipe and on to the
+    terminal escaped (:func:`printable`), never raw; dagplan's own output (the progress table) goes straight
+    to the terminal as before. Only where a stream is a terminal (a pipe or a file is left as it is)."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if isinstance(stream, Printable) and not stream.guarded and _is_terminal(fd):
+            stream.raw = _piped(stream.raw, fd)
+            stream.guarded = True
+
+
+def _is_terminal(fd: int) -> bool:
+    import os
+
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _piped(raw: Any, fd: int) -> Any:
+    """``raw``'s own writes to a copy of ``fd``; ``fd`` itself a pipe whose bytes are shown escaped."""
+    import atexit
+    import io
+    import os
+    import threading
+
+    raw.flush()
+    saved = os.dup(fd)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, fd)
+    os.close(write_end)
+    own = io.TextIOWrapper(io.FileIO(saved, "w"), encoding=getattr(raw, "encoding", None) or "utf-8",
+                           errors="backslashreplace", line_buffering=True, write_through=True)  # fmt: skip
+    pump = threading.Thread(target=_pump, args=(read_end, own), name=f"dagplan-fd{fd}", daemon=True)
+    pump.start()
+
+    def finish() -> None:  # at exit: the pipe's writers gone, what is left in it still shown
+        try:
+            os.dup2(saved, fd)
+        except OSError:
+            return
+        pump.join(timeout=2)
+
+    atexit.register(finish)
+    return own
+
+
+def _pump(read_end: int, out: Any) -> None:
+    import codecs
+    import os
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    while True:
+        try:
+            chunk = os.read(read_end, 65536)
+        except OSError:
+            return
+        if not chunk:
+            break
+        out.write(printable(decoder.decode(chunk)))
+    out.write(printable(decoder.decode(b"", final=True)))
 
 
 def guard_streams() -> None:

@@ -22,6 +22,7 @@ from .common import (
     OUTPUT_FILE,
     die,
     fail,
+    guard_descriptors,
     state_dir_option,
     tools_option,
     verbosity,
@@ -375,6 +376,7 @@ class Session:
         from .. import RunStatus
 
         self.state_dir = kwargs.get("state_dir")
+        guard_descriptors()  # a subprocess a tool starts writes to the terminal escaped, never raw
         kwargs.update(self._hooks(starting="on_interrupted" not in kwargs))
         if kwargs.get("on_interrupted") is not None:  # its question is asked with the live table paused
             kwargs["on_interrupted"] = self._paused(kwargs["on_interrupted"])
