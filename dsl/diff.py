@@ -115,13 +115,14 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     edges_new = set(_edges(after, analysis_of(after)))
     out.edges_added = sorted(edges_new - edges_old)
     out.edges_removed = sorted(edges_old - edges_new)
-    acting_old = {name[s] for s in old if acts_as_known(old[s], tools)}
-    acting_new = {s for s in new if acts_as_known(new[s], tools)}
+    acting_old = {name[s] for s in old if _leaf(old[s]) and acts_as_known(old[s], tools)}
+    acting_new = {s for s in new if _leaf(new[s]) and acts_as_known(new[s], tools)}
     out.side_effects_added = sorted(acting_new - acting_old)
     out.side_effects_removed = sorted(acting_old - acting_new)
     out.side_effects_changed = sorted(s for s in out.changed if s in acting_new and s in acting_old)
     # without tools, a step whose purity only its tool knows is said to be unknown, never left out silently
-    out.purity_unknown = sorted(s for s in (*out.added, *out.changed) if acts_as_known(new[s], tools) is None)
+    out.purity_unknown = sorted(s for s in (*out.added, *out.changed)
+                                if _leaf(new[s]) and acts_as_known(new[s], tools) is None)  # fmt: skip
     plan_old, plan_new = _plan_view(before), _plan_view(after)
     out.plan_changed = _changed(plan_old, plan_new)
     return out
@@ -232,6 +233,11 @@ def _renames(gone: list[str], came: list[str], old: Mapping, new: Mapping) -> di
             out[sid] = match
             free.remove(match)
     return out
+
+
+def _leaf(step: Step) -> bool:
+    """A step that calls something itself (a sub-plan's or a loop's steps are listed by their full ids)."""
+    return step.plan is None and step.loop is None
 
 
 def _call_key(view: Mapping[str, Any]) -> Any:

@@ -456,6 +456,7 @@ class Session:
         from .. import api
 
         asking = self._paused(ask_gate_on_terminal)
+        assert self.run_id is not None  # _ask_gate asks here only once the run has its id
         found = await api.ask_at_terminal(self.run_id, request, lambda cancelled: asking(request, cancelled),
                                           self.state_dir)  # fmt: skip
         if str(found.channel) != "terminal":
