@@ -55,6 +55,7 @@ WALK: list[tuple[str, str, Exit]] = [
     (f"preview {W}", "ok", OK),
     (f"graph {W}", "ok", OK),
     ("schema", "ok", OK),
+    ("init new-project", "ok", OK),
     ("score 'rename a variable'", "ok", OK),
     ("runs", "ok", OK),
     ("runs show RUN", "ok", OK),
@@ -84,6 +85,7 @@ WALK: list[tuple[str, str, Exit]] = [
     ("run failing.yaml --tools failing_tools.py", "run failed", FINDING),
     # usage
     ("check", "usage", USAGE),
+    ("init examples", "usage", USAGE),  # a file of its own is there already: nothing is overwritten
     ("check --no-such-option x.yaml", "usage", USAGE),
     ("run", "usage", USAGE),
     (f"run {W} {TOOLS}", "usage", USAGE),  # a required input missing

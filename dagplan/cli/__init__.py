@@ -13,6 +13,7 @@ from typing import Any
 
 # name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": ("dagplan.cli.init", "init", "Start a project: tools, a plan, its test, the configuration, a hook."),
     "check": ("dagplan.cli.check", "check", "Validate plan files (dry run, no execution)."),
     "fmt": ("dagplan.cli.check", "fmt", "Rewrite a plan (any dialect) as canonical YAML."),
     "graph": ("dagplan.cli.check", "graph", "Print a plan's graph as Mermaid or DOT."),
