@@ -57,21 +57,7 @@ def test_the_live_progress_on_a_terminal_draws_its_table_but_no_tool_text(tmp_pa
     (tmp_path / "p.yaml").write_text(
         PLAN.replace("{id: a, tool: evil", '{id: a, description: "x\\e]0;t\\a", tool: evil')
     )
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: dagplan on a terminal
-        os.chdir(tmp_path)
-        os.execve(sys.executable, [sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "t.py"], _env(tmp_path))
-    chunks, deadline = [], time.monotonic() + 60  # a bound on waiting, not a timing assertion
-    while time.monotonic() < deadline:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.waitpid(pid, 0)
-    shown = b"".join(chunks).decode("utf-8", "replace")
+    shown, _ = _run_on_a_terminal(tmp_path)
     assert "\x1b[" in shown  # rich drew its table
     for danger in ("\x1b]52", "\x1b]0;", "\x1b[2J", "\u202e"):
         assert danger not in shown, danger
@@ -85,6 +71,15 @@ def test_what_a_tools_subprocess_writes_reaches_the_terminal_escaped(tmp_path):
         "    subprocess.run(['printf', '\\\\033]0;owned\\\\007\\\\033]52;c;Y3VybA==\\\\007\\\\033[2J from the child\\\\n'])\n"
         "    return 'ran'\n")  # fmt: skip
     (tmp_path / "p.yaml").write_text("steps:\n  - {id: s, tool: shell, output: $state.o}\nresult: $state.o\n")
+    shown, code = _run_on_a_terminal(tmp_path)
+    assert code == 0, shown
+    assert "\\u001b]0;owned\\u0007" in shown and "from the child" in shown, shown  # shown, escaped
+    for danger in ("\x1b]52", "\x1b]0;", "\x1b[2J"):
+        assert danger not in shown, danger
+
+
+def _run_on_a_terminal(tmp_path) -> tuple[str, int]:
+    """`dagplan run p.yaml --tools t.py` on a pseudo-terminal: (everything it showed, its exit code)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: dagplan on a terminal
         os.chdir(tmp_path)
@@ -99,8 +94,4 @@ def test_what_a_tools_subprocess_writes_reaches_the_terminal_escaped(tmp_path):
             break
         chunks.append(data)
     _, status = os.waitpid(pid, 0)
-    shown = b"".join(chunks).decode("utf-8", "replace")
-    assert os.waitstatus_to_exitcode(status) == 0, shown
-    assert "\\u001b]0;owned\\u0007" in shown and "from the child" in shown, shown  # shown, escaped
-    for danger in ("\x1b]52", "\x1b]0;", "\x1b[2J"):
-        assert danger not in shown, danger
+    return b"".join(chunks).decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
