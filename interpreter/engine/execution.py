@@ -352,7 +352,7 @@ class Execution(UnitLife):
         (world.py: a step that acts, after a refusal or on a failure), then its trigger rule. The default
         rule passes a failure value on to a step that only reads (on_failure: continue); written out,
         ``all_succeeded`` means every dependency succeeded."""
-        if self._troubled:  # nothing failed, no gate answered: nothing to hold back (the hot path asks no more)
+        if self._troubled:  # else nothing failed and no gate was answered: nothing to hold back (the hot path)
             held = held_back(self, step)
             if held is not None:
                 return held
