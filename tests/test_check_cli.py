@@ -188,3 +188,26 @@ def test_json_output_carries_the_worst_case_of_composed_plans(monkeypatch):
     bound = files["examples/review_prs.yaml"]["worst_case"]
     assert bound["steps"] > 1 and bound["llm_steps"] >= 0
     assert "worst_case" not in files["examples/weather.yaml"]  # nothing repeats: no bound to show
+
+
+def test_check_of_a_folder_leaves_its_other_yaml_alone_and_a_named_file_stays_strict(tmp_path):
+    """`dagplan check .` in a repository: its CI workflow and package.json are not plans (said, not errors);
+    a file named on its own is checked as a plan whatever it holds."""
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
+        "name: ci\non: push\njobs:\n  b:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n"
+    )
+    (tmp_path / "package.json").write_text('{"name": "x", "scripts": {"test": "jest"}}\n')
+    (tmp_path / "compose.yaml").write_text("services:\n  web:\n    image: nginx\n")
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "p.yaml").write_text("steps:\n  - {id: a, tool: t, output: $state.a}\n")
+    run = lambda *args: subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=tmp_path, capture_output=True,
+                                       text=True, timeout=60)  # noqa: E731  # fmt: skip
+    folder = run("check", ".")
+    assert folder.returncode == 0, folder.stdout + folder.stderr
+    said = folder.stdout + folder.stderr
+    assert "1 file checked: 1 valid" in said and "3 other YAML/JSON files left alone (not plans)" in said, said
+    named = run("check", "package.json")
+    assert named.returncode == 1 and "unknown-dialect" in named.stdout
+    empty = run("check", ".github")
+    assert empty.returncode == 2 and "no plan among 1 YAML/JSON file" in empty.stdout + empty.stderr

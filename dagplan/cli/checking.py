@@ -76,10 +76,11 @@ def fast_check(argv: list[str]) -> dict | None:
     return found
 
 
-def expand(patterns: Iterable[str]) -> list[str]:
+def expand(patterns: Iterable[str], walked: set[str] | None = None) -> list[str]:
     """Files named by the arguments: a path that exists is that file (``[draft].yaml`` too), ``-`` is
-    standard input, globs are expanded (quoted ones too), directories walked for plan files. A
-    selection that names no plan file is a usage error (exit 2), whatever produced it."""
+    standard input, globs are expanded (quoted ones too), directories walked for plan files (those are
+    added to ``walked``: a folder holds other YAML and JSON too). A selection that names no plan file is a
+    usage error (exit 2), whatever produced it."""
     files: list[str] = []
     for pattern in patterns:
         if pattern == "-" or (os.path.exists(pattern) and not os.path.isdir(pattern)):
@@ -89,6 +90,8 @@ def expand(patterns: Iterable[str]) -> list[str]:
             if not found:
                 raise UsageFailure(f"no plan files ({', '.join(PLAN_SUFFIXES)}) in {pattern!r}")
             files += found
+            if walked is not None:
+                walked.update(found)
         elif glob.has_magic(pattern):
             matches = [m for m in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(m)]
             if not matches:
@@ -115,20 +118,22 @@ def run_check(
     if verbosity_ is not None:
         set_verbosity(verbosity_)
     tool_paths = tuple(tool_paths)
+    walked: set[str] = set()
     try:
-        paths = expand(files)
+        paths = expand(files, walked)
     except UsageFailure as exc:
         say(f"dagplan check: {exc}")
         finish(EXIT_USAGE)
-    others = 0
-    if plans_only:
-        kept = [p for p in paths if p == "-" or api.is_plan_file(p)]
-        others, paths = len(paths) - len(kept), kept
-        if not paths:
-            say(f"dagplan check: no plan among {counted(others, 'YAML/JSON file')}: nothing to check (a plan "
-                "is under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline, or has "
-                "steps that name a tool, an llm or a gate)")  # fmt: skip
-            finish(EXIT_OK)
+    # what a folder holds besides plans (a CI workflow, a compose file, package.json) is left alone, as the
+    # hook leaves it (--plans-only: every file); a file named on its own is checked as a plan, strictly
+    judged = paths if plans_only else [p for p in paths if p in walked]
+    left = {p for p in judged if p != "-" and not api.is_plan_file(p)}
+    paths, others = [p for p in paths if p not in left], len(left)
+    if not paths:  # the hook passes on a commit without plans; a folder named without any is a usage error
+        say(f"dagplan check: no plan among {counted(others, 'YAML/JSON file')}: nothing to check (a plan "
+            "is under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline, or has "
+            "steps that name a tool, an llm or a gate)")  # fmt: skip
+        finish(EXIT_OK if plans_only else EXIT_USAGE)
     try:
         config = load_config()
         results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
