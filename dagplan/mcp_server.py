@@ -199,6 +199,7 @@ class Here:
         return os.path.join(self.root, base if base not in ("", ".", "..") else "plan.yaml")
 
     def checked(self, plan: str, name: str) -> Checked:
+        plan = self.text_of(plan)
         own = self.name(name)
         result = api.check_text(plan, own, tool_sources=self.tool_sources, root=self.root)
         found = []
@@ -219,11 +220,24 @@ class Here:
             found.append(note)
         return {"valid": result.ok, "tools_checked": checked_tools, "diagnostics": found}  # type: ignore[typeddict-item]
 
+    def text_of(self, plan: str) -> str:
+        """``plan`` is the plan's text: a client that passed a file's path instead is told so (reading a
+        path a model chose is not this server's to do; the text is what it can check)."""
+        from .dsl.errors import RunError
+
+        one_line = plan.strip()
+        if one_line and "\n" not in one_line and one_line.endswith((".yaml", ".yml", ".json")) and ":" not in one_line:
+            raise RunError.make("bad-argument", f"plan takes the plan's text, not a file name ({one_line[:200]!r})",
+                                hint="read the file and pass its content as plan (and its name as name)")  # fmt: skip
+        return plan
+
     def loaded(self, plan: str, name: str) -> Any:
         """The plan, loaded against the tools here; an invalid plan answers with its diagnostics."""
         from .dsl.errors import PlanInvalid
 
         from mcp.server.mcpserver.exceptions import ToolError
+
+        plan = self.text_of(plan)
 
         try:
             return api.load(text=plan, name=self.name(name), tools=self.tools(), root=self.root)
@@ -237,8 +251,9 @@ class Here:
         if run_id not in self.mine:
             raise RunError.make(
                 "not-this-clients-run",
-                f"run {run_id!r} was not started through this server",
-                hint="a client answers and continues only the runs it started with run_plan",
+                f"run {run_id!r} was not started through this server session",
+                hint="a client continues only the runs it started with run_plan in this session; a person goes "
+                f"on with it in the project folder: dagplan resume {run_id}",
             )
         return run_id
 

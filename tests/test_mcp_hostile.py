@@ -200,11 +200,17 @@ def _error_of(result: dict) -> dict:
         ("resume_run", {"run_id": "no-such-run"}, "not-this-clients-run"),
         ("run_plan", {"plan": "inputs: {n: {type: number}}\nsteps:\n  - id: g\n    gate: {question: q}\n"},
          "missing-input"),
+        ("check_plan", {"plan": "plans/refund.yaml"}, "bad-argument"),  # a path where the text goes
+        ("run_plan", {"plan": "refund.json"}, "bad-argument"),
     ],
 )  # fmt: skip
 def test_errors_reach_the_client_as_codes_and_hints(server, tool, args, code):
     found = _error_of(server("--allow-run").call(tool, args))
     assert found["error"] == code and found["diagnostics"][0]["message"], found
+    if code == "bad-argument":  # what to do instead, in the client's words
+        assert "plan takes the plan's text, not a file name" in found["diagnostics"][0]["message"], found
+    if code == "not-this-clients-run":  # and how a person goes on with it
+        assert "dagplan resume no-such-run" in found["diagnostics"][0]["hint"], found
 
 
 def test_a_bad_configuration_is_said_to_the_client(server, project):
