@@ -200,7 +200,7 @@ def needs_decision(run_id: str, undecided: Mapping[str, str]) -> RunError:
         f"run {run_id} needs a decision: {names} started and its result was never recorded, so nobody knows"
         " whether it happened; nothing after it was started",
         hint=f"if it did not happen: dagplan resume {run_id} --on-interrupted retry (the tool gets the same"
-        f" ctx.idempotency_key); if it did: dagplan resume {run_id} --on-interrupted adopt",
+        f" idempotency_key argument, when it takes one); if it did: dagplan resume {run_id} --on-interrupted adopt",
     )
 
 
