@@ -27,9 +27,10 @@ def cut(text: str, width: int = DESCRIPTION_WIDTH) -> str:
 # --- preview ---------------------------------------------------------------------------------
 
 
-def preview_text(preview: Any, run_command: str | None = None) -> str:
+def preview_text(preview: Any, run_command: str | None = None, streamed: bool = False) -> str:
     """The preview as text; ``run_command``: how to run it, when known better than the plan alone tells
-    (the command the user typed, with its flags)."""
+    (the command the user typed, with its flags); ``streamed``: a model's plan read as it is written (what
+    started early is said; a plan file a person wrote has nothing to say of it)."""
     lines = [f"Plan: {preview.source} ({preview.mode}; nothing was executed)"]
     if preview.summary:
         lines.append(f"Summary: {preview.summary}")
@@ -49,7 +50,7 @@ def preview_text(preview: Any, run_command: str | None = None) -> str:
     cost = getattr(preview, "cost", None)
     if cost:
         lines.append(f"Cost (worst case): {cost['summary']}")
-    early = getattr(preview, "starts_early", ())
+    early = getattr(preview, "starts_early", ()) if streamed else ()
     if early:
         lines.append(f"Streamed (plan --run --stream): {', '.join(early)} start while the plan is still being written "
                      "(they change nothing); the rest waits for the whole plan and its approval")  # fmt: skip

@@ -416,3 +416,24 @@ def test_dagplan_agent_runs_the_loop_and_a_person_approves_what_acts(tmp_path, s
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "done" and "the agent's next steps act on the world" in done.stderr
     assert (tmp_path / "outbox.txt").read_text() == "ada@example.com: hi\n"
+
+
+def test_preview_of_a_plan_file_speaks_of_the_user_s_tools_and_not_of_streaming(tmp_path):
+    """Items of round five: "To run it" repeats the --tools given (none when the configuration names them);
+    a hand-written plan's preview says nothing of streamed plans; the local model is free, said once."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "examples" / "tools.py", tmp_path / "tools.py")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: w, tool: detectLanguage, args: {text: Bonjour}, output: $state.w}\n"
+                                     "  - {id: s, llm: 'Say #w', model: local, output: $state.s}\n")  # fmt: skip
+    run = lambda *a: subprocess.run([sys.executable, "-m", "dagplan", *a], cwd=tmp_path, capture_output=True,
+                                    text=True, timeout=60)  # noqa: E731  # fmt: skip
+    shown = run("preview", "p.yaml", "--tools", "tools.py").stdout
+    assert "To run it: dagplan run p.yaml --tools tools.py" in shown, shown
+    assert "Streamed" not in shown
+    assert shown.count("free (the local model, on this machine)") == 1 and "price unknown" not in shown, shown
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    assert "To run it: dagplan run p.yaml\n" in run("preview", "p.yaml").stdout + "\n"

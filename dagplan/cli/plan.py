@@ -38,7 +38,8 @@ def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
 def planning_options(f: Any) -> Any:
     """``--tools`` and ``--model``: what `plan` and `agent` plan with."""
     f = click.option("--model", default=None,
-                     help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")(f)  # fmt: skip
+                     help="litellm model name, or `local` (SmolLM2-135M on this machine, the `local` extra); default: "
+                     "$DAGPLAN_MODEL, else `model` in the config.")(f)  # fmt: skip
     return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
                         help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in "
                         "the config).")(f)  # fmt: skip
@@ -264,7 +265,7 @@ def approver(yes: bool, no_input: bool) -> Any:
         from ..views import preview_text
 
         click.echo("the plan is complete and passed check:", err=True)
-        click.echo(preview_text(shown), err=True)
+        click.echo(preview_text(shown, streamed=True), err=True)
         return _approved(yes, no_input)
 
     return approve
@@ -338,7 +339,12 @@ def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
 @click.argument("tasks", type=click.Path(dir_okay=False))
 @click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
               help="The catalog the plans may use (repeatable; also `tools` in the config).")  # fmt: skip
-@click.option("--model", default=None, help="litellm model name (default: $DAGPLAN_MODEL, else `model` in the config).")
+@click.option(
+    "--model",
+    default=None,
+    help="litellm model name, or `local` (SmolLM2-135M on this machine, the `local` "
+    "extra); default: $DAGPLAN_MODEL, else `model` in the config.",
+)
 @click.option("--repair", type=click.IntRange(0), default=2, show_default=True, help="Repairs a plan may get.")
 @click.option("--api-base", default=None, help="OpenAI-compatible endpoint (e.g. a local server).")
 @click.option("--fail-under", type=click.FloatRange(0, 100), default=None, metavar="F1",

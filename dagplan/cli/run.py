@@ -125,7 +125,8 @@ def preview(
         found = {**shown.to_json(), **({"rerun": again.to_json()} if again is not None else {})}
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
     else:
-        click.echo(preview_text(shown) + (("\n\n" + rerun_text(again, file)) if again is not None else ""))
+        how = shown.command_to_run(tool_sources if tool_sources or config.tools else None)  # the tools as given
+        click.echo(preview_text(shown, how) + (("\n\n" + rerun_text(again, file)) if again is not None else ""))
     if approval is not None:
         target = output or os.path.splitext(file)[0] + ".approval.json"
         api.write_file(target, (json.dumps(approval, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -86,7 +86,13 @@ class Preview:
     @property
     def run_command(self) -> str:
         """The command that runs this plan, with a placeholder for each required input."""
-        parts = ["dagplan run", self.source, "--tools TOOLS.py"]
+        return self.command_to_run()
+
+    def command_to_run(self, tool_sources: Any = None) -> str:
+        """The command that runs this plan: with the ``--tools`` given (none when the configuration names
+        the tools: pass ``()``), else a ``--tools TOOLS.py`` placeholder; a placeholder for each required input."""
+        tools = ["--tools TOOLS.py"] if tool_sources is None else [f"--tools {t}" for t in tool_sources]
+        parts = ["dagplan run", self.source, *tools]
         for name, schema in self.inputs.items():
             if not (isinstance(schema, Mapping) and "default" in schema):
                 kind = schema.get("type", "value") if isinstance(schema, Mapping) else "value"

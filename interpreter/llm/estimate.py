@@ -87,10 +87,12 @@ class Estimate:
                 parts.append(f"input tokens unbounded ({names})")
             else:
                 parts.append(f"<= {_short(tokens)} input tokens")
-                if self.cost is not None:
-                    parts.append(f"<= ${self.cost:.2f}")
-                else:
-                    parts.append("price unknown (a model without a price in litellm's cost map, or none set)")
+            if all(_local(s.model) for s in self.llm):  # however many tokens
+                parts.append("free (the local model, on this machine)")
+            elif tokens is not None and self.cost is not None:
+                parts.append(f"<= ${self.cost:.2f}")
+            elif tokens is not None:
+                parts.append("price unknown (a model without a price in litellm's cost map, or none set)")
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +128,8 @@ def estimate(plan: Plan, default_model: str | None = None, default_max_items: in
         price = _price(s.model)
         if price is None:
             priced = False
+        if price == (0.0, 0.0):  # free whatever the tokens (the local model)
+            continue
         if price is None or s.input_tokens is None or s.output_tokens is None:
             total = None
             continue
@@ -305,10 +309,20 @@ def _entry(model: str | None) -> Mapping[str, Any] | None:
 
 
 def _price(model: str | None) -> tuple[float, float] | None:
+    from .local import NAME
+
+    if model == NAME:  # the local model runs on this machine: it costs nothing per token
+        return 0.0, 0.0
     entry = _entry(model)
     if entry is None or "input_cost_per_token" not in entry:
         return None
     return float(entry.get("input_cost_per_token") or 0.0), float(entry.get("output_cost_per_token") or 0.0)
+
+
+def _local(model: str | None) -> bool:
+    from .local import NAME
+
+    return model == NAME
 
 
 def _context_window(model: str | None) -> int | None:
