@@ -17,7 +17,7 @@ from .record import record
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, PlanInvalid, error, located
-from .ir import Plan, ToolSpec
+from .ir import SIGIL, Plan, ToolSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from .load import Document
@@ -327,7 +327,8 @@ def with_diagnostics(result: CheckResult, more: list[Diagnostic]) -> CheckResult
 
 
 def _locate(diags: list[Diagnostic], document: "Document") -> list[Diagnostic]:
-    """Line/col for every diagnostic, sorted; a position we cannot find is not worth a crash."""
+    """Line/col for every diagnostic, sorted, in the document's own spelling of references (a position we
+    cannot find is not worth a crash)."""
 
     def locate(span):
         try:
@@ -335,4 +336,23 @@ def _locate(diags: list[Diagnostic], document: "Document") -> list[Diagnostic]:
         except Exception:  # noqa: BLE001 - diagnostics must still be shown, at the file level
             return span
 
-    return located(diags, locate)
+    return [as_written(d, document) for d in located(diags, locate)]
+
+
+def as_written(diagnostic: Diagnostic, document: "Document") -> Diagnostic:
+    """A diagnostic that quotes references as its document writes them: an author who types ``$state.x``
+    (the dagger is on no keyboard) reads ``$state.x`` in the message and the hint, not ``\u2020state.x``."""
+    if SIGIL not in diagnostic.message and SIGIL not in (diagnostic.hint or ""):
+        return diagnostic
+    if not _dollar_spelling(document):
+        return diagnostic
+    from .record import replace
+
+    return replace(diagnostic, message=diagnostic.message.replace(SIGIL, "$"),
+                   hint=diagnostic.hint.replace(SIGIL, "$") if diagnostic.hint else diagnostic.hint)  # fmt: skip
+
+
+def _dollar_spelling(document: "Document") -> bool:
+    """Whether the document spells its references with ``$`` (and never with the dagger)."""
+    text = getattr(document.source_map, "text", "")
+    return SIGIL not in text and ("$state" in text or "$input" in text or "$item" in text)

@@ -211,3 +211,17 @@ def test_check_of_a_folder_leaves_its_other_yaml_alone_and_a_named_file_stays_st
     assert named.returncode == 1 and "unknown-dialect" in named.stdout
     empty = run("check", ".github")
     assert empty.returncode == 2 and "no plan among 1 YAML/JSON file" in empty.stdout + empty.stderr
+
+
+def test_messages_quote_references_as_the_author_wrote_them(tmp_path):
+    """The dagger is on no keyboard: a plan written with `$state` reads `$state` in its diagnostics."""
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: t, output: $state.summary}\n"
+                                     "  - {id: b, tool: t, args: {x: $state.summry}, output: $state.b}\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert "error unwritten-state: $state.summry is read" in done.stdout, done.stdout
+    assert "did you mean '$state.summary'?" in done.stdout and "\u2020" not in done.stdout.split("hint:")[0]
+    (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("$", "\u2020"))
+    dagger = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert "\u2020state.summry is read" in dagger.stdout  # and the dagger where the author wrote it
