@@ -105,6 +105,8 @@ def test_a_gate_turns_waiting_live_is_answered_in_the_page_and_the_run_completes
     assert run.wait(30) == 3  # the CLI run stopped at the gate (exit 3)
     wait_for(lambda: browser.find_elements("css selector", '#gate-approve button[value="approve"]'),
              what="the gate's form")  # fmt: skip
+    style = 'return getComputedStyle(document.querySelector("#gate-approve .question")).whiteSpace'
+    assert browser.execute_script(style) == "pre-wrap"  # a question of several lines keeps them
     shots = {"run-waiting.png": tmp_path / "run-waiting.png"}
     browser.save_screenshot(str(shots["run-waiting.png"]))
     wait_for(lambda: click(browser, '#gate-approve button[value="approve"]'), what="a click on approve")
