@@ -157,21 +157,22 @@ class Pool:
             asked = ResumeRequest(journal.id, tools, options, self.config, state=self.url, journal=journal,
                                   on_interrupted=lambda _unit, _purity: answer)  # fmt: skip
             result = await resume(asked)
-            status = str(result.status)
+            status = said = str(result.status)
         except DagplanError as exc:
             decide = exc.headline.code == "needs-decision"  # stopped durably for an operator: not a failure
             status = "needs_decision" if decide else f"error: {exc.headline.code}: {exc.headline.message}"
+            said = f"needs_decision: {exc.headline.message}; {exc.headline.hint}" if decide else status  # why, how
             journal.release()
         except Exception as exc:  # its connection (and with it the run's lock) is gone: another claim goes on
             if not _lost(exc):
                 raise
-            status = f"handed back: the run database connection was lost ({_first_line(exc)})"
+            status = said = f"handed back: the run database connection was lost ({_first_line(exc)})"
             try:
                 journal.release()
             except Exception:  # noqa: BLE001 - nothing more to let go of: the lock went with the connection
                 pass
         self.finished.append((journal.id, status))
-        self._say(journal.id, status)
+        self._say(journal.id, said)
 
     def _said_fired(self, fired: Any) -> None:
         at = iso(fired.at)
