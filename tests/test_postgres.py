@@ -260,3 +260,29 @@ def test_kill_9_at_seeded_points_then_resume_loses_nothing_and_repeats_nothing(t
         assert set(runs) == set(STEP_IDS)
         for step_id in done_before:
             assert runs[step_id] == 1, f"seed {seed}: {step_id} completed before the kill but ran {runs[step_id]} times"
+
+
+def test_processes_meeting_a_new_database_at_once_create_its_schema_once(postgres):
+    """A worker and a submit starting together on an empty database: every one of them upgrades it, none fails
+    (CREATE TABLE IF NOT EXISTS is no lock of its own: two at once collide in the catalog)."""
+    import threading
+
+    from dagplan.interpreter.stores.pgstore import SCHEMA_VERSION, upgrade
+
+    start, found, failed = threading.Barrier(6), [], []
+
+    def meet() -> None:
+        start.wait()
+        try:
+            found.append(upgrade(postgres))
+        except Exception as exc:  # noqa: BLE001 - the race this test is about
+            failed.append(repr(exc))
+
+    threads = [threading.Thread(target=meet) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failed == [] and len(found) == 6, failed
+    assert sorted(before for before, _ in found)[0] == 0 and {after for _, after in found} == {SCHEMA_VERSION}
+    assert sum(1 for before, _ in found if before == 0) == 1  # migrated once; the others found it done

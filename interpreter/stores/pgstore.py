@@ -167,9 +167,11 @@ def _translating(cls: type) -> type:
 def upgrade(url: str) -> tuple[int, int]:
     """Create or migrate the schema; returns (version before, version after)."""
     with _connect(url) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS dagplan_schema (version integer NOT NULL)")
-        conn.execute("SELECT pg_advisory_lock(hashtext('dagplan_schema'))")  # one migrator at a time
+        # one migrator at a time, from its first statement: two processes meeting a new database (a worker and
+        # a submit) would race in CREATE TABLE IF NOT EXISTS itself (a duplicate key in pg_type)
+        conn.execute("SELECT pg_advisory_lock(hashtext('dagplan_schema'))")
         try:
+            conn.execute("CREATE TABLE IF NOT EXISTS dagplan_schema (version integer NOT NULL)")
             row = conn.execute("SELECT version FROM dagplan_schema").fetchone()
             before = row[0] if row else 0
             with conn.transaction():
