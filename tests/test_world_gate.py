@@ -327,3 +327,41 @@ def test_the_mcp_door_holds_the_same_rule(tmp_path):
         assert not any("(FAILED:" in json.dumps(value) for value in acted), (case, made)
         if not case.source_fails and answer == "approve" and case.acts:
             assert acted, (case, made)  # and a yes lets the clean case act
+
+
+def test_the_streamed_door_holds_the_same_rule(stub, tmp_path):
+    """The same plans as a model's answer, streamed (`dagplan.plan(..., run=True, stream=True)`): a step may
+    start while the plan is written only on its tool's own word, the whole plan is approved or refused by a
+    person, and the rule holds for what runs after."""
+    from llm_stub import streamed
+
+    rng = random.Random(SEED + 1)
+    # every tool that acts x every step `purity:` a model may write x the person's yes and no (f01's class),
+    # then a random sample of the rest
+    sample = [Case(tool, purity, None, "continue", False, False, "none", "plain", False, "value", "step", "stream")
+              for tool in ("none", "side_effect", "destructive") for purity in (None, "pure", "idempotent")
+              for _ in (0, 1)]  # fmt: skip
+    approvals = [index % 2 == 0 for index in range(len(sample))]
+    more = [c for c in cases(400, SEED + 1) if c.nesting in ("step", "fanout") and c.route == "plain"][:16]
+    sample += more
+    approvals += [rng.random() < 0.7 for _ in more]
+    assert any(c.acts and ok for c, ok in zip(sample, approvals)) and any(c.acts and not ok for c, ok in zip(sample,
+                                                                                                           approvals))  # fmt: skip
+    for case, approved in zip(sample, approvals):
+        CALLS.clear()
+        stub.script(streamed(json.dumps(plan_of(case))))
+        answer = {"approve": "approve", "reject": "reject"}.get(case.gate)
+        try:
+            result = dagplan.plan("do the task", tools=tools(), model="openai/gpt-4o-mini", run=True, stream=True,
+                                  completion_kwargs=stub.kwargs(), state_dir=tmp_path / "state", repair=0,
+                                  approve=lambda preview, ok=approved: ok,
+                                  ask_gate=(lambda request, a=answer: a) if answer else None).run  # fmt: skip
+            status = str(result.status)
+        except dagplan.DagplanError as exc:  # refused by a person, or by check: nothing that acts ran
+            status = exc.code
+        problems = violations(case, list(CALLS), status if approved else "not-approved")
+        if not approved or status == "planning-failed":  # nothing was to run: safety holds, liveness is moot
+            problems = [p for p in problems if "clean case" not in p]
+            acting = [v for n, v in CALLS if case.acts and n == f"act_{case.tool}"]
+            assert not acting, (case.describe(), "acted though the person refused the whole plan", CALLS)
+        assert not problems, (case.describe(), problems, status)
