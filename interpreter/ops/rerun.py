@@ -67,8 +67,9 @@ async def would_rerun(
 
     reuse = Reuse.of(journals)
     fakes = Fakes()
-    dry = replace(options, calls=fakes, ask_gate=fakes.answer_gate, reuse=reuse, subscribers=[], backoff_scale=0.0,
-                  person_gates=False)  # fmt: skip
+    now: dict[str, Any] = {}  # what each step would read now: a tool call's arguments, a prompt as resolved
+    dry = replace(options, calls=fakes, ask_gate=fakes.answer_gate, reuse=reuse, subscribers=[_reads(now)],
+                  backoff_scale=0.0, person_gates=False)  # fmt: skip
     given = dict(inputs if inputs is not None else (journals[0].inputs if journals else {}))
     values = prepare_inputs(plan, given)
     scope = RunScope("rerun-preview", tools, dry)
@@ -89,7 +90,10 @@ async def would_rerun(
             rows.append({"id": sid, "action": "skip", "why": f"not reached here ({report.reason})"})
             continue
         again.add(sid)
-        rows.append({"id": sid, "action": "run", "why": _why(sid, step, analysis.deps[sid], again, changed)})
+        why = _why(sid, step, analysis.deps[sid], again, changed)
+        if why == _UNSAID and journals:
+            why = _which_changed(sid, step, now, _reads_of(journals[0]))
+        rows.append({"id": sid, "action": "run", "why": why})
     calls, tokens = _calls(plan, again, config)
     return Rerun(tuple(j.id for j in journals), tuple(rows), calls, tokens)
 
@@ -108,7 +112,43 @@ def _why(sid: str, step: Any, deps: Any, again: set[str], changed: Any) -> str:
         return f"{', '.join(upstream)} runs again"
     if not reusable(step):
         return f"a {step.kind if step.for_each is None else 'fan-out'} step runs every time"
-    return "what it reads, its tool's code or its model changed" if changed is not None else "not in the run"
+    return _UNSAID if changed is not None else "not in the run"
+
+
+_UNSAID = "what it reads, its tool's code or its model changed"
+_READ = {"tool_called": "args", "plan_step_prompt": "prompt"}  # the events that say what a step read
+
+
+def _reads(into: dict[str, Any]) -> Any:
+    def seen(event: Any) -> None:
+        key = _READ.get(str(event.type))
+        if key is not None and event.step:
+            into[event.step] = event.data.get(key)
+
+    return seen
+
+
+def _reads_of(journal: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for event in journal.events():
+        _reads(found)(event)
+    return found
+
+
+def _which_changed(sid: str, step: Any, now: Mapping[str, Any], before: Mapping[str, Any]) -> str:
+    """Which part of a step's fingerprint moved, where the runs say: what it read (the arguments that
+    differ, or its prompt), else its tool's code (a tool step) or its model, settings or tools (a model step)."""
+    if sid in now and sid in before and now[sid] != before[sid]:
+        was, is_ = before[sid], now[sid]
+        if isinstance(was, Mapping) and isinstance(is_, Mapping):
+            keys = sorted(k for k in {*was, *is_} if was.get(k) != is_.get(k))
+            return f"what it reads changed ({', '.join('args.' + k for k in keys)})"
+        return "what it reads changed (its prompt)" if step.llm is not None else "what it reads changed"
+    if step.tool is not None:
+        return "its tool's code changed (its module, or a module of the project it uses)"
+    if step.llm is not None:
+        return "its model, a model setting or a tool it may call changed"
+    return _UNSAID
 
 
 def _changed(before: Plan, after: Plan, tools: Mapping[str, Any]) -> tuple[set[str], dict[str, str], dict]:
