@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
 from ..core.calls import Fakes
-from ..core.vocabulary import StepStatus
+from ..core.vocabulary import EventType, StepStatus
 from ..engine.execution import Execution
 from ..engine.reuse import Reuse, reusable
 from ..engine.scope import Options, RunScope
@@ -116,12 +116,12 @@ def _why(sid: str, step: Any, deps: Any, again: set[str], changed: Any) -> str:
 
 
 _UNSAID = "what it reads, its tool's code or its model changed"
-_READ = {"tool_called": "args", "plan_step_prompt": "prompt"}  # the events that say what a step read
+_READ = {EventType.TOOL_CALLED: "args", EventType.PROMPT_RESOLVED: "prompt"}  # the events that say what a step read
 
 
 def _reads(into: dict[str, Any]) -> Any:
     def seen(event: Any) -> None:
-        key = _READ.get(str(event.type))
+        key = _READ.get(event.type)
         if key is not None and event.step:
             into[event.step] = event.data.get(key)
 
