@@ -206,7 +206,12 @@ def test_check_of_a_folder_leaves_its_other_yaml_alone_and_a_named_file_stays_st
     folder = run("check", ".")
     assert folder.returncode == 0, folder.stdout + folder.stderr
     said = folder.stdout + folder.stderr
-    assert "1 file checked: 1 valid" in said and "3 other YAML/JSON files left alone (not plans)" in said, said
+    assert "1 file checked: 1 valid" in said and "2 other YAML/JSON files left alone (not plans)" in said, said
+    (tmp_path / ".venv" / "lib").mkdir(parents=True)  # installed code below a project: never walked
+    (tmp_path / ".venv" / "lib" / "broken.yaml").write_text("steps: [{tool: t}\n")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "x.json").write_text('{"steps": [')
+    assert run("check", ".").returncode == 0
     named = run("check", "package.json")
     assert named.returncode == 1 and "unknown-dialect" in named.stdout
     empty = run("check", ".github")

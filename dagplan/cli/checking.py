@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from pathlib import Path
 from typing import Iterable, NoReturn
 
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Exit, exit_code, fail, finish, say, set_verbosity, verbosity
@@ -86,7 +85,7 @@ def expand(patterns: Iterable[str], walked: set[str] | None = None) -> list[str]
         if pattern == "-" or (os.path.exists(pattern) and not os.path.isdir(pattern)):
             files.append(pattern)
         elif os.path.isdir(pattern):
-            found = sorted(str(p) for p in Path(pattern).rglob("*") if p.suffix in PLAN_SUFFIXES and p.is_file())
+            found = sorted(_walk(pattern))
             if not found:
                 raise UsageFailure(f"no plan files ({', '.join(PLAN_SUFFIXES)}) in {pattern!r}")
             files += found
@@ -100,6 +99,19 @@ def expand(patterns: Iterable[str], walked: set[str] | None = None) -> list[str]
         else:
             files.append(pattern)  # a missing file: the loader says so (io)
     return list(dict.fromkeys(files))
+
+
+SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env"})
+
+
+def _walk(folder: str) -> list[str]:
+    """The plan-like files below ``folder``: not inside a hidden folder (``.git``, ``.venv``, ``.dagplan``) or
+    one that holds installed code (``node_modules``, ``site-packages``, ``venv``)."""
+    found = []
+    for where, folders, names in os.walk(folder):
+        folders[:] = [f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS]
+        found += [os.path.join(where, n) for n in names if n.endswith(PLAN_SUFFIXES)]
+    return [f[2:] if f.startswith("./") else f for f in found]
 
 
 def run_check(
