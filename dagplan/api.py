@@ -1057,10 +1057,9 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
     is a file, a loaded :class:`Plan`, or ``run:RUN_ID`` (the plan a recorded run runs). With LLM steps on
     either side, the worst-case cost before and after is priced."""
     from .dsl.diff import diff as semantic
-    from .interpreter.tools.sources import load_tools
 
     cfg = config or load_config()
-    tools = load_tools([*cfg.tools, *tool_sources]) if (cfg.tools or tool_sources) else None
+    tools, _ = _configured_tools(tool_sources, cfg)
 
     def side(plan: Plan | str | os.PathLike) -> Plan:
         if isinstance(plan, str) and plan.startswith("run:"):

@@ -61,44 +61,21 @@ class Printed:
         return f"[{dropped} characters before these]\n" + whole if dropped else whole
 
 
-class _Bytes:
-    """The byte side of a routed stream (``sys.stdout.buffer``): to the running tool call's buffer when
-    there is one, else to the stream's own."""
+class _Routed:
+    """What a routed stream shares, text or bytes: writes go to the running tool call's buffer when there is
+    one (:meth:`_keep`), else to the stream's own (``inner``); everything else is the stream's own."""
 
-    def __init__(self, owner: "_Routing"):
-        self.owner = owner
+    inner: Any
+
+    def _keep(self, buffer: Printed, data: Any) -> None:
+        raise NotImplementedError
 
     def write(self, data: Any) -> int:
         buffer = _BUFFER.get()
         if buffer is None:
-            return self.owner.inner.buffer.write(data)
-        buffer.add_bytes(data)
+            return self.inner.write(data)
+        self._keep(buffer, data)
         return len(data)
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        if _BUFFER.get() is None:
-            self.owner.inner.buffer.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.owner.inner.buffer, name)
-
-
-class _Routing:
-    """A standard stream that writes to the running tool call's buffer, when there is one."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-
-    def write(self, text: str) -> int:
-        buffer = _BUFFER.get()
-        if buffer is None:
-            return self.inner.write(text)
-        buffer.add(str(text))
-        return len(text)
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -108,15 +85,39 @@ class _Routing:
         if _BUFFER.get() is None:
             self.inner.flush()
 
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno...: the stream's own
+        return getattr(self.inner, name)
+
+
+class _Bytes(_Routed):
+    """The byte side of a routed stream (``sys.stdout.buffer``)."""
+
+    def __init__(self, owner: "_Routing"):
+        self.owner = owner
+
+    @property  # type: ignore[override]
+    def inner(self) -> Any:  # read at each write: the text stream's own may have been replaced
+        return self.owner.inner.buffer
+
+    def _keep(self, buffer: Printed, data: Any) -> None:
+        buffer.add_bytes(data)
+
+
+class _Routing(_Routed):
+    """A standard stream that writes to the running tool call's buffer, when there is one."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def _keep(self, buffer: Printed, data: Any) -> None:
+        buffer.add(str(data))
+
     @property
     def buffer(self) -> Any:
         """The byte stream: routed as the text one is (a tool writing bytes reaches its step, not the terminal)."""
         if not hasattr(self.inner, "buffer"):
             raise AttributeError("buffer")
         return _Bytes(self)
-
-    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno...: the stream's own
-        return getattr(self.inner, name)
 
 
 def routed() -> None:

@@ -38,7 +38,7 @@ def frames(exc: BaseException) -> list[dict[str, Any]] | None:
     every = traceback.extract_tb(found)
     if not every:
         return None
-    kept = [f for f in every if _users(f.filename)]
+    kept = [f for f in every if is_users_file(f.filename)]
     if not kept and _dagplans(every[-1].filename):  # an error the engine made (a refusal, a loop's bound)
         return None
     if not kept or kept[-1] is not every[-1]:
@@ -53,7 +53,7 @@ def where(trace: Any) -> str:
     relative to it)."""
     if not trace:
         return ""
-    users = [f for f in trace if _users(str(f.get("file", "")))] or trace
+    users = [f for f in trace if is_users_file(str(f.get("file", "")))] or trace
     last = users[-1]
     return f"{shown_path(str(last.get('file', '?')))}:{last.get('line', '?')} in {last.get('function', '?')}"
 
@@ -106,10 +106,6 @@ def _dagplans(filename: str) -> bool:
 def is_users_file(filename: str) -> bool:
     """Whether a file is the user's code: outside dagplan, the standard library and the installed packages
     (the one rule: a traceback's frames, a tool's code identity)."""
-    return _users(filename)
-
-
-def _users(filename: str) -> bool:
     if not filename or filename.startswith("<"):
         return False
     path = str(Path(filename).resolve())
@@ -123,7 +119,7 @@ def _traceback_of(exc: BaseException) -> Any:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         tb = current.__traceback__
-        if tb is not None and any(_users(f.filename) for f in traceback.extract_tb(tb)):
+        if tb is not None and any(is_users_file(f.filename) for f in traceback.extract_tb(tb)):
             return tb
         current = current.__cause__ or getattr(current, "original", None)
     return exc.__traceback__

@@ -56,8 +56,10 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
     is refused when a person said no (:func:`refused`); a step reading its decision (the refusal's branch
     ``†state.rejected``, or the decision a ``when:`` compares) routes it, unless the gate failed (then
     what it reads is a failure)."""
-    units = execution.units
-    gates = {g.id for g in execution.plan.steps if g.gate is not None and g.id in units and refused(units[g.id])}
+    units = execution.units  # the plan's gates (cached with it), each by its own unit here: no walk of every step
+    gates = {
+        g.id for g in execution.plan.gate_steps if g.id in units and units[g.id].step is g and refused(units[g.id])
+    }
     if not gates:
         return None
     deps, analysis = execution.analysis.deps, execution.analysis

@@ -309,9 +309,7 @@ def _entry(model: str | None) -> Mapping[str, Any] | None:
 
 
 def _price(model: str | None) -> tuple[float, float] | None:
-    from .local import NAME
-
-    if model == NAME:  # the local model runs on this machine: it costs nothing per token
+    if _local(model):  # the local model runs on this machine: it costs nothing per token
         return 0.0, 0.0
     entry = _entry(model)
     if entry is None or "input_cost_per_token" not in entry:
