@@ -138,15 +138,16 @@ def _check_tests(path: str | os.PathLike, config: Any):
     return check_suite(path, config)
 
 
-def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None):
+def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None):
     """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``); with ``tools``,
     the steps whose tool is destructive are marked."""
     from .dsl.schedule import analysis_of
     from .interpreter.engine.preview import build_preview
     from .interpreter.tools.catalog import registry
 
-    plan = _as_plan(plan, tools)
-    return build_preview(plan, analysis_of(plan), load_config(), registry(tools))
+    cfg = config or load_config()
+    plan = _as_plan(plan, tools, cfg)
+    return build_preview(plan, analysis_of(plan), cfg, registry(tools))
 
 
 def is_plan_file(path: str | os.PathLike) -> bool:
@@ -265,7 +266,7 @@ async def arun(
     elif tools is None:
         tools, tool_sources = _configured_tools(tool_sources, cfg)
     plan = _as_plan(plan, tools, cfg)
-    replay = _replaying(recorded, ask_gate, model or cfg.default_model)
+    replay = _replaying(recorded, ask_gate, model or cfg.default_model, cfg)
     options = Options.from_config(
         cfg,
         max_concurrency=max_concurrency,
@@ -586,7 +587,7 @@ def watch(run_id: str, state_dir: Any = None):
 
 
 def output_chunks(run_id: str, step: str, state_dir: Any = None):
-    """A step's recorded output as bytes, in chunks (a spilled output streams from its file)."""
+    """A step's recorded output as bytes, in chunks (a spilled output streams from its file), secrets masked."""
     from .interpreter.ops.runs import output_chunks as chunks
 
     return chunks(run_id, step, _state(state_dir))
@@ -1246,7 +1247,8 @@ def _cassette(cassette: Any) -> tuple[Mapping[str, Any], str] | None:
     return read(cassette), f"cassette {os.fspath(cassette)}"
 
 
-def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, model: str | None) -> dict[str, Any]:
+def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, model: str | None,
+               config: Any) -> dict[str, Any]:  # fmt: skip
     """The options of a run replaying ``cassette`` (its calls, its gate answers, the model it
     recorded when none is given; retries do not wait), or none."""
     if cassette is None:
@@ -1254,7 +1256,7 @@ def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, mo
     from .interpreter.testing.cassette import CassetteCalls
 
     data, name = cassette
-    calls = CassetteCalls(data, name=name, patterns=tuple(load_config().redact))
+    calls = CassetteCalls(data, name=name, patterns=tuple(config.redact))
     return {
         "calls": calls,
         "ask_gate": ask_gate or calls.answer_gate,
@@ -1264,13 +1266,10 @@ def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, mo
 
 
 def _state(state_dir: Any, config: Any = None) -> Any:
-    """Where runs are: the one given, else ``$DAGPLAN_STATE``, else the configuration's ``state``
-    (else the default directory, ``$DAGPLAN_STATE_DIR`` or ./.dagplan)."""
-    from .interpreter.core.state import chosen_state
+    """Where runs are: the one rule of every door (``interpreter/core/config.state_of``)."""
+    from .interpreter.core.config import state_of
 
-    if state_dir is not None:
-        return state_dir
-    return chosen_state(None, (config or load_config()).state_dir)
+    return state_of(state_dir, config or load_config())
 
 
 def _configured_tools(tool_sources: Iterable[str], config: Any) -> tuple[Any, list[str]]:

@@ -176,10 +176,15 @@ class Checks:
                 del self.pending[uri]
 
 
-def build() -> Any:
-    """The language server (a pygls ``LanguageServer``) with every feature registered."""
+def build(project: Any = None) -> Any:
+    """The language server (a pygls ``LanguageServer``) with every feature registered, for ``project`` (a
+    :class:`dagplan.Project`; default: the working directory's, as every door builds it)."""
     from lsprotocol import types as t
     from pygls.lsp.server import LanguageServer
+
+    from .project import Project
+
+    project = project or Project.default()
 
     # Full sync: every change carries the whole text, so no line model but ours ever applies an edit.
     server = LanguageServer("dagplan", api_version(), text_document_sync_kind=t.TextDocumentSyncKind.Full,
@@ -203,7 +208,7 @@ def build() -> Any:
         if not api.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
             return []
         try:
-            result = api.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
+            result = project.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
             return [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []
         except Exception as exc:  # noqa: BLE001 - a configuration or tools problem: say it, at the top
             return [t.Diagnostic(range=t.Range(t.Position(0, 0), t.Position(0, 1)), message=str(exc),
@@ -232,7 +237,7 @@ def build() -> Any:
         if doc is None:
             return t.CompletionList(is_incomplete=False, items=[])
         prefix = doc.line(params.position.line)[: doc.column(params.position)]
-        return t.CompletionList(is_incomplete=False, items=complete(t, doc.text, prefix, params.position.line))
+        return t.CompletionList(is_incomplete=False, items=complete(t, doc.text, prefix, params.position.line, project))
 
     @server.feature(t.TEXT_DOCUMENT_HOVER)
     def hover(ls: Any, params: t.HoverParams) -> t.Hover | None:
@@ -240,7 +245,7 @@ def build() -> Any:
         if doc is None:
             return None
         word, _, _ = doc.word(params.position)
-        shown = describe(doc.text, word)
+        shown = describe(doc.text, word, project)
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=shown)) if shown else None
 
     @server.feature(t.TEXT_DOCUMENT_DEFINITION)
@@ -249,7 +254,7 @@ def build() -> Any:
         doc = opened(uri)
         if doc is None:
             return None
-        found = define(doc.text, doc.word(params.position)[0])
+        found = define(doc.text, doc.word(params.position)[0], project)
         if found is None:
             return None
         target, (line, col) = found
@@ -388,9 +393,9 @@ def _diagnostic(t: Any, d: Any, doc: Doc, name: str) -> Any:
                         code=d.code, source="dagplan")  # fmt: skip
 
 
-def _catalog() -> dict[str, Any]:
+def _catalog(project: Any) -> dict[str, Any]:
     try:
-        return {spec.name: spec for spec in api.tool_catalog()}
+        return {spec.name: spec for spec in _project(project).catalog()}
     except Exception:  # noqa: BLE001 - no tools here yet: nothing to complete
         return {}
 
@@ -398,13 +403,13 @@ def _catalog() -> dict[str, Any]:
 from .views import signature  # noqa: E402 - one spelling of a tool's signature (`tools list` too)
 
 
-def complete(t: Any, text: str, prefix: str, line: int) -> list[Any]:
+def complete(t: Any, text: str, prefix: str, line: int, project: Any = None) -> list[Any]:
     """The completion items at a line whose text before the cursor is ``prefix``."""
     steps = index(text)
     if re.search(r"tool:\s*[\"']?[\w.-]*$", prefix):
         return [t.CompletionItem(label=name, kind=t.CompletionItemKind.Function, detail=signature(spec),
                                  documentation=spec.description or None)
-                for name, spec in sorted(_catalog().items())]  # fmt: skip
+                for name, spec in sorted(_catalog(project).items())]  # fmt: skip
     if re.search(r"#[\w-]*$", prefix) or re.search(r"deps:\s*\[?[\w\s,-]*$", prefix):
         return [t.CompletionItem(label=s.id, kind=t.CompletionItemKind.Reference, detail=s.tool or "")
                 for s in steps if not (s.line <= line <= s.end)]  # fmt: skip
@@ -415,7 +420,7 @@ def complete(t: Any, text: str, prefix: str, line: int) -> list[Any]:
         return [t.CompletionItem(label=n, kind=t.CompletionItemKind.Variable) for n in _inputs(text)]
     here = next((s for s in steps if s.line <= line <= s.end), None)
     if here is not None and here.tool and (re.search(r"args:\s*\{[^}]*$", prefix) or _under_args(text, line)):
-        spec = _catalog().get(here.tool)
+        spec = _catalog(project).get(here.tool)
         props = (spec.parameters or {}).get("properties", {}) if spec is not None else {}
         return [t.CompletionItem(label=k, kind=t.CompletionItemKind.Field, detail=str(v.get("type", "")))
                 for k, v in props.items()]  # fmt: skip
@@ -446,10 +451,10 @@ def _inputs(text: str) -> list[str]:
         return []
 
 
-def describe(text: str, word: str) -> str | None:
+def describe(text: str, word: str, project: Any = None) -> str | None:
     """What hovering ``word`` shows (Markdown), or None."""
     word = word.lstrip("#")
-    spec = _catalog().get(word)
+    spec = _catalog(project).get(word)
     if spec is not None:
         flags = (spec.purity or "purity undeclared") + (", destructive" if spec.destructive else "")
         return f"```\n{signature(spec)}\n```\n{spec.description or ''}\n\n*{flags}*"
@@ -470,7 +475,7 @@ def _reads(text: str, reader: StepAt, step: StepAt) -> bool:
     return any(re.search(rf"[\u2020$]state\.{re.escape(p.split('.')[0])}\b", body) for p in step.writes)
 
 
-def define(text: str, word: str) -> tuple[str | None, tuple[int, int]] | None:
+def define(text: str, word: str, project: Any = None) -> tuple[str | None, tuple[int, int]] | None:
     """Where ``word`` is defined: (a file URI or None for this document, (line, col))."""
     steps = index(text)
     state = _STATE.match(word)
@@ -484,14 +489,12 @@ def define(text: str, word: str) -> tuple[str | None, tuple[int, int]] | None:
     for step in steps:
         if step.id == name:
             return None, (step.line, step.col)
-    return _tool_source(name)
+    return _tool_source(name, project)
 
 
-def _tool_source(name: str) -> tuple[str | None, tuple[int, int]] | None:
+def _tool_source(name: str, project: Any = None) -> tuple[str | None, tuple[int, int]] | None:
     try:
-        from . import load_tools
-
-        tool = load_tools(api.load_config().tools).get(name)
+        tool = (_project(project).tools or {}).get(name)
     except Exception:  # noqa: BLE001 - tools that do not import: no definition to go to
         return None
     code = getattr(getattr(tool, "fn", None), "__code__", None)
@@ -518,7 +521,13 @@ def occurrences(text: str, step_id: str) -> list[tuple[int, int, int]]:
     return found
 
 
-def serve() -> None:
+def _project(project: Any) -> Any:
+    from .project import Project
+
+    return project if project is not None else Project.default()
+
+
+def serve(project: Any = None) -> None:
     from .framing import serve_lsp_stdio
 
-    serve_lsp_stdio(build())
+    serve_lsp_stdio(build(project))

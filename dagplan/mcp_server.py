@@ -151,7 +151,7 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     @_answers
     def list_tools() -> dict[str, Any]:
         """The tools a plan may call here: name, description, parameters (JSON Schema), purity, destructive."""
-        return {"tools": [s.to_json() for s in api.tool_catalog(here.tool_sources)]}
+        return {"tools": [s.to_json() for s in here.project.catalog()]}
 
     @server.tool(annotations=read_only, structured_output=True)
     @_answers
@@ -169,7 +169,7 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     @_answers
     def list_runs() -> dict[str, Any]:
         """The runs kept here, newest first: id, plan, status."""
-        return _plain({"runs": [r.to_json() for r in api.runs(state)]})
+        return _plain({"runs": [r.to_json() for r in here.project.runs()]})
 
     if allow_run:
         _run_tools(server, here, allow_side_effects, allow_answer)
@@ -178,20 +178,22 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
 
 
 class Here:
-    """The server's project: its folder, where its runs are kept, and the runs it started itself."""
+    """The server's project (a :class:`dagplan.Project`: its folder, configuration, tools and where its runs
+    are kept, built as every door builds it) and the runs this server started itself."""
 
     def __init__(self, root: str, state: Any, tool_sources: tuple[str, ...] = ()):
-        self.root, self.state, self.tool_sources = root, state, tool_sources
+        from .project import Project
+
+        self.project = Project(root, state=state, tool_sources=tool_sources)
+        self.root = root  # where a client's plan text belongs (its sub-plans are read under it)
         self.mine: set[str] = set()
 
-    def sources(self) -> list[str]:
-        """Where the tools a plan may call here come from: the configuration's ``tools``, then ``--tools``."""
-        return [*api.load_config().tools, *self.tool_sources]
+    @property
+    def state(self) -> Any:
+        return self.project.state
 
     def tools(self) -> dict:
-        from . import load_tools
-
-        return load_tools(self.sources())
+        return self.project.tools or {}
 
     def name(self, name: str) -> str:
         """Where a client's plan text belongs: beside the server's folder, whatever path its name gives."""
@@ -201,7 +203,7 @@ class Here:
     def checked(self, plan: str, name: str) -> Checked:
         plan = self.text_of(plan)
         own = self.name(name)
-        result = api.check_text(plan, own, tool_sources=self.tool_sources, root=self.root)
+        result = self.project.check_text(plan, own, root=self.root)
         found = []
         for d in result.diagnostics:
             shown = d.to_json()
@@ -209,7 +211,7 @@ class Here:
             if file and file != own:  # another file's problem (a sub-plan): say which file, relative
                 shown["file"] = os.path.relpath(file, self.root) if os.path.isabs(file) else file
             found.append(shown)
-        checked_tools = bool(self.sources())
+        checked_tools = self.project.tools_known
         if not checked_tools:  # `valid` must not read as "its tools exist": say what was not checked
             from .dsl.errors import warning
 
@@ -300,7 +302,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
 
         tools = here.tools()
         if task and not plan:
-            config = api.load_config()
+            config = here.project.config
             if not config.default_model:
                 raise RunError.make("no-model", "run_plan with a task needs a model to write the plan",
                                         hint="set `model` in the server's dagplan.toml, or DAGPLAN_MODEL")  # fmt: skip
@@ -315,14 +317,15 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
         if not allow_side_effects:
             loaded = acting_gated(loaded, tools)
         result = await api.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, state_dir=state,
-                                person_gates=True, on_run_created=here.mine.add)  # fmt: skip
+                                config=here.project.config, person_gates=True,
+                                on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())
 
     @server.tool(annotations=acts, structured_output=True)
     @_answers
     async def resume_run(run_id: str) -> RunAnswer:
         """Go on with a run this server started, once a person has answered the gate it waits at."""
-        result = await api.aresume(here.own(run_id), tools=here.tools(), state_dir=state)
+        result = await api.aresume(here.own(run_id), tools=here.tools(), state_dir=state, config=here.project.config)
         return _run_json(result.to_json())
 
     if allow_answer:
@@ -335,7 +338,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
             params = ctx.session.client_params
             who = params.client_info.name if params is not None and params.client_info is not None else None
             api.answer(here.own(run_id), step, value, state, channel="mcp", who=who or "an MCP client")
-            result = await api.aresume(run_id, tools=here.tools(), state_dir=state)
+            result = await api.aresume(run_id, tools=here.tools(), state_dir=state, config=here.project.config)
             return _run_json(result.to_json())
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
@@ -368,7 +371,7 @@ def _resources(server: Any, here: Here) -> None:
         """Teach a model to write a dagplan plan for a task with the tools at hand."""
         lines = [f"- {s.name}({', '.join((s.parameters or {}).get('properties', {}))}): "
                  f"{s.description.splitlines()[0] if s.description else ''} [{s.purity or 'undeclared'}]"
-                 for s in api.tool_catalog(here.tool_sources)]  # fmt: skip
+                 for s in here.project.catalog()]  # fmt: skip
         tools = "\n".join(lines) or "(none: only llm and gate steps)"
         return (
             f"{REFERENCE}\n## The tools at hand\n{tools}\n\n## The task\n{task}\n\n"
@@ -378,8 +381,12 @@ def _resources(server: Any, here: Here) -> None:
 
 
 def _run_json(report: dict) -> RunAnswer:
+    """A run as a client sees it: a view like any other, so the project's secrets are masked (the journal
+    keeps the values whole for resume)."""
+    from .views import shown
+
     keep = ("run_id", "status", "message", "result", "steps", "waiting", "had_errors")
-    out: Any = _plain({k: report[k] for k in keep if k in report})
+    out: Any = _plain(shown({k: report[k] for k in keep if k in report}))
     out.setdefault("run_id", report.get("id", ""))
     return out
 
@@ -391,10 +398,10 @@ def _plain(value: Any) -> Any:
 
 def serve(allow_run: bool = False, allow_side_effects: bool = False, http: int | None = None,
           allow_hosts: tuple[str, ...] = (), allow_answer: bool = False, token: str | None = None,
-          tool_sources: tuple[str, ...] = ()) -> None:  # fmt: skip
+          tool_sources: tuple[str, ...] = (), state: Any = None) -> None:  # fmt: skip
     """Serve over stdio, or over streamable HTTP on loopback port ``http`` (Host and Origin checked, and
     every request carrying ``Authorization: Bearer TOKEN``)."""
-    server = build(allow_run, allow_side_effects, allow_answer=allow_answer, tool_sources=tool_sources)
+    server = build(allow_run, allow_side_effects, state, allow_answer=allow_answer, tool_sources=tool_sources)
     if http is None:
         from .framing import serve_mcp_stdio
 

@@ -44,6 +44,12 @@ class Project:
         """The working directory's project."""
         return cls()
 
+    @classmethod
+    def of_file(cls, path: str | os.PathLike, **given: Any) -> "Project":
+        """The project a file belongs to (its folder's, by the one discovery rule), wherever the caller
+        stands: a plan test collected by pytest from a parent folder, a document an editor opened."""
+        return cls(os.path.dirname(os.path.abspath(path)), **given)
+
     def with_options(self, *, state: Any = None, tool_sources: Iterable[str] | None = None,
                      tools: Any = None) -> "Project":  # fmt: skip
         """A new project: this one with another state location, more tool sources, or tools given."""
@@ -59,15 +65,10 @@ class Project:
 
     @cached_property
     def state(self) -> Any:
-        """Where its runs are kept (the one precedence: interpreter/core/state.chosen_state)."""
-        from .interpreter.core.state import chosen_state
+        """Where its runs are kept (the one rule of every door: interpreter/core/config.state_of)."""
+        from .interpreter.core.config import state_of
 
-        found = chosen_state(self._given_state, self.config.state_dir)
-        if found is None:
-            return str(self.root / ".dagplan")
-        if isinstance(found, str) and "://" not in found and not os.path.isabs(found):
-            return str(self.root / found)  # a relative place is the project's, wherever the caller stands
-        return found
+        return state_of(self._given_state, self.config, self.root)
 
     @property
     def sources(self) -> list[str]:
@@ -102,21 +103,28 @@ class Project:
     def check(self, paths: Iterable[str | os.PathLike]) -> list:
         return api.check_files(paths, tool_sources=self.tool_sources, config=self.config)
 
-    def check_text(self, text: str, name: str = "plan.yaml") -> Any:
-        return api.check_text(text, name, tool_sources=self.tool_sources, config=self.config)
+    def check_text(self, text: str, name: str = "plan.yaml", *, test_file: bool = False,
+                   root: str | os.PathLike | None = None) -> Any:  # fmt: skip
+        return api.check_text(text, name, tool_sources=self.tool_sources, config=self.config, test_file=test_file,
+                              root=root)  # fmt: skip
+
+    def catalog(self) -> list:
+        """The tools a plan may call here, as :class:`ToolSpec` values sorted by name (MCP servers' from the
+        lock): what ``dagplan tools``, MCP's ``list_tools`` and the editor's completion show."""
+        return api.tool_catalog(self.tool_sources, config=self.config)
 
     def preview(self, plan: Any) -> Any:
-        return api.preview(self._plan(plan), self.tools)
+        return api.preview(self._plan(plan), self.tools, self.config)
 
     async def arun(self, plan: Any, **options: Any) -> Any:
-        return await api.arun(self._plan(plan), tools=self.tools, tool_sources=self.sources, **self._context(),
-                              **options)  # fmt: skip
+        return await api.arun(self._plan(plan), **{"tools": self.tools, "tool_sources": self.sources,
+                                                   **self._context(), **options})  # fmt: skip
 
     def run(self, plan: Any, **options: Any) -> Any:
         return api._sync(self.arun(plan, **options))
 
     async def aresume(self, run_id: str, **options: Any) -> Any:
-        return await api.aresume(run_id, tools=self.tools, **self._context(), **options)
+        return await api.aresume(run_id, **{"tools": self.tools, **self._context(), **options})
 
     def resume(self, run_id: str, **options: Any) -> Any:
         return api._sync(self.aresume(run_id, **options))
@@ -136,6 +144,19 @@ class Project:
     def submit(self, plan: Any, inputs: Mapping[str, Any] | None = None) -> str:
         return api.submit(self._plan(plan), tools=self.tools, tool_sources=self.sources, inputs=inputs,
                           **self._context())  # fmt: skip
+
+    def load_tests(self, path: str | os.PathLike) -> Any:
+        return api.load_tests(path, config=self.config)
+
+    def run_test_case(self, suite: Any, index: int) -> Any:
+        return api.run_test_case(suite, index, config=self.config)
+
+    def worker_pool(self, **options: Any) -> Any:
+        """A worker of this project's run database (see :func:`dagplan.api.worker_pool`)."""
+        return api.worker_pool(self.state, config=self.config, **options)
+
+    def schedules(self) -> list:
+        return api.schedules(self.state, config=self.config)
 
     def test(self, paths: Iterable[str | os.PathLike] = (".",), **options: Any) -> Any:
         return api.test([self.root / p if not os.path.isabs(p) else p for p in paths], config=self.config,

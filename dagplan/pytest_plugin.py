@@ -28,11 +28,13 @@ class CaseFailed(Exception):
 
 class PlanTestFile(pytest.File):
     def collect(self):
-        from . import api
+        from .project import Project
 
-        suite = api.load_tests(self.path)
+        # the test file's project (its dagplan.toml: tools, secrets, state), wherever pytest was started
+        project = Project.of_file(self.path)
+        suite = project.load_tests(self.path)
         for index, case in enumerate(suite.cases):
-            yield PlanTestCase.from_parent(self, name=case["name"], suite=suite, index=index)
+            yield PlanTestCase.from_parent(self, name=case["name"], suite=suite, index=index, project=project)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         from .dsl.errors import DagplanError
@@ -43,14 +45,12 @@ class PlanTestFile(pytest.File):
 
 
 class PlanTestCase(pytest.Item):
-    def __init__(self, *, suite: Any, index: int, **kwargs: Any):
+    def __init__(self, *, suite: Any, index: int, project: Any, **kwargs: Any):
         super().__init__(**kwargs)
-        self.suite, self.index = suite, index
+        self.suite, self.index, self.project = suite, index, project
 
     def runtest(self) -> None:
-        from . import api
-
-        result = api.run_test_case(self.suite, self.index)
+        result = self.project.run_test_case(self.suite, self.index)
         if not result.passed:
             raise CaseFailed(result)
 

@@ -41,7 +41,9 @@ def check(
 
     \f
     The same body as the fast path that usually runs it before click is imported (checking.py)."""
-    run_check(files, fmt, strict, tool_paths, plans_only)
+    from .common import group_tools
+
+    run_check(files, fmt, strict, group_tools(tool_paths), plans_only)
 
 
 def _load_or_exit(path: str):

@@ -140,32 +140,64 @@ def die(message: str, code: Exit) -> NoReturn:
     finish(code)
 
 
-def tools_option(f):
+def _group() -> dict:
+    """What the group was given (``dagplan --state X --tools Y CMD``): every command's defaults."""
     import click
 
-    return click.option(
-        "--tools",
-        "tool_sources",
-        multiple=True,
-        metavar="FILE_OR_MODULE",
-        help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in the config).",
-    )(f)
+    ctx = click.get_current_context(silent=True)
+    return (ctx.find_root().obj or {}) if ctx is not None else {}
+
+
+def group_tools(given: Iterable[str] = ()) -> tuple[str, ...]:
+    """The tool sources of this command: the group's ``--tools``, then the command's own."""
+    return (*_group().get("tools", ()), *given)
+
+
+def _merged(ctx: Any, param: Any, value: Any) -> Any:
+    """A command's ``--tools`` / ``--state`` over the group's: the tools add up; the state given to the command
+    wins, else the group's (over the environment: a flag on the command line beats a variable)."""
+    import click
+
+    if param.name == "tool_sources":
+        return group_tools(value)
+    given = _group().get("state")
+    if given is not None and ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+        return given
+    return value
+
+
+def tools_option(f, help: str = "Python file or module defining @dagplan.tool functions (repeatable; also "
+                 "`tools` in the config, and `dagplan --tools`).") -> Any:  # fmt: skip
+    import click
+
+    return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE", callback=_merged,
+                        help=help)(f)  # fmt: skip
+
+
+STATE_HELP = (
+    "Where runs are kept: a directory or a postgresql:// URL (default: $DAGPLAN_STATE, "
+    "$DAGPLAN_STATE_DIR, `state` in the configuration, else .dagplan at the project's root)."
+)
 
 
 def state_dir_option(f):
     """``--state`` / ``--state-dir``: a directory, or a ``postgresql://`` URL (the one option of every command)."""
     import click
 
-    return click.option(
-        "--state",
-        "--state-dir",
-        "state_dir",
-        envvar=["DAGPLAN_STATE", "DAGPLAN_STATE_DIR"],
-        default=None,
-        metavar="DIR|URL",
-        help="Where runs are kept: a directory or a postgresql:// URL (default: `state` in the configuration, "
-        "$DAGPLAN_STATE, $DAGPLAN_STATE_DIR or ./.dagplan).",
-    )(f)
+    return click.option("--state", "--state-dir", "state_dir", envvar=["DAGPLAN_STATE", "DAGPLAN_STATE_DIR"],
+                        default=None, metavar="DIR|URL", callback=_merged, help=STATE_HELP)(f)  # fmt: skip
+
+
+def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
+    """This command's project (:class:`dagplan.Project`), built the one way every door builds it: the working
+    directory's project with the ``--state`` and ``--tools`` given (to the group or the command)."""
+    from ..project import Project
+
+    import os
+
+    state = state_dir if state_dir is not None else _group().get("state")
+    sources = [os.path.abspath(s) if s.endswith(".py") else s for s in group_tools(tool_sources)]  # as typed: here
+    return Project(state=state, tool_sources=tuple(dict.fromkeys(sources)))
 
 
 def exit_table() -> str:

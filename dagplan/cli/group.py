@@ -44,7 +44,14 @@ class LazyGroup(click.Group):
 @click.version_option(None, "-V", "--version", package_name="dagplan")
 @click.option(*QUIET, count=True, help="Less output: no progress lines or summaries (errors still show).")
 @click.option(*VERBOSE, count=True, help="More output: every file checked, every step's result.")
+@click.option("--state", "state", default=None, metavar="DIR|URL",
+              help="Where runs are kept, for every command (as each command's --state).")  # fmt: skip
+@click.option("--tools", "tools", multiple=True, metavar="FILE_OR_MODULE",
+              help="Tools for every command (repeatable; with the config's and a command's --tools).")  # fmt: skip
 @click.pass_context
-def cli(ctx: click.Context, quiet: int, verbose: int) -> None:
-    """dagplan: validate, preview and run declarative plans for LLM agents."""
-    ctx.obj = {"verbosity": verbose - quiet}
+def cli(ctx: click.Context, quiet: int, verbose: int, state: str | None, tools: tuple[str, ...]) -> None:
+    """dagplan: validate, preview and run declarative plans for LLM agents.
+
+    Every command works on the project of the working directory (its dagplan.toml, found up to the project's
+    root): its tools, where its runs are kept, its secrets. --state and --tools here apply to every command."""
+    ctx.obj = {"verbosity": verbose - quiet, "state": state, "tools": tools}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import EXIT_USAGE, die, tools_option
+from .common import EXIT_USAGE, die, state_dir_option, tools_option
 
 
 @click.command("mcp")
@@ -26,8 +26,9 @@ from .common import EXIT_USAGE, die, tools_option
 @click.option("--allow-host", "hosts", multiple=True, metavar="HOST:PORT", help="Another Host header to accept (HTTP).")
 @click.option("--token", default=None, help="The bearer token HTTP requests must carry (default: a new one, printed).")
 @tools_option
+@state_dir_option
 def mcp(allow_run: bool, allow_answer: bool, allow_side_effects: bool, port: int | None, hosts: tuple[str, ...],
-        token: str | None, tool_sources: tuple[str, ...]) -> None:  # fmt: skip
+        token: str | None, tool_sources: tuple[str, ...], state_dir: str | None) -> None:  # fmt: skip
     """Serve dagplan as an MCP server: check_plan, preview_plan, estimate_plan, list_tools, list_runs (and
     with --allow-run: run_plan, resume_run, run_status; with --allow-answer too: answer_gate); resources: the
     plan schema, a reference, examples."""
@@ -44,5 +45,12 @@ def mcp(allow_run: bool, allow_answer: bool, allow_side_effects: bool, port: int
     except ImportError:
         die("dagplan mcp needs the MCP SDK: pip install 'dagplan[mcp]'", EXIT_USAGE)
     mcp_server.serve(
-        allow_run, allow_side_effects, port, hosts, allow_answer=allow_answer, token=token, tool_sources=tool_sources
+        allow_run,
+        allow_side_effects,
+        port,
+        hosts,
+        allow_answer=allow_answer,
+        token=token,
+        tool_sources=tool_sources,
+        state=state_dir,
     )

@@ -11,13 +11,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from functools import partial
 from typing import Any
 
 import click
 
 from ..dsl.errors import DagplanError
 
-from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish
+from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish, tools_option
 from .common import die as _die
 
 
@@ -40,9 +41,7 @@ def planning_options(f: Any) -> Any:
     f = click.option("--model", default=None,
                      help="litellm model name, or `local` (SmolLM2-135M on this machine, the `local` extra); default: "
                      "$DAGPLAN_MODEL, else `model` in the config.")(f)  # fmt: skip
-    return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
-                        help="Python file or module defining @dagplan.tool functions (repeatable; also `tools` in "
-                        "the config).")(f)  # fmt: skip
+    return tools_option(f)
 
 
 @click.command()
@@ -337,8 +336,7 @@ def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
 
 @click.command("eval")
 @click.argument("tasks", type=click.Path(dir_okay=False))
-@click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE",
-              help="The catalog the plans may use (repeatable; also `tools` in the config).")  # fmt: skip
+@partial(tools_option, help="The catalog the plans may use (repeatable; also `tools` in the config).")
 @click.option(
     "--model",
     default=None,

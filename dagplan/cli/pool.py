@@ -8,7 +8,7 @@ import signal
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, state_dir_option, tools_option
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, project_of, state_dir_option, tools_option
 
 
 @click.command("submit")
@@ -54,13 +54,12 @@ def submit(file: str, tool_sources, pairs, input_file, each, state_dir) -> None:
 )
 def worker(state_dir, concurrency, drain, on_interrupted) -> None:
     """Claim queued and orphaned runs of the run database and run them. SIGTERM hands running runs back."""
-    from .. import api
 
     def say(run_id: str, what: str) -> None:
         click.echo(f"{run_id} {what}", err=True)
 
     async def main() -> list:
-        pool = api.worker_pool(state_dir, concurrency=concurrency, on_interrupted=on_interrupted, on_event=say)
+        pool = project_of(state_dir).worker_pool(concurrency=concurrency, on_interrupted=on_interrupted, on_event=say)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, pool.stop)  # hand running runs back, then exit
@@ -84,10 +83,8 @@ def schedule(state_dir, fmt) -> None:
     workers (dagplan worker) fire: each one's next time, and when it last fired with the run it submitted."""
     import json
 
-    from .. import api
-
     try:
-        rows = api.schedules(state_dir)
+        rows = project_of(state_dir).schedules()
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":

@@ -23,6 +23,7 @@ from .common import (
     die,
     fail,
     guard_descriptors,
+    project_of,
     state_dir_option,
     tools_option,
     verbosity,
@@ -251,15 +252,13 @@ def prepare(
     """What `run` and `submit` start from: the configuration, the tools (a replay given none: the catalog its
     cassette recorded), the plan checked against them, and the inputs (a plan problem exits by the usual
     rule; an input problem is always the caller's: exit 2)."""
-    from .. import api, load_config
+    from .. import api
 
     try:
-        config = load_config()
-        if replay and not tool_sources and not config.tools:
-            tools = api.cassette_tools(replay)
-        else:
-            tools = load_tools(tool_sources, config)
-        plan = load_plan(file, tools)
+        project = project_of(None, tool_sources)
+        config = project.config
+        tools = api.cassette_tools(replay) if replay and not project.sources else (project.tools or {})
+        plan = api.load(file, tools=tools, config=config)
     except DagplanError as exc:
         fail(exc)
     try:

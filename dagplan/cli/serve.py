@@ -7,7 +7,7 @@ import secrets
 import click
 
 from ..dsl.errors import DagplanError
-from .common import EXIT_USAGE, die, fail, state_dir_option, tools_option
+from .common import EXIT_USAGE, die, fail, project_of, state_dir_option, tools_option
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -44,20 +44,16 @@ def serve(state_dir, host, port, token, hosts, plan_file, tool_sources) -> None:
     answer, plans to review and approve. Prints its URL."""
     import socket
 
-    import dagplan
-    from .. import api
-
     token = token or secrets.token_urlsafe(18)  # on the loopback too: any local page could call it otherwise
+    project = project_of(state_dir, tool_sources)
     try:
-        config = api.load_config()
-        sources = (*config.tools, *tool_sources)
-        tools = dagplan.load_tools(sources) if sources else {}
+        project.tools  # noqa: B018 - loaded now: a tools file that does not import is said before the URL
     except DagplanError as exc:
         fail(exc)
     from ..web.app import Viewer
 
     names = (*hosts, host if ":" not in host else f"[{host}]")
-    viewer = Viewer(state_dir or config.state_dir, token=token, tools=tools, tool_sources=sources, hosts=names)
+    viewer = Viewer(token=token, hosts=names, project=project)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..dsl.errors import DagplanError, printable
-from .common import fail, tools_option
+from .common import fail, project_of, tools_option
 
 
 @click.group("tools")
@@ -34,10 +34,8 @@ def lock() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def list_(tool_sources: tuple[str, ...], fmt: str) -> None:
     """Every tool a plan may call here: name, purity, parameters (MCP tools from dagplan.lock)."""
-    from .. import api
-
     try:
-        specs = api.tool_catalog(tool_sources)
+        specs = project_of(None, tool_sources).catalog()
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":

@@ -55,19 +55,29 @@ class Viewer:
         tools: Mapping[str, Any] | None = None,
         tool_sources: tuple[str, ...] = (),
         hosts: tuple[str, ...] = (),
+        project: Any = None,
     ):
-        self.state_dir = state_dir if state_dir is not None else api.load_config().state_dir
+        from ..project import Project
+
+        # the project, built as every door builds it (configuration, state, tools); `root`: the folder whose
+        # plan files the page may open (the working directory)
+        self.project = project or Project(root, state=state_dir, tool_sources=tool_sources,
+                                          tools=dict(tools) if tools else None)  # fmt: skip
+        self.state_dir = self.project.state
         self.token = token
         self.hosts = frozenset(h.lower() for h in (*LOOPBACK_NAMES, *hosts))  # the names requests may use
         self.root = os.path.realpath(root or os.getcwd())
-        self.tools, self.tool_sources = dict(tools or {}), tool_sources
         self.csrf = hmac.new(secrets.token_bytes(32), b"csrf", "sha256").hexdigest()
         # Who answered from here, as a gate's answer records it: the token's id, never the token.
         self.token_id = "viewer " + (hashlib.sha256(token.encode()).hexdigest()[:12] if token else "(no token)")
         self.notices: dict[str, str] = {}  # run id -> what the last background action said
         self.plans: dict[str, Any] = {}  # run id -> its parsed plan
-        self.config = api.load_config()
+        self.config = self.project.config
         self.app = self._build()
+
+    @property
+    def tools(self) -> dict:
+        return self.project.tools or {}
 
     # --- the app ---
 
@@ -231,14 +241,14 @@ class Viewer:
         file = request.query_params.get("file") or ""
         path = self._plan_path(file)
         # checked with the tools the server was given (`serve --tools`), as `check --tools` would
-        (result,) = await asyncio.to_thread(api.check_files, [path], self.tool_sources, self.config)
+        (result,) = await asyncio.to_thread(self.project.check, [path])
         diagnostics = [{"severity": d.severity, "text": text} for d, text in _diagnostic_texts(result, render_text)]
         preview = graph = None
         text, fields = "", []
         if result.plan is not None and result.analysis is not None:
             graph = render_svg(result.plan, result.analysis)
         if result.ok and result.plan is not None:
-            preview = api.preview(result.plan, self.tools or None)
+            preview = self.project.preview(result.plan)
             text = preview_text(preview)
             fields = _input_fields(result.plan)
         return self._page(
@@ -290,7 +300,7 @@ class Viewer:
         typed = [f"{k[len('input.') :]}={v}" for k, v in form.multi_items() if k.startswith("input.") and str(v)]
         if typed:  # the form's fields, one per input: an empty one is not given (its default applies)
             try:
-                plan = await asyncio.to_thread(lambda: api.load(path, tools=self.tools or None, config=self.config))
+                plan = await asyncio.to_thread(self.project.load, path)
                 inputs.update(dagplan.parse_assignments(typed, plan))
             except DagplanError as exc:
                 return PlainTextResponse("\n".join(d.format() for d in exc.diagnostics), status_code=400)
@@ -305,8 +315,8 @@ class Viewer:
 
         def go() -> None:
             try:
-                api.run(path, tools=self.tools, tool_sources=self.tool_sources, inputs=inputs, durable=True,
-                        state_dir=self.state_dir, approve=lambda _preview: True, on_run_created=created)  # fmt: skip
+                self.project.run(path, inputs=inputs, durable=True, approve=lambda _preview: True,
+                                 on_run_created=created)  # fmt: skip
             finally:
                 ready.set()
 
@@ -321,7 +331,7 @@ class Viewer:
     def _resume(self, run_id: str) -> None:
         sources, _changed = api.resume_tools(run_id, self.state_dir)
         tools = dagplan.load_tools(sources) if sources else self.tools
-        api.resume(run_id, tools=tools, state_dir=self.state_dir)
+        self.project.resume(run_id, tools=tools)
 
     def _in_background(self, run_id: str | None, work: Callable[[], None]) -> dict[str, str]:
         """Run ``work`` in a thread; what it raises becomes the run page's notice."""

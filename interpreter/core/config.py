@@ -151,6 +151,21 @@ def project_root(start: str | os.PathLike | None = None) -> Path:
         here = parent
 
 
+def state_of(given: Any, config: Config, root: str | os.PathLike | None = None) -> Any:
+    """Where a project's runs are kept, the one rule of every door: the state given (``--state``), else
+    ``$DAGPLAN_STATE``, else ``$DAGPLAN_STATE_DIR``, else the configuration's ``state`` (relative to its
+    file), else the ``.dagplan`` folder at the project's root (:func:`project_root`), wherever one stands
+    in the project."""
+    from .state import chosen_state
+
+    found = chosen_state(given, config.state_dir)
+    if found is not None:
+        return found
+    return str(Path(root) if root is not None else project_root(config.path.parent if config.path else None)) + (
+        os.sep + ".dagplan"
+    )
+
+
 def _is_root(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, ".git")) or os.path.isfile(os.path.join(folder, "pyproject.toml"))
 
@@ -518,6 +533,10 @@ def _build(path: Path, table: dict) -> Config:
     values = {k: v for k, v in table.items() if k != "resume"}
     if "state" in values:  # `state` names runs' place whatever it is (a directory, a database)
         values["state_dir"] = values.pop("state")
+        from .state import is_url
+
+        if not is_url(values["state_dir"]) and not os.path.isabs(values["state_dir"]):
+            values["state_dir"] = str(path.parent / values["state_dir"])  # the project's, wherever one stands
     if "redact" in values:
         values["redact"] = tuple(values["redact"])
     if "tools" in values:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from . import configured as _configured
 
@@ -159,6 +159,33 @@ def redact(value: Any, patterns: Iterable[str] = (), also: Iterable[str] = ()) -
     if _DEFAULT is None or _DEFAULT[0] != key:
         _DEFAULT = (key, Redactor(configured))
     return _DEFAULT[1](value)
+
+
+_HELD = 1 << 20  # characters a masked stream holds back at most while it waits for a line's end
+_OVERLAP = 4096  # ...and keeps past a forced cut: a secret of up to this length is masked across it
+
+
+def redacted_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """A stream of UTF-8 bytes (a step's whole output, read in chunks) with every secret masked, as
+    :func:`redact` masks a value: each piece is masked once it ends at a line's end, so a secret that
+    straddles two chunks is still masked; a line longer than about a megabyte is cut with a 4 KB overlap."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    held = ""
+    for chunk in chunks:
+        held += decoder.decode(chunk)
+        cut = held.rfind("\n") + 1
+        if cut:  # whole lines: a secret is never cut (patterns match within a line)
+            yield redact(held[:cut]).encode("utf-8")
+            held = held[cut:]
+        elif len(held) > _HELD:  # one long line: masked whole, its last 4 KB kept to meet the next chunk
+            done = redact(held)
+            yield done[:-_OVERLAP].encode("utf-8")
+            held = done[-_OVERLAP:]
+    held += decoder.decode(b"", final=True)
+    if held:
+        yield redact(held).encode("utf-8")
 
 
 def matches(recorded: str, actual: str) -> bool:

@@ -214,11 +214,14 @@ class Watch:
 
 
 def output_chunks(run_id: str, step_id: str, state: Any = None) -> Iterator[bytes]:
-    """A step's recorded output as bytes, in chunks: checked now (an unknown run or step raises here)."""
+    """A step's recorded output as bytes, in chunks, for people to read: secrets masked (the journal keeps the
+    value whole for resume); checked now (an unknown run or step raises here)."""
+    from ..core.redact import redacted_chunks
+
     journal = open_registry(state).open(run_id)
     chunks = journal.output_chunks(step_id)
     first = next(chunks, b"")
-    return itertools.chain([first], chunks)
+    return redacted_chunks(itertools.chain([first], chunks))
 
 
 def waiting_requests(run_id: str, state: Any = None) -> tuple[Mapping[str, Any], ...]:

@@ -9,7 +9,8 @@ or ``error`` (``type``, ``message``, ``transient``), optionally after ``delay`` 
 
 A call nothing mocks fails its step (never retried) and is recorded: the case fails with
 the step id, the tool and the arguments, whatever the plan did with the failure. Only the
-tools a case names in ``real`` are ever really called.
+tools a case names in ``real``, and those that declare themselves pure (``purity="pure"``: they change
+nothing) when no mock names them, are ever really called.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class MockCalls:
     real: frozenset[str] = frozenset()
     offline: bool = True
     unmocked: list[Unmocked] = field(default_factory=list)
+    pure: frozenset[str] = frozenset()  # tools that declare themselves pure: called for real unless mocked
 
     def __post_init__(self) -> None:
         self._tool_rules = {name: _rules(spec, "args") for name, spec in self.tools.items()}
@@ -105,6 +107,8 @@ class MockCalls:
         if name in self.real:
             if real is None:
                 raise StepFailure(f"tool {name!r} is listed in `real` but no tool of that name was loaded (tools:)")
+            return real()
+        if name in self.pure and name not in self.tools and real is not None:  # changes nothing: its real answer
             return real()
         rule = _first(
             self._tool_rules.get(name, ()),

@@ -94,8 +94,9 @@ def load_suite(path: str | os.PathLike, config: Any, text: str | None = None) ->
     if problems:
         raise RunError(problems)
     base = os.path.dirname(os.path.abspath(name))
-    try:
-        tools = _tools(data.get("tools") or [], base)
+    try:  # its own `tools:`, else the project's (dagplan.toml: the tools `check` and `run` know; MCP servers'
+        # only when named: a test runs offline)
+        tools = _tools(data["tools"] if data.get("tools") else _configured(config), base)
     except DagplanError as exc:  # a tools file that is missing or does not import: at its entry in `tools:`
         where = source_map.locate(Span(name, ("tools",)))
         for index, source in enumerate(data.get("tools") or []):
@@ -171,6 +172,12 @@ def test_schema() -> dict[str, Any]:
 
 
 test_schema.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def _configured(config: Any) -> list[str]:
+    from ..core.config import MCP_SOURCE
+
+    return [s for s in getattr(config, "tools", ()) if not s.startswith(MCP_SOURCE)]
 
 
 def _tools(sources: list[str], base: str) -> dict[str, Tool]:
@@ -385,7 +392,7 @@ def _answered_by(step: Any, sid: str, mocks: Any, cassette: bool) -> str:
         return "mock" if sid in mocks.gates else "cassette" if cassette else ""
     if step.call == "llm":
         return "mock" if sid in mocks.llm else "cassette" if cassette else "unmocked"
-    if step.call in mocks.real:
+    if step.call in mocks.real or (step.call in mocks.pure and step.call not in mocks.tools):
         return "real"
     return "mock" if step.call in mocks.tools else "cassette" if cassette else "unmocked"
 
@@ -405,9 +412,9 @@ def _calls(suite: Suite, index: int) -> Any:
     case = suite.cases[index]
     shared, own = suite.data.get("mocks") or {}, case.get("mocks") or {}
     mocks = {kind: {**(shared.get(kind) or {}), **(own.get(kind) or {})} for kind in ("tools", "llm", "gates")}
-    found = MockCalls(
-        tools=mocks["tools"], llm=mocks["llm"], gates=mocks["gates"], real=frozenset(case.get("real") or ())
-    )
+    pure = frozenset(n for n, t in suite.tools.items() if t.spec.purity == "pure")  # the tool's own word
+    found = MockCalls(tools=mocks["tools"], llm=mocks["llm"], gates=mocks["gates"],
+                      real=frozenset(case.get("real") or ()), pure=pure)  # fmt: skip
     if index in suite.cassettes:
         from .cassette import CassetteCalls
 
