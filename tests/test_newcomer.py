@@ -181,12 +181,13 @@ def test_str_of_plan_invalid_shows_every_problem_in_file_order():
     assert "CheckResult" in dagplan.__all__ and dagplan.CheckResult.__name__ == "CheckResult"
 
 
-def test_the_readme_names_every_configuration_key():
-    from dagplan.interpreter.core.config import KEYS
+def test_the_configuration_reference_names_every_key_with_what_it_is_for():
+    """The reference page's table is generated (docs/hooks.py) from KEYS and KEY_MEANINGS: every key has both."""
+    from dagplan.interpreter.core.config import KEY_MEANINGS, KEYS, key_table
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Configuration", 1)[1]
-    missing = [k for k in KEYS if f"| `{k}` |" not in text and f"| `{k}`," not in text and f", `{k}` |" not in text]
-    assert missing == [], missing
+    assert set(KEY_MEANINGS) == set(KEYS) and all(KEY_MEANINGS.values())
+    assert all(f"| `{k}` | {KEY_MEANINGS[k]} |" in key_table() for k in KEYS)
+    assert "<!-- generated: configuration-keys" in (ROOT / "docs" / "reference" / "configuration.md").read_text()
 
 
 def test_a_lazy_plan_not_approved_says_how_to_run_it_with_the_flags_given(tmp_path):

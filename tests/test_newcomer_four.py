@@ -81,18 +81,21 @@ def test_the_pre_commit_hook_checks_a_broken_plan_at_the_top_level_and_leaves_ot
     assert "unknown-tool" in typed.stdout and "closeIssue" in typed.stdout and "not checked" not in typed.stderr
 
 
-def test_the_readme_s_hook_snippet_names_the_release_tag_of_this_version(tmp_path):
-    """`rev:` is a tag (`scripts/release` makes it from pyproject's version, and refuses a README that names
-    another): run on a copy of this repository, it tags v<version> once and refuses a second time."""
+def test_the_hook_snippet_names_the_release_tag_of_this_version(tmp_path):
+    """`rev:` is a tag (`scripts/release` makes it from pyproject's version, and refuses a snippet that names
+    another, or a changelog without the version's section): on a copy of this repository, it tags v<version>
+    once and refuses a second time."""
     import tomllib
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    (snippet,) = re.findall(r"```yaml\n- repo: .*?```", (ROOT / "README.md").read_text(), re.S)
+    (snippet,) = re.findall(r"```yaml\n- repo: .*?```", (ROOT / "docs" / "guide" / "checking.md").read_text(), re.S)
     assert f"  rev: v{version}\n" in snippet and "id: dagplan-check" in snippet
     assert json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())["version"] == version
     copy = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", "--no-tags", str(ROOT), str(copy)], check=True)
-    for path in ("README.md", "pyproject.toml", "editors/vscode/package.json", "scripts/release"):
+    for path in ("docs/guide/checking.md", "CHANGELOG.md", "pyproject.toml", "editors/vscode/package.json",
+                 "scripts/release"):  # fmt: skip
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
         (copy / path).write_bytes((ROOT / path).read_bytes())  # this tree's, committed or not
     who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     env = {**os.environ, **who}  # a fresh machine has no git identity

@@ -128,8 +128,8 @@ def test_every_door_sees_the_same_project(project, inside):
     assert run.run_id in listed.stdout and SECRET not in cli(project, "runs", "show", run.run_id, "--step", "a").stdout
 
 
-def test_the_readmes_project_example_runs_as_written(tmp_path, monkeypatch):
-    """The user's first try: the README's block, in a copy of the examples (its runs kept inside)."""
+def test_the_guides_project_example_runs_as_written(tmp_path, monkeypatch):
+    """The user's first try: the guide's block, in a copy of the examples (its runs kept inside)."""
     import shutil
 
     root = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_the_readmes_project_example_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name in ("DAGPLAN_STATE", "DAGPLAN_STATE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "guide" / "running.md").read_text(encoding="utf-8")
     block = re.search(r"\*\*One project, one context\.\*\*.*?```python\n(.*?)```", readme, re.S).group(1)
     out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stdout + out.stderr

@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_api_example_runs_and_prints_what_the_readme_says(monkeypatch):
-    block = re.search(r"### The API\n\n```python\n(.*?)```", README, re.S).group(1)
+    block = re.search(r"## From Python\n\n```python\n(.*?)```", README, re.S).group(1)
     monkeypatch.chdir(ROOT)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

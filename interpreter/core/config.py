@@ -480,6 +480,44 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+# what each key is for (the reference page's table, generated with each key's value from KEYS)
+KEY_MEANINGS: dict[str, str] = {
+    "model": "the default model (litellm's name, or `local`); `$DAGPLAN_MODEL` overrides",
+    "tools": 'tool files or modules (`["tools.py"]`), or `mcp:NAME` for a declared MCP server',
+    "max_concurrency": "steps running at once (default 16)",
+    "step_max_iterations": "an LLM step's tool-calling rounds (default 5)",
+    "max_cost": "a run's budget in US dollars, in tokens: over it the run stops with `budget-exceeded`",
+    "max_tokens": "a run's budget in US dollars, in tokens: over it the run stops with `budget-exceeded`",
+    "max_items": "the default cap of `for_each` steps without `max_items` (default 100)",
+    "max_steps": "`check` fails a plan that could execute more steps (worst case)",
+    "state": "where runs are kept: a directory, or `postgresql://user@host/db` (see *Running at scale*); "
+    "`$DAGPLAN_STATE_DIR` and `--state-dir` override",
+    "state_dir": "the same as `state`, for a directory (default `.dagplan`)",
+    "resume": "`[resume]`: what `resume` does with a step that was running: `default`, and by purity "
+    "`side_effect`, `pure`, `idempotent`, `undeclared`",
+    "llm": "`[llm]`: passed to litellm as is (`api_base`, `api_key`, ...); a key of ours written under it is an error",
+    "plan_first": "`[plan_first]`: `mode` and `threshold` of the complexity score (`dagplan score`)",
+    "redact": "regular expressions whose matches are masked in cassettes, traces, logs and the journal's "
+    "record of tool calls (see below)",
+    "executor": '`"local"` or `"ray"`; `[ray]` holds `ray.init()` arguments (`address = "ray://head:10001"`)',
+    "ray": '`"local"` or `"ray"`; `[ray]` holds `ray.init()` arguments (`address = "ray://head:10001"`)',
+    "pool": "`[pool]`: `max_running`, and `[pool.per_plan]` limits for workers",
+    "structured_output": 'how answers are held to a schema: `"auto"` (by provider) or a form forced',
+    "mcp": '`[mcp.NAME]`: an MCP server whose tools plans call as `NAME.TOOL` (see "MCP")',
+    "notify": '`[notify.NAME]`: who is told when a gate waits, a `webhook = "${VAR}"` or a `command = [...]` '
+    '(see "Deadlines and notices")',
+    "schedule": "`[schedule.NAME]`: a plan the workers submit on a cron line, with `inputs` and a `timezone` "
+    '(see "Schedules")',
+}
+
+
+def key_table() -> str:
+    """The reference page's table (Markdown): every key, what it is for, what it takes (the errors' words)."""
+    rows = ["| key | what it is for | value |", "| --- | --- | --- |"]
+    rows += [f"| `{key}` | {KEY_MEANINGS.get(key, '')} | {words} |" for key, (_, words) in KEYS.items()]
+    return "\n".join(rows) + "\n"
+
+
 def _build(path: Path, table: dict) -> Config:
     """The configuration from a file's table, every key checked (position, expected value, did-you-mean)."""
     problems = []
