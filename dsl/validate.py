@@ -579,9 +579,12 @@ def _cycle_through(start: str, members: set[str], deps: Mapping[str, tuple[str, 
 
 
 def conflicting_writers(facts: Facts) -> Iterator[Diagnostic]:
+    """Two steps writing one path (or one inside the other's) that are not exclusive branches: one diagnostic a
+    path, naming every writer (seven steps writing one path are one error, not 21 pairs)."""
     exact, _ = facts.index
     conditions = facts.branches
     reported: set[tuple[str, str]] = set()
+    found: dict[tuple, list[tuple[str, str]]] = {}
     for key, writers in exact.items():
         if len(writers) == 1 and not any(key[:n] in exact for n in range(1, len(key))):
             continue  # one writer, none above it: the common case
@@ -592,18 +595,21 @@ def conflicting_writers(facts: Facts) -> Iterator[Diagnostic]:
                 if other == later or pair in reported or _exclusive(conditions, later, other):
                     continue
                 reported.add(pair)
-                yield _conflict(facts.plan, key, pair)
+                found.setdefault(key, []).append(pair)
+    for key, pairs in found.items():
+        yield _conflict(facts.plan, key, pairs)
 
 
-def _conflict(plan: Plan, key: tuple, pair: tuple[str, str]) -> Diagnostic:
-    first, second = sorted(pair, key=lambda s: plan.steps.index(plan.by_id[s]))
-    return error(
-        "conflicting-writers",
-        f"†state{format_path(key[1:])} is written by both '{first}' and '{second}'",
-        _at(plan.by_id[second], "output"),
-        "give each step its own output path, or make the two exclusive "
-        "(downstream of different alternatives of one `||` output)",
-    )
+def _conflict(plan: Plan, key: tuple, pairs: list[tuple[str, str]]) -> Diagnostic:
+    steps = sorted({s for pair in pairs for s in pair}, key=lambda s: plan.steps.index(plan.by_id[s]))
+    hint = ("give each step its own output path, or make them exclusive "
+            "(downstream of different alternatives of one `||` output)")  # fmt: skip
+    if len(steps) == 2:
+        message = f"†state{format_path(key[1:])} is written by both '{steps[0]}' and '{steps[1]}'"
+    else:
+        named = ", ".join(f"'{s}'" for s in steps)
+        message = f"†state{format_path(key[1:])} is written by {len(steps)} steps that are not exclusive: {named}"
+    return error("conflicting-writers", message, _at(plan.by_id[steps[1]], "output"), hint)
 
 
 Condition = frozenset  # of (branching step id, alternative index)

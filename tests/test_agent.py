@@ -360,3 +360,28 @@ def test_a_turn_with_no_valid_answer_says_why_in_its_headline(stub, tools):
     headline = caught.value.diagnostics[0]
     assert headline.code == "planning-failed" and "the last one: unknown-tool:" in headline.message, headline
     assert "noSuchTool" in headline.message
+
+
+def test_the_agent_command_says_each_turn_as_it_starts_and_ends(stub, tmp_path):
+    """`dagplan agent` is not silent while the model thinks: a line as each turn asks the model, one as it ends."""
+    import os
+    import subprocess
+    import sys
+
+    look = {"_tool": "getWeather", "city": "Oslo", "_outputPath": f"{D}state.sunny || {D}state.rainy"}
+    stub.script(json_reply({"calls": [look], "output": None}), json_reply({"calls": [], "output": "Sunny in Oslo."}))
+    (tmp_path / "dagplan.toml").write_text(f'[llm]\napi_base = "{stub.url}"\napi_key = "sk-test"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGPLAN_STATE")}
+    done = subprocess.run([sys.executable, "-m", "dagplan", "agent", "What is the weather in Oslo?", "--tools",
+                           str(REPO / "examples" / "tools.py"), "--model", MODEL, "--no-input"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("turn ")]
+    assert lines == [
+        f"turn 1: asking {MODEL} for the first steps (at most 5 turns)...",
+        "turn 1: ran getWeather",
+        f"turn 2: asking {MODEL} for the next steps...",
+        "turn 2: ran nothing and answered",
+    ], done.stderr
+    assert done.stdout.strip() == "Sunny in Oslo."

@@ -249,6 +249,14 @@ def test_conflicting_writers():
     assert "'a' and 'b'" in d.message
 
 
+def test_seven_writers_of_one_path_are_one_error_naming_them_all():
+    """An agent's plan with seven steps writing one path: one diagnostic, not 21 pairs."""
+    steps = "".join(f"  - id: s{i}\n    tool: t\n    output: †state.out\n" for i in range(7))
+    found = [d for d in check("steps:\n" + steps, name="plan.yaml").diagnostics if d.code == "conflicting-writers"]
+    assert len(found) == 1, [d.message for d in found]
+    assert "written by 7 steps that are not exclusive: 's0', 's1', 's2', 's3', 's4', 's5', 's6'" in found[0].message
+
+
 def test_exclusive_writers_are_a_join():
     r = run(
         """

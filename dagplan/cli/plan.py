@@ -98,6 +98,9 @@ def plan(
     specs = _tool_specs(tool_sources, config)
     kwargs = {**config.llm, **({"api_base": api_base} if api_base else {})}
     click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
+    if not specs:
+        click.echo("note: no tools known here (--tools FILE, or `tools` in dagplan.toml): tool names and arguments "
+                   "will not be checked", err=True)  # fmt: skip
     if model == "local" or model.startswith("local:"):
         note = (
             "note: the local model (SmolLM2-135M by default) is for trying dagplan out, not for work: its plans "
@@ -137,8 +140,8 @@ def _tool_specs(sources: tuple[str, ...], config: Any) -> dict:
 
 def _report_attempt(attempt: Any) -> None:
     errors = [d for d in attempt.diagnostics if d.severity == "error"]
-    if not errors:
-        click.echo("  plan is valid", err=True)
+    if not errors:  # what passed, in words: not "valid", which reads as "does the task" (see `valid:` below)
+        click.echo("  the plan checks (its shape, tools, argument types, references and order)", err=True)
         return
     codes = ", ".join(dict.fromkeys(d.code for d in errors))
     click.echo(f"  {len(errors)} error(s) ({codes}); asking the model to repair", err=True)
@@ -424,6 +427,10 @@ def agent(task: str, tool_sources: tuple[str, ...], model: str | None, max_turns
         ran = ", ".join(s.tool or s.id for s in done.plan.steps) if done.plan is not None else "nothing"
         click.echo(f"  turn {done.number}: ran {ran}" + (" and answered" if done.output is not None else ""),
                    err=True)  # fmt: skip
+        if done.output is None and done.number < max_turns:
+            click.echo(f"  turn {done.number + 1}: asking {model} for the next steps...", err=True)
+
+    click.echo(f"  turn 1: asking {model} for the first steps (at most {max_turns} turns)...", err=True)
 
     try:
         result = asyncio.run(api.aagent(task, tools=tools, model=model, approve=approve, max_turns=max_turns,
