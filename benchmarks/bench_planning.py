@@ -28,10 +28,15 @@ def catalogs() -> dict[str, dict]:
     import dagplan
     from dagplan.dsl.ir import ToolSpec
 
-    everyday = json.loads((HERE / "planning" / "everyday_catalog.json").read_text())
+    def read(name: str) -> dict:
+        found = json.loads((HERE / "planning" / f"{name}_catalog.json").read_text())
+        return {n: ToolSpec(n, e["description"], e["parameters"], e.get("purity")) for n, e in found.items()}
+
     return {
-        "everyday": {n: ToolSpec(n, e["description"], e["parameters"], e.get("purity")) for n, e in everyday.items()},
+        "everyday": read("everyday"),
         "examples": dagplan.load_tool_specs([ROOT / "examples" / "tools.py"]),
+        "media": read("media"),  # catalogs of other kinds (issue 53): data passes from tool to tool
+        "pipeline": read("pipeline"),
     }
 
 
@@ -64,6 +69,84 @@ def _names_right(text: str, tools: dict) -> bool:
 
 
 HELDOUT = {"everyday": "heldout.tasks.yaml"}  # written after the guide was tuned, never used to tune it
+# the catalogs of other kinds: every task written after the guide was last changed (both halves held out)
+OTHER_KINDS = {"media": ("media.tasks.yaml", "media.heldout.tasks.yaml"),
+               "pipeline": ("pipeline.tasks.yaml", "pipeline.heldout.tasks.yaml")}  # fmt: skip
+
+
+def shape(task: Any) -> str:
+    """single (one tool), chain (each tool after the one before), or graph (branches that meet)."""
+    if len(task.tools) == 1:
+        return "single"
+    before = [a for a, _ in task.order]
+    after = [b for _, b in task.order]
+    return "chain" if len(set(before)) == len(before) and len(set(after)) == len(after) else "graph"
+
+
+def per_catalog(model: str, repair: int, guide: tuple[str, ...], catalogs_: list[str], heldout: bool = False
+                ) -> list[dict]:  # fmt: skip
+    """Every task of each catalog planned and scored, one row a catalog and one a shape (single, chain, graph)."""
+    import yaml
+
+    from dagplan.interpreter.testing.evaluate import Report, aevaluate, read_tasks
+
+    files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
+    tools = catalogs()
+    rows = []
+    for name in catalogs_:
+        paths = OTHER_KINDS.get(name) or ((HELDOUT if heldout else files)[name],)
+        mine = [task for path in paths for task in read_tasks(str(HERE / "planning" / path))]
+
+        def said(g: Any) -> None:
+            print(f"  {name} {g.task}: {g.misses or 'right'}", file=sys.stderr, flush=True)
+
+        report = asyncio.run(aevaluate(mine, tools[name], model, repair=repair, guide=guide, on_graded=said))
+        by_id = {task.id: task for task in mine}
+        rows.append({"catalog": name, "shape": "all", **Report(model, report.graded).to_json()})
+        for kind in ("single", "chain", "graph"):
+            graded = [g for g in report.graded if shape(by_id[g.task]) == kind]
+            if graded:
+                one = f"{sum(_tool_steps(g.plan) == 1 for g in graded) / len(graded):.0%}" if kind == "single" else ""
+                rows.append({"catalog": name, "shape": kind, "one_step": one, **Report(model, graded).to_json()})
+    return rows
+
+
+def _tool_steps(plan: str) -> int:
+    """How many tool calls a graded plan makes (a solver's model step is not one)."""
+    import yaml
+
+    try:
+        steps = (yaml.safe_load(plan) or {}).get("steps") or []
+    except yaml.YAMLError:
+        return 0
+    return sum(1 for step in steps if isinstance(step, dict) and "tool" in step)
+
+
+def recall(k_values: tuple[int, ...] = (1, 3, 5)) -> list[str]:
+    """Recall@k of the guide's retrieval, per catalog: of the tools each reference task calls, the share among
+    the k its request ranks first (guide.rank, BM25); no model is asked."""
+    import yaml
+
+    from dagplan.interpreter.llm.guide import rank
+    from dagplan.interpreter.testing.evaluate import read_tasks
+
+    files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
+    tools = catalogs()
+    lines = ["| catalog | tasks | " + " | ".join(f"recall@{k}" for k in k_values) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in k_values) + " |"]  # fmt: skip
+    for name in ("everyday", "examples", "media", "pipeline"):
+        paths = OTHER_KINDS.get(name) or (files[name], HELDOUT.get(name))
+        mine = [task for path in paths if path for task in read_tasks(str(HERE / "planning" / path))]
+        cells = []
+        for k in k_values:
+            found = wanted = 0
+            for task in mine:
+                ranked = set(rank(task.request, tools[name], k * max(1, len(task.tools))))
+                found += len(set(task.tools) & ranked)
+                wanted += len(task.tools)
+            cells.append(f"{100 * found / wanted:.1f}")
+        lines.append(f"| {name} | {len(mine)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def graph_scores(model: str, count: int, repair: int, mode: str = "auto", guide: tuple[str, ...] = (),
@@ -117,7 +200,24 @@ def main() -> None:
                         help="comma-separated guides to compare: none, order, values, narrow, solve, e.g. "
                              "order+values+narrow")  # fmt: skip
     parser.add_argument("--heldout", action="store_true", help="the held-out tasks (planning/heldout.tasks.yaml)")
+    parser.add_argument("--per-catalog", default="",
+                        help="comma-separated catalogs (everyday, examples, media, pipeline): a row a catalog and a "
+                        "shape, with --ideas' first guide")  # fmt: skip
+    parser.add_argument("--recall", action="store_true", help="recall@k of the guide's tool retrieval, per catalog")
     args = parser.parse_args()
+    if args.recall:
+        print("\n".join(recall()))
+        return
+    if args.per_catalog:
+        guide = tuple(part for part in args.ideas.split(",")[0].split("+") if part != "none")
+        print(f"model {args.model}, guide {'+'.join(guide) or 'none'}, up to {args.repair} repairs")
+        print("| catalog | shape | tasks | node F1 | edge F1 | values | one step | ran to the end | s/plan |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for row in per_catalog(args.model, args.repair, guide, args.per_catalog.split(","), args.heldout):
+            scores = f"{row['node_f1']:.1f} | {row['edge_f1']:.1f} | {row['value_accuracy']:.1f}%"
+            print(f"| {row['catalog']} | {row['shape']} | {row['tasks']} | {scores} | {row.get('one_step', '')} | "
+                  f"{row['ran_to_end']:.1f}% | {row['per_plan']['seconds']:.1f} |", flush=True)  # fmt: skip
+        return
     if args.graph:
         print(GRAPH_HEADER)
         for idea in args.ideas.split(","):

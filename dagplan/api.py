@@ -139,14 +139,18 @@ def _check_tests(path: str | os.PathLike, config: Any):
 
 
 def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None):
-    """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``); with ``tools``,
-    the steps whose tool is destructive are marked."""
+    """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``); with ``tools`` (or only
+    their specs), the steps that act on the world and those whose tool is destructive are marked."""
     from .dsl.schedule import analysis_of
     from .interpreter.engine.preview import build_preview
     from .interpreter.tools.catalog import registry
 
+    from .dsl.ir import ToolSpec
+
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
+    if isinstance(tools, Mapping) and tools and all(isinstance(t, ToolSpec) for t in tools.values()):
+        return build_preview(plan, analysis_of(plan), cfg, tools)  # specs (a planner's catalog) say enough
     return build_preview(plan, analysis_of(plan), cfg, registry(tools))
 
 

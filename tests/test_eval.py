@@ -144,6 +144,7 @@ def test_plan_says_what_valid_means_and_warns_when_the_plan_ignores_the_request(
     assert "warning request-values-unused: no step uses a value the request gives (Rome)" in done.stderr
     assert "valid: checked: its shape, the tool and argument names" in done.stderr and "dagplan eval" in done.stderr
     assert "the plan checks (its shape, tools, argument types" in done.stderr and "plan is valid" not in done.stderr
+    assert "no tools known" not in done.stdout + done.stderr  # the preview knows what acts: the catalog says
     stub.script(json_reply(lonely))
     bare = _cli(tmp_path, "plan", "Check the weather in Rome", "--model", MODEL, "--api-base", stub.url,
                 "--repair", "0")  # fmt: skip

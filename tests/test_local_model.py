@@ -312,3 +312,43 @@ result: †state.answer
     assert done.returncode == 1, done.stderr
     step = json.loads(done.stdout)["steps"]["ask"]
     assert step["status"] == "failed" and "stopped at max_tokens inside its tool call" in step["error"]["message"]
+
+
+CHANGELOG_TOOLS = '''import dagplan
+
+
+@dagplan.tool(purity="pure")
+def read_commits(repository: str) -> list:
+    """Read the commit messages of a git repository."""
+    return ["Fix the parser", "Add a changelog"]
+
+
+@dagplan.tool(purity="pure")
+def format_commits(commits: list) -> str:
+    """Format commit messages as a changelog in Markdown."""
+    return "\\n".join("- " + c for c in commits)
+
+
+@dagplan.tool(purity="side_effect")
+def write_file(path: str, text: str) -> str:
+    """Write a text to a file."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\\n")
+    return path
+'''
+CHANGELOG_TASK = "Read the commits of the repository at ., format them as a changelog, then write it to CHANGELOG.md"
+
+
+def test_the_newcomers_changelog_task_is_planned_with_each_step_reading_the_one_before(tmp_path):
+    """The task a newcomer tried (issue 53): read commits, format them, write a file. The small model's plan
+    passes data (each step reads the output of the one before), keeps `.` and `CHANGELOG.md` whole, and runs."""
+    (tmp_path / "tools.py").write_text(CHANGELOG_TOOLS)
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    done = cli(tmp_path, "plan", CHANGELOG_TASK, "--model", "local", "-o", "changelog.yaml", "--run", "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = dagplan.load(tmp_path / "changelog.yaml", tools=dagplan.load_tools([tmp_path / "tools.py"])).steps
+    assert [s.tool for s in steps] == ["read_commits", "format_commits", "write_file"]
+    assert steps[0].args["repository"] == "." and steps[2].args["path"] == "CHANGELOG.md"
+    assert str(steps[1].args["commits"]) in ("$state.s1", "\u2020state.s1")
+    assert str(steps[2].args["text"]) in ("$state.s2", "\u2020state.s2")
+    assert (tmp_path / "CHANGELOG.md").read_text() == "- Fix the parser\n- Add a changelog\n"

@@ -120,7 +120,7 @@ def plan(
     except DagplanError as exc:
         _show_failure(exc)
     path = _write(result.document_yaml, output) if output or run_after else None
-    _render(result, path, fmt)
+    _render(result, path, fmt, specs)
     if run_after:
         _run(result.plan, path, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt)
 
@@ -162,7 +162,7 @@ def _write(text: str, output: str | None) -> Path:
     return Path(output)
 
 
-def _render(result: Any, path: Path | None, fmt: str) -> None:
+def _render(result: Any, path: Path | None, fmt: str, specs: Any = None) -> None:
     if fmt == "json":
         click.echo(json.dumps(_as_json(result, path), indent=2, ensure_ascii=False))
         return
@@ -175,21 +175,23 @@ def _render(result: Any, path: Path | None, fmt: str) -> None:
     from ..api import what_valid_means
 
     click.echo(f"valid: {what_valid_means()}", err=True)
-    click.echo(_preview(result.plan, path), err=path is None)
+    click.echo(_preview(result.plan, path, specs), err=path is None)
     click.echo(
         f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, ${result.cost:.6f}",
         err=True,
     )
 
 
-def _preview(plan: Any, path: Path | None) -> str:
-    """The plan's preview; its run command names the file written (not the model's attempt)."""
+def _preview(plan: Any, path: Path | None, specs: Any = None) -> str:
+    """The plan's preview (with the catalog's word on what acts); its run command names the file written (not
+    the model's attempt)."""
     from dataclasses import replace
 
     from ..api import preview
     from ..views import preview_text
 
-    return preview_text(replace(preview(plan), source=str(path) if path is not None else "PLAN.yaml"))
+    shown = preview(plan, specs or None)
+    return preview_text(replace(shown, source=str(path) if path is not None else "PLAN.yaml"))
 
 
 def _as_json(result: Any, path: Path | None) -> dict:

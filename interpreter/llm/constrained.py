@@ -16,11 +16,15 @@ guided decoding and the hosted providers' structured outputs accept: ``anyOf``, 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ...dsl.ir import ToolSpec, escape_text
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
 from .grammar import plain as _plain
+
+_NAME_WORDS = re.compile(r"[A-Za-z]+")
+_CAMEL_CUT = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 # patterns written with character classes only ([$], [.]): llama.cpp's grammar parser takes no \$ escape,
 # and unbounded repetition keeps the grammar small (a {0,30} unrolls into 30 nested rules per use)
@@ -42,6 +46,8 @@ def catalog_schema(
     state_references: bool = True,
     guide: list[list[str]] | None = None,
     values: list[str] | None = None,
+    flow: bool = False,
+    clause_values: list[list[str]] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of a plan for this catalog (see the module docstring). Without ``state_references``
     an argument is a value or an input, never another step's output: a grammar cannot tie a read to a path
@@ -50,7 +56,9 @@ def catalog_schema(
     steps only; :func:`.guide.positions`): the tools offered at each position, one position per clause the
     request states in order, each depending on the one before; after them, one more step at most. ``values``
     (numbered steps only): the values the request gives, the only ones a text argument (and a number argument,
-    when the request gives numbers) may take."""
+    when the request gives numbers) may take. ``flow`` (with ``guide``): an argument that can carry data may take
+    the step before it's output (:func:`carries`), a chain has exactly its clauses' steps, and ``clause_values``
+    (the values each clause gives) are what its position's arguments take."""
     if state_references:
         reference: str | None = REFERENCE if inputs else STATE_REFERENCE
     else:
@@ -60,7 +68,7 @@ def catalog_schema(
     if not state_references and values:
         variants = [_offering(v, values) for v in variants]
     if not state_references and guide:
-        steps = _guided(tools or {}, reference, guide, max_steps, values)
+        steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values)
     elif not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
         positions = [{"anyOf": [_numbered(v, n) for v in variants]} for n in range(1, max_steps + 1)]
         steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": False, "prefixItems": positions}
@@ -172,16 +180,24 @@ def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
 
 
 def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[list[str]], max_steps: int,
-            values: list[str] | None = None) -> dict:  # fmt: skip
+            values: list[str] | None = None, flow: bool = False,
+            clause_values: list[list[str]] | None = None) -> dict:  # fmt: skip
     """Numbered steps held to the guide: position N offers the tools of the request's Nth clause and, from the
     second on, depends on the step before it (the order the request states); a request of one clause offers
-    its tools at up to three positions."""
+    its tools at up to three positions. With ``flow``, from the second step on an argument that can carry data
+    takes what the step before it wrote (``$state.sN-1``): the plan passes data, not only the request's words;
+    the values a position's arguments take are those its clause gives (``clause_values``; all of the request's
+    when it gives none); and a chain has exactly one step per clause (an extra step repeated a tool out of
+    order)."""
     chain = len(guide) >= 2
     whole = sorted({name for names in guide for name in names if name in tools})
     positions = []
-    for number in range(1, min(max_steps, len(guide) + 1 if chain else 3) + 1):
+    last = len(guide) if chain and flow else (len(guide) + 1 if chain else 3)
+    for number in range(1, min(max_steps, last) + 1):
         names = guide[number - 1] if chain and number <= len(guide) else whole
-        variants = [_numbered(_offering(_tool_step(tools[name], reference), values), number)
+        earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
+        own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
+        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier), number)
                     for name in names if name in tools]  # fmt: skip
         if not chain or number > len(guide):
             variants.append(_numbered(_llm_step(None), number))
@@ -192,24 +208,72 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
     return {"type": "array", "minItems": least, "maxItems": len(positions), "items": False, "prefixItems": positions}
 
 
-def _offering(variant: Mapping[str, Any], values: list[str] | None) -> dict[str, Any]:
-    """A tool step whose text and number arguments are held to ``values`` (what the request gives): a small
-    model let write free text after a value's first letters goes on writing (measured: Paris_toRomeDbCe...)."""
-    if not values or "args" not in variant["properties"]:
+# Words of a parameter's name that say it takes what another step produced (a text to translate, an image to
+# caption, the results to format), not a value the request spells out (a city, a date, a count).
+_CARRIED = frozenset(
+    "text content body message summary data input document doc image photo picture audio video file files items "
+    "item results result list report caption transcript html markdown json code source note notes article entries "
+    "records rows table commits log changes diff output context question answer translation draft details info "
+    "payload contents lines events history suggestion weather forecast receipt order error errors".split()
+)
+
+
+# ... and words that say it names a place: it takes the request's paths, URLs and file names when it gives some
+_PLACES = frozenset("path file filename dir directory folder repository repo url uri link location".split())
+_PLACE = re.compile(r"^(?:[a-z]+://\S+|\.{1,2}|\S*/\S*|[\w-]+\.[A-Za-z0-9]{1,5})$")
+
+
+def _words(name: str) -> set[str]:
+    return {w.lower() for w in _NAME_WORDS.findall(_CAMEL_CUT.sub(" ", name))}
+
+
+def _fitting(name: str, values: list[str]) -> list[str]:
+    """The request's values an argument named ``name`` is offered: a place's name gets the places the request
+    gives (a path, a URL, ".", a file name), when it gives some; any other argument, every value."""
+    if _words(name) & _PLACES:
+        places = [v for v in values if _PLACE.match(v)]
+        return places or values
+    return values
+
+
+def carries(name: str, schema: Any) -> bool:
+    """Whether argument ``name`` (of JSON Schema ``schema``) can take an earlier step's output: a structured value
+    (an object or a list, which a request does not spell out), or a text whose name says it is data."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind in ("object", "array"):
+        return True
+    if kind not in ("string", None):
+        return False
+    return bool(_words(name) & _CARRIED)
+
+
+def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: list[str] = ()) -> dict[str, Any]:
+    """A tool step whose text and number arguments are held to ``values`` (what the request gives; a small model
+    let write free text after a value's first letters goes on writing, measured: Paris_toRomeDbCe...) and, where
+    an argument can carry one, to the outputs of the ``earlier`` steps."""
+    if (not values and not earlier) or "args" not in variant["properties"]:
         return dict(variant)
     args = dict(variant["properties"]["args"])
     offered: dict[str, Any] = {}
     for name, schema in (args.get("properties") or {}).items():
         kind = schema.get("type") if isinstance(schema, dict) else None
+        passed = list(earlier) if earlier and carries(name, schema) else []
         if kind == "string" and "enum" not in schema and "const" not in schema:
-            # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder
-            offered[name] = {"enum": [escape_text(v) for v in values]}
-        elif kind in ("number", "integer"):
+            # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder; never the
+            # argument's own name (a small model answers `repository: repository`)
+            given = [escape_text(v) for v in _fitting(name, values or []) if v.casefold() != name.casefold()]
+            if passed:  # a text that carries data, from the second step on: what an earlier step wrote
+                offered[name] = {"enum": passed}
+            else:
+                offered[name] = {"enum": given} if given else schema
+        elif kind in ("number", "integer") and values:
             numbers = [n for n in map(_number, values) if n is not None]
             wanted: list[Any] = [
                 int(n) if kind == "integer" else n for n in numbers if kind == "number" or n.is_integer()
             ]
             offered[name] = {"enum": wanted} if wanted else schema
+        elif passed:  # an object or a list, from the second step on: what an earlier step wrote
+            offered[name] = {"enum": passed}
         else:
             offered[name] = schema
     args["properties"] = offered

@@ -23,15 +23,25 @@ CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|finally)\b|;
 # "... and VERB ...": another thing to do, after the first ("find a restaurant and reserve a table"); "and the
 # rate", "and a hotel" join two objects of one thing (an article or a name follows)
 _AND_THEN = re.compile(r",?\s+and\s+(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)")
+# "A, B, then C": in a request that states a sequence, a comma before a lowercase word that starts a clause (no
+# article or preposition) separates two of its things to do ("Read the commits, format them, then write...")
+_LISTED = re.compile(
+    r",\s+(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|and|or|but|with|from|at|"
+    r"by|as|which|that|who|where|when|if|so|please)\b)[a-z]+\b)"
+)
 _WORD = re.compile(r"[A-Za-z]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
                   "then after once finally first last one do get find give make check about into there what where "
                   "how his her them their our please now some all it's what's want need can".split())  # fmt: skip
-# The values a request gives: a quoted text, an email, a date, a number or time, a capitalised name (not the
-# sentence's first word), an id (o-1234, cust_42, p77), an all-capital code (USD, AAPL).
+# The values a request gives, each whole: a URL, a path, "." (this folder), a quoted text, an email, a date, a
+# number or time, a capitalised name (not the sentence's first word), an id (o-1234, cust_42, p77), an
+# all-capital code (USD, AAPL).
 VALUES = re.compile(
-    r"""'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
+    # whole first: a URL, a path (with a slash, or a file name with its extension), "." alone (this folder)
+    r"""\bhttps?://[^\s'"]+|(?:~|\.{1,2})?/[\w.~/-]+|\b[\w.-]+/[\w./-]*|\b[\w-]+\.(?:md|txt|py|json|ya?ml|csv|log|html"""
+    r"""|js|ts|toml|cfg|ini|png|jpe?g|gif|wav|mp3|mp4|pdf|docx?)\b|(?<=\s)\.(?=\s|$|,)"""
+    r"""|'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
     r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
     r"|#[A-Za-z][\w-]*"
 )
@@ -47,7 +57,9 @@ def clauses(task: str) -> list[str]:
     if leading:
         return [*clauses(leading.group(1)), *clauses(leading.group(2))]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
-    found = [piece.strip(" ,.") for part in found for piece in _AND_THEN.split(part) if piece.strip(" ,.")]
+    if len(found) > 1:  # a sequence: its comma-listed things to do are clauses too
+        found = [piece for part in found for piece in _LISTED.split(part)]
+    found = [piece.strip(" ,") for part in found for piece in _AND_THEN.split(part) if piece.strip(" ,.")]
     return found or [task]
 
 
@@ -65,6 +77,25 @@ def _document(spec: ToolSpec) -> list[str]:
     return name * 3 + _tokens(spec.description or "") + _tokens(params)  # the name weighs most
 
 
+_URL = re.compile(r"\bhttps?://\S+")
+_PATH = re.compile(
+    r"(?:^|\s)(?:~|\.{1,2})?/\S+|\b[\w-]+\.(?:md|txt|py|json|ya?ml|csv|log|html|js|ts|toml|png|jpe?g|gif"
+    r"|wav|mp3|mp4|pdf|docx?|pkl)\b"
+)
+
+
+def _kinds(text: str) -> list[str]:
+    """Words for the kinds of value a text gives, matched against the tools' parameter names: a URL asks for a
+    tool taking a `url`, a path or a file name for one taking a `path` or a `file` (a request rarely says
+    "download" before a link: "describe the picture at https://...")."""
+    found = []
+    if _URL.search(text):
+        found += _tokens("url link")
+    elif _PATH.search(text):
+        found += _tokens("path file")
+    return found
+
+
 def rank(text: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
     """The ``k`` tools most about ``text`` (BM25), best first; none when the text shares no word with any."""
     from rank_bm25 import BM25Okapi
@@ -73,7 +104,7 @@ def rank(text: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
     if not names:
         return []
     index = BM25Okapi([_document(tools[name]) for name in names])
-    scores = index.get_scores(_tokens(text))
+    scores = index.get_scores(_tokens(text) + _kinds(text))
     ranked = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
     return [names[i] for i in ranked[:k] if scores[i] > 0]
 
@@ -89,9 +120,18 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_
         return [whole]
     # a clause is read with the one before it: "then book the first one" books what the clause before searched
     # (its own words count twice)
+    # (its own words count twice, its first word, the action, once more: "write it to CHANGELOG.md" after
+    # "format them as a changelog" is about writing)
     return [
-        rank(f"{part} {part} {parts[i - 1] if i else ''}", tools, per_clause) or whole for i, part in enumerate(parts)
+        rank(f"{part} {part} {_action(part)} {_action(part)} {parts[i - 1] if i else ''}", tools, per_clause) or whole
+        for i, part in enumerate(parts)
     ]
+
+
+def _action(clause: str) -> str:
+    """A clause's first content word: what it asks to do ("write", "format", "email")."""
+    words = [w for w in _WORD.findall(clause) if w.lower() not in _STOP]
+    return words[0] if words else ""
 
 
 def request_values(task: str, words: bool = False) -> list[str]:
@@ -100,6 +140,8 @@ def request_values(task: str, words: bool = False) -> list[str]:
     seen: dict[str, None] = {}
     for found in VALUES.findall(task):
         value = found.strip("'\"")
+        if len(value) > 1 and ("/" in value or "://" in value):
+            value = value.rstrip(".,;:")  # a sentence's end is not the path's
         if value and value != "I":
             seen.setdefault(value)
     if words:

@@ -195,7 +195,10 @@ async def aplan(
     per_clause = 1 if "narrow" in guide else PER_CLAUSE
     order = positions(task, tools or {}, per_clause=per_clause) if small and "order" in guide and tools else None
     given = request_values(task, words=True) if small and "values" in guide else None
-    schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given)
+    flow = small and "flow" in guide
+    own = [request_values(c, words=True) for c in clauses(task)] if flow and given is not None and order else None
+    schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given, flow=flow,
+                            clause_values=own)  # fmt: skip
     params = response_params(schema, model, structured_output)
     shown = (
         {name: spec for name, spec in (tools or {}).items() if name in {n for p in order for n in p}}
