@@ -341,6 +341,7 @@ ALLOWED = {  # who may import whom
 CLI_MAY_IMPORT = (  # the public API, its renderers and the viewer it serves (each a module or a package)
     "dagplan",
     "dagplan.api",
+    "dagplan.project",  # dagplan.Project: the front door every command builds its context with
     "dagplan.views",
     "dagplan.render",
     "dagplan.render_tests",

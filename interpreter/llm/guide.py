@@ -29,6 +29,7 @@ _LISTED = re.compile(
     r",\s+(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|and|or|but|with|from|at|"
     r"by|as|which|that|who|where|when|if|so|please)\b)[a-z]+\b)"
 )
+_THEN = re.compile(r"\bthen\b", re.I)
 _WORD = re.compile(r"[A-Za-z]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
@@ -57,7 +58,7 @@ def clauses(task: str) -> list[str]:
     if leading:
         return [*clauses(leading.group(1)), *clauses(leading.group(2))]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
-    if len(found) > 1:  # a sequence: its comma-listed things to do are clauses too
+    if len(found) > 1 and _THEN.search(task):  # "A, B, then C": its comma-listed things to do are clauses too
         found = [piece for part in found for piece in _LISTED.split(part)]
     found = [piece.strip(" ,") for part in found for piece in _AND_THEN.split(part) if piece.strip(" ,.")]
     return found or [task]
