@@ -106,6 +106,32 @@ def _preview_step(number: Any, step: Any, indent: str = "") -> list[str]:
 # --- the final report ------------------------------------------------------------------------
 
 
+def word_diff(before: str, after: str, context: int = 4) -> str:
+    """Two texts as one, their words the same kept around each change (``context`` words, elsewhere ``...``), a
+    removed run as ``[-words-]``, an added one as ``{+words+}`` (git's --word-diff): a prompt's edit reads as
+    the edit, not as two truncated strings."""
+    import difflib
+
+    old, new = before.split(), after.split()
+    parts: list[str] = []
+    opcodes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            same = old[i1:i2]
+            first, last = index == 0, index == len(opcodes) - 1
+            if len(same) > 2 * context + (0 if first or last else 1):
+                head = [] if first else same[:context]
+                tail = [] if last else same[-context:]
+                same = [*head, "...", *tail]
+            parts += same
+            continue
+        if i2 > i1:
+            parts.append("[-" + " ".join(old[i1:i2]) + "-]")
+        if j2 > j1:
+            parts.append("{+" + " ".join(new[j1:j2]) + "+}")
+    return " ".join(parts)
+
+
 def table(rows: Sequence[Sequence[str]]) -> list[str]:
     """Plain aligned columns, a line per row (the last column is not padded): every table we print."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

@@ -122,3 +122,19 @@ def test_without_tools_diff_and_preview_say_whether_a_step_acts_is_unknown(tmp_p
     assert "[pay] tool=issueRefund (acts on the world? unknown: no tools known)" in shown.stdout, shown.stdout
     as_json = json.loads(cli(tmp_path, "diff", "a.yaml", "b.yaml", "--format", "json").stdout)
     assert as_json["purity_unknown"] == ["pay"] and as_json["side_effects_changed"] == []
+
+
+def test_a_prompt_edit_is_shown_as_a_word_diff(tmp_path):
+    """An edited prompt reads as the edit (git's --word-diff), not as two truncated JSON strings."""
+    prompt = ("Summarize the following report for a busy executive, in three bullet points, keeping every "
+              "number exact and naming every owner of an action item: #r")  # fmt: skip
+    plan = {"steps": [{"id": "r", "tool": "lookup", "args": {"x": 1}, "output": "$state.r"},
+                      {"id": "s", "llm": prompt, "output": "$state.s"}], "result": "$state.s"}  # fmt: skip
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(plan))
+    plan["steps"][1]["llm"] = prompt.replace("three bullet", "five short bullet")
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(plan))
+    done = cli(tmp_path, "diff", "a.yaml", "b.yaml")
+    assert done.returncode == 1, done.stderr
+    assert "s.llm.prompt: ... a busy executive, in [-three-] {+five short+} bullet points, keeping every ..." in (
+        done.stdout
+    ), done.stdout

@@ -67,14 +67,27 @@ def render(found, markdown: bool = False) -> str:
     section("steps added", found.added)
     section("steps removed", found.removed)
     section("steps renamed", [f"{a} -> {b}" for a, b in found.renamed])
-    section("steps changed", [f"{sid}.{key}: {_short(a)} -> {_short(b)}"
-                              for sid, fields in found.changed.items() for key, (a, b) in fields.items()])  # fmt: skip
+    section("steps changed", [row for sid, fields in found.changed.items() for key, (a, b) in fields.items()
+                              for row in _changed(f"{sid}.{key}", a, b)])  # fmt: skip
     section("edges added", [f"{a} -> {b}" for a, b in found.edges_added])
     section("edges removed", [f"{a} -> {b}" for a, b in found.edges_removed])
     section("plan", [f"{key}: {_short(a)} -> {_short(b)}" for key, (a, b) in found.plan_changed.items()])
     if found.cost:
         section("worst-case cost", [f"{found.cost[0]} -> {found.cost[1]}"])
     return "\n".join(lines)
+
+
+def _changed(where: str, before, after) -> list[str]:
+    """One row a change: a text's as a word diff (an object's texts each on its own row), else both values."""
+    from ..views import word_diff
+
+    if isinstance(before, str) and isinstance(after, str):
+        return [f"{where}: {word_diff(before, after)}"]
+    if isinstance(before, dict) and isinstance(after, dict):
+        keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
+        if keys and all(isinstance(before.get(k), str) and isinstance(after.get(k), str) for k in keys):
+            return [row for k in keys for row in _changed(f"{where}.{k}", before[k], after[k])]
+    return [f"{where}: {_short(before)} -> {_short(after)}"]
 
 
 def _short(value) -> str:
