@@ -22,7 +22,7 @@ from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
 # how a small model is guided (see aplan); each measured in bench_planning --graph (README: "Guiding a small model")
-GUIDES = ("order", "values", "narrow", "solve")
+GUIDES = ("order", "values", "narrow", "solve", "flow")
 
 SYSTEM_PROMPT = """\
 You are a planner. Turn the user's task into a plan: a small graph of steps that an \
@@ -170,7 +170,9 @@ async def aplan(
     in order, each step position held to the few tools its clause is about and depending on the one before
     (``narrow``: to the one tool it is most about); ``values``, a text or number argument may be one of the
     values the request gives; ``solve``, a request that asks a question gets a last step that answers it from
-    what the steps found (:func:`.guide.solver_step`). ``()``: none.
+    what the steps found (:func:`.guide.solver_step`); ``flow``, from the second step on an argument that can
+    carry data takes the output of the step before it, and each position the values its clause gives
+    (:func:`.constrained.carries`). ``()``: none.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
