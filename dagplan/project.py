@@ -59,11 +59,13 @@ class Project:
 
     # --- the context, each part by its one rule ---
 
-    @cached_property
+    @property
     def config(self) -> Any:
+        """Its configuration, as its file says now (read again only when the file changed: a language server or
+        an MCP server that runs for hours sees an edited dagplan.toml)."""
         return api.load_config(self.root)
 
-    @cached_property
+    @property
     def state(self) -> Any:
         """Where its runs are kept (the one rule of every door: interpreter/core/config.state_of)."""
         from .interpreter.core.config import state_of
