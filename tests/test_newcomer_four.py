@@ -51,12 +51,21 @@ def hook_files(hook: dict, files: list[str]) -> list[str]:
     return [f for f in chosen if not re.search(hook.get("exclude", "^$"), f)]
 
 
-def run_hook(project: Path) -> subprocess.CompletedProcess:
-    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
-    entry = hook["entry"].split()
+def run_hook(project: Path, hook_id: str = "dagplan-check", changed: list[str] | None = None
+             ) -> subprocess.CompletedProcess:  # fmt: skip
+    """The hook as pre-commit runs it on a commit of ``changed`` files (default: every file): its entry split as
+    a shell splits it, the files it is handed, or none (pass_filenames: false) when one of its types changed."""
+    import shlex
+
+    (hook,) = [h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text()) if h["id"] == hook_id]
+    files = changed if changed is not None else sorted(str(p.relative_to(project)) for p in project.rglob("*")
+                                                       if p.is_file())  # fmt: skip
+    entry = shlex.split(hook["entry"])
     assert entry[0] == "dagplan"
-    return dagplan(project, *entry[1:], *hook_files(hook, files))
+    if hook.get("pass_filenames", True):
+        return dagplan(project, *entry[1:], *hook_files(hook, files))
+    assert any(Path(f).suffix == ".py" for f in files) and hook["types"] == ["python"]
+    return dagplan(project, *entry[1:])
 
 
 def test_the_pre_commit_hook_checks_a_broken_plan_at_the_top_level_and_leaves_other_yaml_alone(tmp_path):
@@ -79,6 +88,25 @@ def test_the_pre_commit_hook_checks_a_broken_plan_at_the_top_level_and_leaves_ot
                                        "    return 'ok'\n")  # fmt: skip
     typed = run_hook(tmp_path)
     assert "unknown-tool" in typed.stdout and "closeIssue" in typed.stdout and "not checked" not in typed.stderr
+
+
+def test_a_commit_that_changes_only_the_tools_checks_every_plan_against_them(tmp_path):
+    """A renamed tool breaks a plan that did not change: the tools hook (on Python files) checks every plan of
+    the repository, leaves `invalid/` folders and other YAML alone (issue 51, item 2)."""
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "triage.yaml").write_text(BROKEN_PLAN.replace("closeIsue", "closeIssue").replace(
+        "isue", "issue"))  # fmt: skip
+    (tmp_path / "examples" / "invalid").mkdir(parents=True)
+    (tmp_path / "examples" / "invalid" / "bad.yaml").write_text(BROKEN_PLAN)  # meant to be invalid
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    tools = "import dagplan\n\n@dagplan.tool\ndef fetchIssue(n: int) -> dict:\n    return {}\n\n"
+    (tmp_path / "tools.py").write_text(tools + "@dagplan.tool\ndef closeIssue(issue: dict) -> str:\n    return 'ok'\n")
+    assert run_hook(tmp_path, "dagplan-check-tools", ["tools.py"]).returncode == 0
+    (tmp_path / "tools.py").write_text(tools + "@dagplan.tool\ndef shutIssue(issue: dict) -> str:\n    return 'ok'\n")
+    broken = run_hook(tmp_path, "dagplan-check-tools", ["tools.py"])  # only tools.py changed
+    assert broken.returncode == 1 and "plans/triage.yaml" in broken.stdout and "unknown-tool" in broken.stdout
+    assert "invalid/bad.yaml" not in broken.stdout and "compose" not in broken.stdout, broken.stdout
 
 
 def test_the_hook_snippet_names_the_release_tag_of_this_version(tmp_path):

@@ -54,7 +54,7 @@ def main() -> None:
         found = fast_check(sys.argv[1:])
         if found is not None:
             run_check(found["files"], found["fmt"], found["strict"], found["tool_paths"], found["plans_only"],
-                      found["verbosity"])  # fmt: skip
+                      found["verbosity"], found["exclude"])  # fmt: skip
         from .group import cli
 
         cli(prog_name="dagplan")

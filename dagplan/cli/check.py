@@ -34,8 +34,19 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish
     "under plans/ or examples/, named *.plan.yaml, has the plan $schema modeline or a top-level dagplan: key, "
     "or has steps that name a tool, an llm, a gate, a sub-plan or a loop.",
 )
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="REGEX",
+    help="Skip the files a folder or a glob gives whose path matches (repeatable; as pre-commit's exclude).",
+)
 def check(
-    files: tuple[str, ...], fmt: str, strict: bool, tool_paths: tuple[str, ...], plans_only: bool = False
+    files: tuple[str, ...],
+    fmt: str,
+    strict: bool,
+    tool_paths: tuple[str, ...],
+    plans_only: bool = False,
+    exclude: tuple[str, ...] = (),
 ) -> None:
     """Validate plan files (dry run, no execution). FILES may be paths, globs or directories.
 
@@ -43,7 +54,7 @@ def check(
     The same body as the fast path that usually runs it before click is imported (checking.py)."""
     from .common import group_tools
 
-    run_check(files, fmt, strict, group_tools(tool_paths), plans_only)
+    run_check(files, fmt, strict, group_tools(tool_paths), plans_only, exclude=exclude)
 
 
 def _load_or_exit(path: str):

@@ -20,7 +20,7 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Exit, exit_code, fail, fin
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 FORMATS = ("text", "json", "github", "sarif")
 FLAGS = {"--strict": "strict", "--plans-only": "plans_only"}  # check's flags -> its parameters
-VALUED = {"--format": "fmt", "--tools": "tool_paths"}  # check's options taking a value -> its parameters
+VALUED = {"--format": "fmt", "--tools": "tool_paths", "--exclude": "exclude"}  # check's valued options
 QUIET, VERBOSE = ("-q", "--quiet"), ("-v", "--verbose")  # the group's options (cli/group.py)
 
 
@@ -43,7 +43,7 @@ def fast_check(argv: list[str]) -> dict | None:
         i += 1
     if argv[i : i + 1] != ["check"]:
         return None
-    found: dict = {"files": [], "fmt": "text", "strict": False, "tool_paths": [], "plans_only": False}
+    found: dict = {"files": [], "fmt": "text", "strict": False, "tool_paths": [], "plans_only": False, "exclude": []}
     rest, i = argv[i + 1 :], 0
     while i < len(rest):
         arg = rest[i]
@@ -63,7 +63,7 @@ def fast_check(argv: list[str]) -> dict | None:
                     return None
                 found["fmt"] = value
             else:
-                found["tool_paths"].append(value)
+                found[VALUED[name]].append(value)
         elif arg.startswith("-") and arg != "-":
             return None
         else:
@@ -75,24 +75,35 @@ def fast_check(argv: list[str]) -> dict | None:
     return found
 
 
-def expand(patterns: Iterable[str], walked: set[str] | None = None) -> list[str]:
+def expand(patterns: Iterable[str], walked: set[str] | None = None, exclude: Iterable[str] = ()) -> list[str]:
     """Files named by the arguments: a path that exists is that file (``[draft].yaml`` too), ``-`` is
     standard input, globs are expanded (quoted ones too), directories walked for plan files (those are
     added to ``walked``: a folder holds other YAML and JSON too). A selection that names no plan file is a
-    usage error (exit 2), whatever produced it."""
+    usage error (exit 2), whatever produced it. ``exclude``: regular expressions (searched in the path, as
+    pre-commit's ``exclude``) of the files a folder or a glob gives that are skipped; a file named is kept."""
+    import re
+
+    try:
+        skipped = [re.compile(e) for e in exclude]
+    except re.error as exc:
+        raise UsageFailure(f"--exclude {exc.pattern!r} is not a regular expression: {exc}") from None
+
+    def kept(found: list[str]) -> list[str]:
+        return [f for f in found if not any(e.search(f) for e in skipped)]
+
     files: list[str] = []
     for pattern in patterns:
         if pattern == "-" or (os.path.exists(pattern) and not os.path.isdir(pattern)):
             files.append(pattern)
         elif os.path.isdir(pattern):
-            found = sorted(_walk(pattern))
+            found = kept(sorted(_walk(pattern)))
             if not found:
                 raise UsageFailure(f"no plan files ({', '.join(PLAN_SUFFIXES)}) in {pattern!r}")
             files += found
             if walked is not None:
                 walked.update(found)
         elif glob.has_magic(pattern):
-            matches = [m for m in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(m)]
+            matches = kept([m for m in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(m)])
             if not matches:
                 raise UsageFailure(f"no files match {pattern!r}")
             files += matches
@@ -121,6 +132,7 @@ def run_check(
     tool_paths: Iterable[str],
     plans_only: bool,
     verbosity_: int | None = None,
+    exclude: Iterable[str] = (),
 ) -> NoReturn:
     """The whole of ``dagplan check``: validate the files, print the diagnostics, exit with the table's code."""
     from .. import api, check_files, load_config
@@ -132,7 +144,7 @@ def run_check(
     tool_paths = tuple(tool_paths)
     walked: set[str] = set()
     try:
-        paths = expand(files, walked)
+        paths = expand(files, walked, exclude)
     except UsageFailure as exc:
         say(f"dagplan check: {exc}")
         finish(EXIT_USAGE)
