@@ -17,7 +17,7 @@ guided decoding and the hosted providers' structured outputs accept: ``anyOf``, 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ...dsl.ir import ToolSpec, escape_text
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
@@ -247,7 +247,7 @@ def carries(name: str, schema: Any) -> bool:
     return bool(_words(name) & _CARRIED)
 
 
-def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: list[str] = ()) -> dict[str, Any]:
+def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = ()) -> dict[str, Any]:
     """A tool step whose text and number arguments are held to ``values`` (what the request gives; a small model
     let write free text after a value's first letters goes on writing, measured: Paris_toRomeDbCe...) and, where
     an argument can carry one, to the outputs of the ``earlier`` steps."""
