@@ -29,6 +29,7 @@ TOOLS = catalogs()
         ("Read the commits of the repository at ., format them as a changelog, then write it to CHANGELOG.md", 3),
         ("Book a flight from Rome to Berlin, Germany, then email Ada", 2),  # a comma inside a thing to do
         ("Find a park near the lake, the river or the sea", 1),  # a list of objects, no sequence
+        ("Clean the rows of ./raw/users.csv after reading it", 2),  # "X after Y": Y, then X
     ],
 )
 def test_a_request_is_split_into_the_clauses_it_states_in_order(task, parts):
@@ -80,6 +81,19 @@ def test_flow_passes_the_step_befores_output_to_what_can_carry_it():
     assert args(third, "write_file")["path"] == {"enum": ["CHANGELOG.md"]}
     plain = catalog_schema(tools, state_references=False, guide=guide, values=request_values(task, words=True))
     assert "$state.s1" not in str(args(plain["properties"]["steps"]["prefixItems"][1], "format_commits"))
+
+
+def test_one_thing_asked_is_one_step_unless_its_place_needs_fetching_first():
+    """A request of one clause plans one step (with `flow`), not two to five; one that gives a place its tool
+    cannot take (a link to describe) gets the tool that takes it first."""
+    assert clauses("Clean the rows of ./raw/users.csv after reading it")[0] == "reading it"
+    task = "Translate 'good morning' into Japanese"
+    schema = catalog_schema(TOOLS["everyday"], state_references=False, guide=positions(task, TOOLS["everyday"], per_clause=1),
+                            values=request_values(task, words=True), flow=True)  # fmt: skip
+    assert schema["properties"]["steps"]["maxItems"] == 1
+    assert positions("Describe the picture at https://example.org/cat.jpg", TOOLS["media"], per_clause=1) == [
+        ["downloadMedia"], ["captionImage"]]  # fmt: skip
+    assert positions("Generate an image of a red fox", TOOLS["media"], per_clause=1)[0][0] == "generateImage"
 
 
 def test_retrieval_finds_the_tools_a_clause_is_about():

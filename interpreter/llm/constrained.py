@@ -192,7 +192,7 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
     chain = len(guide) >= 2
     whole = sorted({name for names in guide for name in names if name in tools})
     positions = []
-    last = len(guide) if chain and flow else (len(guide) + 1 if chain else 3)
+    last = len(guide) if flow else (len(guide) + 1 if chain else 3)  # flow: one step a clause, no more
     for number in range(1, min(max_steps, last) + 1):
         names = guide[number - 1] if chain and number <= len(guide) else whole
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []

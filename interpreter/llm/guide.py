@@ -46,6 +46,7 @@ VALUES = re.compile(
     r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
     r"|#[A-Za-z][\w-]*"
 )
+_TRAILING_AFTER = re.compile(r"^([^,]+?),?\s+(?:after|once)\s+([^,]+?)[.?!]?$", re.I | re.S)
 _LEADING_AFTER = re.compile(r"^\s*(?:after|once)\s+(.+?),\s*(.+)$", re.I | re.S)
 PER_CLAUSE = 3  # tools offered for one clause
 WHOLE = 5  # tools offered for a request of one clause, or for positions past the clauses
@@ -57,6 +58,9 @@ def clauses(task: str) -> list[str]:
     leading = _LEADING_AFTER.match(task)
     if leading:
         return [*clauses(leading.group(1)), *clauses(leading.group(2))]
+    trailing = _TRAILING_AFTER.match(task)
+    if trailing and not _THEN.search(task):  # "X after Y" (no comma in Y) is Y, then X
+        return [*clauses(trailing.group(2)), *clauses(trailing.group(1))]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
     if len(found) > 1 and _THEN.search(task):  # "A, B, then C": its comma-listed things to do are clauses too
         found = [piece for part in found for piece in _LISTED.split(part)]
@@ -97,28 +101,52 @@ def _kinds(text: str) -> list[str]:
     return found
 
 
-def rank(text: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
-    """The ``k`` tools most about ``text`` (BM25), best first; none when the text shares no word with any."""
+def rank(text: str, tools: Mapping[str, ToolSpec], k: int, kinds: bool = True) -> list[str]:
+    """The ``k`` tools most about ``text`` (BM25), best first; none when the text shares no word with any.
+    ``kinds``: a URL or a path in the text asks for the tools that take one (:func:`_kinds`)."""
     from rank_bm25 import BM25Okapi
 
     names = sorted(tools)
     if not names:
         return []
     index = BM25Okapi([_document(tools[name]) for name in names])
-    scores = index.get_scores(_tokens(text) + _kinds(text))
+    scores = index.get_scores(_tokens(text) + (_kinds(text) if kinds else []))
     ranked = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
     return [names[i] for i in ranked[:k] if scores[i] > 0]
+
+
+_PLACE_PARAMS = frozenset({"url", "uri", "link", "path", "file", "filename"})
+
+
+def _takes_place(spec: ToolSpec) -> bool:
+    return any(_CAMEL.sub(" ", n).lower().split()[-1] in _PLACE_PARAMS for n in (spec.parameters or {}).get(
+        "properties", {}))  # fmt: skip
+
+
+def _fetch_first(task: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
+    """A one-clause request that gives a place (a URL, a path) its chosen tool cannot take asks for a step that
+    takes it first: "describe the picture at https://..." downloads, then describes. The tools that take a
+    place, best first (none when the chosen tool takes one itself)."""
+    action = rank(task, tools, 1, kinds=False)  # what the words ask for, the place aside
+    if not _kinds(task) or not action or _takes_place(tools[action[0]]):
+        return []
+    takers = {name: spec for name, spec in tools.items() if _takes_place(spec)}
+    return rank(task, takers, k)
 
 
 def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_clause: int = PER_CLAUSE
               ) -> list[list[str]]:  # fmt: skip
     """Per step position, the tools offered there: the ``per_clause`` each clause (read with the clause before
-    it) is most about, in the request's order. A request of one clause gets the tools it is about at every
-    position."""
+    it) is most about, in the request's order. A request of one clause gets the tools it is about (one
+    position), after a tool that takes the place it gives when its own tool cannot (:func:`_fetch_first`)."""
     parts = clauses(task)[:max_steps]
     whole = rank(task, tools, WHOLE) or sorted(tools)
     if len(parts) < 2:
-        return [whole]
+        fetch = _fetch_first(task, tools, per_clause)
+        if not fetch:
+            return [whole]
+        action = rank(task, tools, per_clause, kinds=False)
+        return [fetch, action]
     # a clause is read with the one before it: "then book the first one" books what the clause before searched
     # (its own words count twice)
     # (its own words count twice, its first word, the action, once more: "write it to CHANGELOG.md" after
