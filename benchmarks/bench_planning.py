@@ -94,7 +94,10 @@ def per_catalog(model: str, repair: int, guide: tuple[str, ...], catalogs_: list
     tools = catalogs()
     rows = []
     for name in catalogs_:
-        paths = OTHER_KINDS.get(name) or ((HELDOUT if heldout else files)[name],)
+        if name in OTHER_KINDS:  # --heldout: the half in everyday words only
+            paths = OTHER_KINDS[name][1:] if heldout else OTHER_KINDS[name]
+        else:
+            paths = ((HELDOUT if heldout else files)[name],)
         mine = [task for path in paths for task in read_tasks(str(HERE / "planning" / path))]
 
         def said(g: Any) -> None:
@@ -123,20 +126,35 @@ def _tool_steps(plan: str) -> int:
 
 
 def recall(k_values: tuple[int, ...] = (1, 3, 5)) -> list[str]:
-    """Recall@k of the guide's retrieval, per catalog: of the tools each reference task calls, the share among
-    the k its request ranks first (guide.rank, BM25); no model is asked."""
+    """The guide's retrieval alone, per catalog (no model is asked): recall@k (of the tools each task calls, the
+    share among the k its request ranks first, guide.rank), and the node F1 of the tools the guide offers first
+    at each step position (guide.positions, one a clause: what `narrow` leaves the model), on the reference
+    tasks and on the held-out ones apart."""
     import yaml
 
-    from dagplan.interpreter.llm.guide import rank
+    from dagplan.interpreter.llm.guide import positions, rank
     from dagplan.interpreter.testing.evaluate import read_tasks
 
     files = yaml.safe_load((HERE / "planning" / "reference.yaml").read_text())["files"]
     tools = catalogs()
-    lines = ["| catalog | tasks | " + " | ".join(f"recall@{k}" for k in k_values) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in k_values) + " |"]  # fmt: skip
+
+    def read(paths: tuple) -> list:
+        return [task for path in paths if path for task in read_tasks(str(HERE / "planning" / path))]
+
+    def offered_f1(tasks: list, catalog: dict) -> str:
+        tp = fp = fn = 0
+        for task in tasks:
+            got = {names[0] for names in positions(task.request, catalog, per_clause=1) if names}
+            tp, fp, fn = tp + len(got & task.tools), fp + len(got - task.tools), fn + len(task.tools - got)
+        return f"{200 * tp / (2 * tp + fp + fn):.1f}" if tasks else "-"
+
+    lines = ["| catalog | tasks | " + " | ".join(f"recall@{k}" for k in k_values)
+             + " | offered first, node F1: reference | held-out |",
+             "| --- | --- | " + " | ".join("---" for _ in k_values) + " | --- | --- |"]  # fmt: skip
     for name in ("everyday", "examples", "media", "pipeline"):
-        paths = OTHER_KINDS.get(name) or (files[name], HELDOUT.get(name))
-        mine = [task for path in paths if path for task in read_tasks(str(HERE / "planning" / path))]
+        reference = read(OTHER_KINDS[name][:1] if name in OTHER_KINDS else (files[name],))
+        held = read(OTHER_KINDS[name][1:] if name in OTHER_KINDS else (HELDOUT.get(name),))
+        mine = reference + held
         cells = []
         for k in k_values:
             found = wanted = 0
@@ -145,7 +163,8 @@ def recall(k_values: tuple[int, ...] = (1, 3, 5)) -> list[str]:
                 found += len(set(task.tools) & ranked)
                 wanted += len(task.tools)
             cells.append(f"{100 * found / wanted:.1f}")
-        lines.append(f"| {name} | {len(mine)} | " + " | ".join(cells) + " |")
+        first = f"{offered_f1(reference, tools[name])} | {offered_f1(held, tools[name])}"
+        lines.append(f"| {name} | {len(mine)} | " + " | ".join(cells) + f" | {first} |")
     return lines
 
 

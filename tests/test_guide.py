@@ -167,3 +167,20 @@ def test_a_question_gets_a_solver_step_reading_every_step_and_nothing_else_does(
     assert solver_step("What is the weather?", [{"id": "answer", "tool": "getWeather"}]) is None  # id taken
     assert [asks(t) for t in ("what's on today", "Tell me the rate", "Email Bob the rate", "Rome?")] == [
         True, True, False, True]  # fmt: skip
+
+
+def test_the_retrieval_benchmark_reports_every_catalog_with_its_held_out_half():
+    """bench_planning --recall (no model): recall@k and what the guide offers first, per catalog, the held-out
+    tasks apart; the catalogs of other kinds have 40 tasks each, half held out."""
+    from benchmarks.bench_planning import OTHER_KINDS, recall, shape
+
+    rows = recall()
+    assert [row.split(" | ")[0].strip("| ") for row in rows[2:]] == ["everyday", "examples", "media", "pipeline"]
+    assert all(row.split(" | ")[1] == "40" for row in rows[4:])
+    from dagplan.interpreter.testing.evaluate import read_tasks
+
+    for name, (reference, held) in OTHER_KINDS.items():
+        tasks = [read_tasks(str(ROOT / "benchmarks" / "planning" / f)) for f in (reference, held)]
+        assert [len(t) for t in tasks] == [20, 20], name
+        assert {shape(t) for half in tasks for t in half} == {"single", "chain", "graph"}, name
+        assert set(TOOLS[name]) >= {tool for half in tasks for t in half for tool in t.tools}  # the catalog's own
