@@ -256,3 +256,26 @@ def test_a_worker_runs_the_projects_runs_with_its_tools_and_masks_its_secret(pro
     assert "[REDACTED]" in shown.stdout and SECRET not in shown.stdout, shown.stdout
     assert [r.id for r in dagplan.Project(project, state=postgres).runs()] == [run_id]
     assert dagplan.Project(project, state=postgres).run_report(run_id).to_json()["status"] == "completed"
+
+
+def test_the_groups_tools_and_state_are_every_commands(tmp_path):
+    """`dagplan --tools FILE --state DIR COMMAND`: one --tools and one --state for every command, as each
+    command's own would be; a command's own --tools adds to the group's."""
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    (tmp_path / "bad.yaml").write_text(BAD)
+    (tmp_path / "more.py").write_text("import dagplan\n\n@dagplan.tool(purity='pure')\ndef extra(x: str) -> str:\n"
+                                      "    return x\n")  # fmt: skip
+    unchecked = _cli(tmp_path, "check", "bad.yaml")
+    assert unchecked.returncode == 0 and "not checked" in unchecked.stderr  # no tools known: said
+    checked = _cli(tmp_path, "--tools", "tools.py", "check", "bad.yaml")
+    assert checked.returncode == 1 and "unknown-tool" in checked.stdout, checked.stdout + checked.stderr
+    listed = json.loads(_cli(tmp_path, "--tools", "tools.py", "tools", "list", "--tools", "more.py", "--format",
+                             "json").stdout)  # fmt: skip
+    assert sorted(t["name"] for t in listed) == ["extra", *TOOL_NAMES]
+    ran = _cli(tmp_path, "--tools", "tools.py", "--state", "elsewhere", "run", "plan.yaml", "-i", "account=x1")
+    assert ran.returncode == 0, ran.stderr
+    run_id = re.search(r"Run (\S+):", ran.stdout).group(1)
+    assert (tmp_path / "elsewhere" / "runs" / run_id).is_dir() and not (tmp_path / ".dagplan").exists()
+    shown = _cli(tmp_path, "--state", "elsewhere", "runs", "show", run_id)
+    assert shown.returncode == 0 and run_id in shown.stdout
