@@ -182,9 +182,7 @@ def build(project: Any = None) -> Any:
     from lsprotocol import types as t
     from pygls.lsp.server import LanguageServer
 
-    from .project import Project
-
-    project = project or Project.default()
+    project = _project(project)
 
     # Full sync: every change carries the whole text, so no line model but ours ever applies an edit.
     server = LanguageServer("dagplan", api_version(), text_document_sync_kind=t.TextDocumentSyncKind.Full,

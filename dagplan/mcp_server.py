@@ -285,7 +285,6 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
     from mcp_types import ToolAnnotations
 
     acts = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
-    state = here.state
 
     @server.tool(annotations=acts, structured_output=True)
     @_answers
@@ -306,8 +305,8 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
             if not config.default_model:
                 raise RunError.make("no-model", "run_plan with a task needs a model to write the plan",
                                         hint="set `model` in the server's dagplan.toml, or DAGPLAN_MODEL")  # fmt: skip
-            written = await api.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {}, state_dir=state,
-                                      config=config, on_run_created=here.mine.add,
+            written = await api.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {},
+                                      state_dir=here.state, config=config, on_run_created=here.mine.add,
                                       gate_acting=not allow_side_effects)  # fmt: skip
             return _run_json(written.run.to_json())
         if not plan:
@@ -316,16 +315,15 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
         loaded = here.loaded(plan, name)
         if not allow_side_effects:
             loaded = acting_gated(loaded, tools)
-        result = await api.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, state_dir=state,
-                                config=here.project.config, person_gates=True,
-                                on_run_created=here.mine.add)  # fmt: skip
+        result = await here.project.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, person_gates=True,
+                                         on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())
 
     @server.tool(annotations=acts, structured_output=True)
     @_answers
     async def resume_run(run_id: str) -> RunAnswer:
         """Go on with a run this server started, once a person has answered the gate it waits at."""
-        result = await api.aresume(here.own(run_id), tools=here.tools(), state_dir=state, config=here.project.config)
+        result = await here.project.aresume(here.own(run_id))
         return _run_json(result.to_json())
 
     if allow_answer:
@@ -337,15 +335,15 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
             only a person may answer (every gate of a plan run from here, and the side-effect gate) refuses."""
             params = ctx.session.client_params
             who = params.client_info.name if params is not None and params.client_info is not None else None
-            api.answer(here.own(run_id), step, value, state, channel="mcp", who=who or "an MCP client")
-            result = await api.aresume(run_id, tools=here.tools(), state_dir=state, config=here.project.config)
+            here.project.answer(here.own(run_id), step, value, channel="mcp", who=who or "an MCP client")
+            result = await here.project.aresume(run_id)
             return _run_json(result.to_json())
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
     @_answers
     def run_status(run_id: str) -> RunAnswer:
         """Where a run stands: its status, each step's status and output, what it waits for."""
-        return _run_json(api.run_report(run_id, state).to_json())
+        return _run_json(here.project.run_report(run_id).to_json())
 
 
 def _resources(server: Any, here: Here) -> None:

@@ -190,14 +190,14 @@ def state_dir_option(f):
 
 def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
     """This command's project (:class:`dagplan.Project`), built the one way every door builds it: the working
-    directory's project with the ``--state`` and ``--tools`` given (to the group or the command)."""
-    from ..project import Project
-
+    directory's project with the command's ``--state`` and ``--tools`` (the options already merged the group's,
+    :func:`_merged`); a tool file given is relative to where the command stands."""
     import os
 
-    state = state_dir if state_dir is not None else _group().get("state")
-    sources = [os.path.abspath(s) if s.endswith(".py") else s for s in group_tools(tool_sources)]  # as typed: here
-    return Project(state=state, tool_sources=tuple(dict.fromkeys(sources)))
+    from ..project import Project
+
+    sources = [os.path.abspath(s) if s.endswith(".py") else s for s in tool_sources]
+    return Project(state=state_dir, tool_sources=tuple(dict.fromkeys(sources)))
 
 
 def exit_table() -> str:

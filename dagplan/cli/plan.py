@@ -10,8 +10,8 @@ import json
 import os
 import sys
 import tempfile
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import click

@@ -161,9 +161,8 @@ def state_of(given: Any, config: Config, root: str | os.PathLike | None = None) 
     found = chosen_state(given, config.state_dir)
     if found is not None:
         return found
-    return str(Path(root) if root is not None else project_root(config.path.parent if config.path else None)) + (
-        os.sep + ".dagplan"
-    )
+    home = Path(root) if root is not None else project_root(config.path.parent if config.path else None)
+    return str(home / ".dagplan")
 
 
 def _is_root(folder: str) -> bool:
@@ -486,21 +485,21 @@ KEY_MEANINGS: dict[str, str] = {
     "tools": 'tool files or modules (`["tools.py"]`), or `mcp:NAME` for a declared MCP server',
     "max_concurrency": "steps running at once (default 16)",
     "step_max_iterations": "an LLM step's tool-calling rounds (default 5)",
-    "max_cost": "a run's budget in US dollars, in tokens: over it the run stops with `budget-exceeded`",
-    "max_tokens": "a run's budget in US dollars, in tokens: over it the run stops with `budget-exceeded`",
+    "max_cost": "a run's budget in US dollars: over it the run stops with `budget-exceeded`",
+    "max_tokens": "a run's budget in model tokens: over it the run stops with `budget-exceeded`",
     "max_items": "the default cap of `for_each` steps without `max_items` (default 100)",
     "max_steps": "`check` fails a plan that could execute more steps (worst case)",
-    "state": "where runs are kept: a directory, or `postgresql://user@host/db` (see *Running at scale*); "
-    "`$DAGPLAN_STATE_DIR` and `--state-dir` override",
-    "state_dir": "the same as `state`, for a directory (default `.dagplan`)",
+    "state": "where runs are kept: a directory (relative to this file), or `postgresql://user@host/db` (see "
+    "*Running at scale*); `--state`, `$DAGPLAN_STATE` and `$DAGPLAN_STATE_DIR` override",
+    "state_dir": "the same as `state`, for a directory (default: `.dagplan` at the project's root)",
     "resume": "`[resume]`: what `resume` does with a step that was running: `default`, and by purity "
     "`side_effect`, `pure`, `idempotent`, `undeclared`",
     "llm": "`[llm]`: passed to litellm as is (`api_base`, `api_key`, ...); a key of ours written under it is an error",
     "plan_first": "`[plan_first]`: `mode` and `threshold` of the complexity score (`dagplan score`)",
-    "redact": "regular expressions whose matches are masked in cassettes, traces, logs and the journal's "
-    "record of tool calls (see below)",
-    "executor": '`"local"` or `"ray"`; `[ray]` holds `ray.init()` arguments (`address = "ray://head:10001"`)',
-    "ray": '`"local"` or `"ray"`; `[ray]` holds `ray.init()` arguments (`address = "ray://head:10001"`)',
+    "redact": "regular expressions of the project's secrets: masked wherever people read a run (run tables, "
+    "events, the viewer, MCP answers), in cassettes, traces, logs and the journal's record of tool calls",
+    "executor": 'where tool calls run: `"local"` (threads and the event loop) or `"ray"`',
+    "ray": '`[ray]`: `ray.init()` arguments, for `executor = "ray"` (`address = "ray://head:10001"`)',
     "pool": "`[pool]`: `max_running`, and `[pool.per_plan]` limits for workers",
     "structured_output": 'how answers are held to a schema: `"auto"` (by provider) or a form forced',
     "mcp": '`[mcp.NAME]`: an MCP server whose tools plans call as `NAME.TOOL` (see "MCP")',
@@ -571,6 +570,7 @@ def _build(path: Path, table: dict) -> Config:
     values = {k: v for k, v in table.items() if k != "resume"}
     if "state" in values:  # `state` names runs' place whatever it is (a directory, a database)
         values["state_dir"] = values.pop("state")
+    if "state_dir" in values:
         from .state import is_url
 
         if not is_url(values["state_dir"]) and not os.path.isabs(values["state_dir"]):

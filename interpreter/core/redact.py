@@ -174,9 +174,11 @@ def redacted_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     held = ""
     for chunk in chunks:
-        held += decoder.decode(chunk)
-        cut = held.rfind("\n") + 1
-        if cut:  # whole lines: a secret is never cut (patterns match within a line)
+        piece = decoder.decode(chunk)
+        held += piece
+        cut = piece.rfind("\n") + 1  # looked for in what came, not in all that is held
+        if cut:
+            cut += len(held) - len(piece)  # whole lines: a secret is never cut (patterns match within a line)
             yield redact(held[:cut]).encode("utf-8")
             held = held[cut:]
         elif len(held) > _HELD:  # one long line: masked whole, its last 4 KB kept to meet the next chunk

@@ -16,15 +16,13 @@ guided decoding and the hosted providers' structured outputs accept: ``anyOf``, 
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping, Sequence
 
 from ...dsl.ir import ToolSpec, escape_text
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
 from .grammar import plain as _plain
+from .guide import PLACE_WORDS, is_place, name_words
 
-_NAME_WORDS = re.compile(r"[A-Za-z]+")
-_CAMEL_CUT = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 # patterns written with character classes only ([$], [.]): llama.cpp's grammar parser takes no \$ escape,
 # and unbounded repetition keeps the grammar small (a {0,30} unrolls into 30 nested rules per use)
@@ -218,20 +216,11 @@ _CARRIED = frozenset(
 )
 
 
-# ... and words that say it names a place: it takes the request's paths, URLs and file names when it gives some
-_PLACES = frozenset("path file filename dir directory folder repository repo url uri link location".split())
-_PLACE = re.compile(r"^(?:[a-z]+://\S+|\.{1,2}|\S*/\S*|[\w-]+\.[A-Za-z0-9]{1,5})$")
-
-
-def _words(name: str) -> set[str]:
-    return {w.lower() for w in _NAME_WORDS.findall(_CAMEL_CUT.sub(" ", name))}
-
-
 def _fitting(name: str, values: list[str]) -> list[str]:
     """The request's values an argument named ``name`` is offered: a place's name gets the places the request
     gives (a path, a URL, ".", a file name), when it gives some; any other argument, every value."""
-    if _words(name) & _PLACES:
-        places = [v for v in values if _PLACE.match(v)]
+    if name_words(name) & PLACE_WORDS:
+        places = [v for v in values if is_place(v)]
         return places or values
     return values
 
@@ -244,7 +233,7 @@ def carries(name: str, schema: Any) -> bool:
         return True
     if kind not in ("string", None):
         return False
-    return bool(_words(name) & _CARRIED)
+    return bool(name_words(name) & _CARRIED)
 
 
 def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = ()) -> dict[str, Any]:

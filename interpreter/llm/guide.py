@@ -37,17 +37,35 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP = frozenset("a an the to of for in on at by and or it its is are be me my i you your with from this that "
                   "then after once finally first last one do get find give make check about into there what where "
                   "how his her them their our please now some all it's what's want need can".split())  # fmt: skip
-# The values a request gives, each whole: a URL, a path, "." (this folder), a quoted text, an email, a date, a
-# number or time, a capitalised name (not the sentence's first word), an id (o-1234, cust_42, p77), an
-# all-capital code (USD, AAPL).
+# Places a request gives, each whole: a URL; a path (with a slash) or a file name (by its extension); "." (this
+# folder). The one rule of what a place is: the values a request gives, what asks for a tool that takes one
+# (:func:`_kinds`), what an argument naming a place is offered (constrained.py).
+_EXTENSIONS = "md|txt|py|json|ya?ml|csv|log|html|js|ts|toml|cfg|ini|png|jpe?g|gif|wav|mp3|mp4|pdf|docx?|pkl"
+_URL = re.compile(r"""\bhttps?://[^\s'"]+""")
+_PATH = re.compile(rf"(?:~|\.{{1,2}})?/[\w.~/-]+|\b[\w.-]+/[\w./-]*|\b[\w-]+\.(?:{_EXTENSIONS})\b")
+_HERE = r"(?<=\s)\.(?=\s|$|,)"
+# Words of a parameter's name that say it names a place.
+PLACE_WORDS = frozenset("url uri link path file filename dir directory folder repository repo location".split())
+# The values a request gives, each whole: its places, a quoted text, an email, a date, a number or time, a
+# capitalised name (not the sentence's first word), an id (o-1234, cust_42, p77), an all-capital code (USD, AAPL).
 VALUES = re.compile(
-    # whole first: a URL, a path (with a slash, or a file name with its extension), "." alone (this folder)
-    r"""\bhttps?://[^\s'"]+|(?:~|\.{1,2})?/[\w.~/-]+|\b[\w.-]+/[\w./-]*|\b[\w-]+\.(?:md|txt|py|json|ya?ml|csv|log|html"""
-    r"""|js|ts|toml|cfg|ini|png|jpe?g|gif|wav|mp3|mp4|pdf|docx?)\b|(?<=\s)\.(?=\s|$|,)"""
+    rf"{_URL.pattern}|{_PATH.pattern}|{_HERE}"
     r"""|'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
     r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
     r"|#[A-Za-z][\w-]*"
 )
+
+
+def is_place(value: str) -> bool:
+    """Whether a value the request gives is a place: a URL, a path, a file name, "." or ".."."""
+    return value in (".", "..") or bool(_URL.fullmatch(value) or _PATH.fullmatch(value))
+
+
+def name_words(name: str) -> set[str]:
+    """The words of a parameter's name, lower case (``filePath``, ``file_path``: file, path)."""
+    return {w.lower() for w in _WORD.findall(_CAMEL.sub(" ", name))}
+
+
 _TRAILING_AFTER = re.compile(r"^([^,]+?),?\s+(?:after|once)\s+([^,]+?)[.?!]?$", re.I | re.S)
 _LEADING_AFTER = re.compile(r"^\s*(?:after|once)\s+(.+?),\s*(.+)$", re.I | re.S)
 PER_CLAUSE = 3  # tools offered for one clause
@@ -84,13 +102,6 @@ def _document(spec: ToolSpec) -> list[str]:
     return name * 3 + _tokens(spec.description or "") + _tokens(params)  # the name weighs most
 
 
-_URL = re.compile(r"\bhttps?://\S+")
-_PATH = re.compile(
-    r"(?:^|\s)(?:~|\.{1,2})?/\S+|\b[\w-]+\.(?:md|txt|py|json|ya?ml|csv|log|html|js|ts|toml|png|jpe?g|gif"
-    r"|wav|mp3|mp4|pdf|docx?|pkl)\b"
-)
-
-
 def _kinds(text: str) -> list[str]:
     """Words for the kinds of value a text gives, matched against the tools' parameter names: a URL asks for a
     tool taking a `url`, a path or a file name for one taking a `path` or a `file` (a request rarely says
@@ -117,12 +128,8 @@ def rank(text: str, tools: Mapping[str, ToolSpec], k: int, kinds: bool = True) -
     return [names[i] for i in ranked[:k] if scores[i] > 0]
 
 
-_PLACE_PARAMS = frozenset({"url", "uri", "link", "path", "file", "filename"})
-
-
 def _takes_place(spec: ToolSpec) -> bool:
-    return any(_CAMEL.sub(" ", n).lower().split()[-1] in _PLACE_PARAMS for n in (spec.parameters or {}).get(
-        "properties", {}))  # fmt: skip
+    return any(name_words(n) & PLACE_WORDS for n in (spec.parameters or {}).get("properties", {}))
 
 
 def _fetch_first(task: str, tools: Mapping[str, ToolSpec], k: int) -> list[str]:
