@@ -134,7 +134,7 @@ def _through_mcp(where: Path, run_id: str) -> dict:
             checked = (await client.call_tool("check_plan", {"plan": BAD})).structured_content
             ran = (await client.call_tool("run_plan", {"plan": PLAN, "inputs": {"account": SECRET}})).structured_content
             assert ran["status"] == "completed", ran
-            return {"runs": sorted(r["id"] for r in runs if r["id"] == run_id or r["id"] in _ids(where)),
+            return {"runs": sorted(r["id"] for r in runs),
                     "tools": sorted(t["name"] for t in tools), "check": _codes(checked["diagnostics"]),
                     "secret_shown": SECRET in json.dumps(ran), "tools_checked": checked["tools_checked"]}  # fmt: skip
 
