@@ -136,7 +136,10 @@ def test_a_plan_that_turns_invalid_at_its_last_step_ran_no_side_effect_and_its_r
 def test_a_stream_that_repeats_an_id_starts_nothing_after_it_and_is_repaired(stub, tmp_path):
     tools = Tools()
     again = {**PRICE, "id": "find"}
-    stub.script(streamed(plan_text(FIND, again, BOOK)), streamed(plan_text(FIND, PRICE, BOOK)))
+    # the stub holds after the first step until it ran: without the hold, a fast stream reaches the repeated
+    # id before the first step could start, and "find started early" would depend on the machine's speed
+    first = streamed(plan_text(FIND, again, BOOK), hold_after='"$state.f"}', hold=tools.found)
+    stub.script(first, streamed(plan_text(FIND, PRICE, BOOK)))
     events: list = []
     result = streamed_run(stub, tools, tmp_path, events)
     failed = next(e for e in events if e["type"] == "prefix_failed")
