@@ -22,6 +22,7 @@ from typing import Any, Callable
 from .errors import Diagnostic, PlanInvalid, Span, error
 from .expr import classify, parse_expr, parse_template
 from .ir import AllOf, AnyOf, FanOut, Gate, Loop, Plan, Ref, Step, SubPlan, parse_duration
+from .refschema import ref_schema
 
 REFUSALS = frozenset({"reject", "rejected", "no", "deny", "denied", "refuse", "refused", "false"})
 DEFAULT_CHOICES = ("approve", "reject")
@@ -368,22 +369,6 @@ def over_schema(plan: Plan, step: Step) -> Any:
     """The schema of the list a fan-out goes over, when the plan says it (None: unknown)."""
     over = step.for_each.over if step.for_each is not None else None
     return ref_schema(plan, over) if isinstance(over, Ref) else None
-
-
-def ref_schema(plan: Plan, ref: Ref, item: Any = None) -> Any:
-    """The JSON Schema a reference's value follows, as far as the plan says: an input's schema, the state's,
-    a fan-out item's (``item``), followed down the path (properties, items); None when unknown."""
-    from .validate_tools import _descend
-
-    if ref.root == "input":
-        schema: Any = plan.inputs.get(str(ref.path[0])) if plan.inputs and ref.path else None
-        path = ref.path[1:]
-    elif ref.root in ("state", "item"):
-        schema, path = (plan.state if ref.root == "state" else item), ref.path
-    else:
-        return None
-    found = _descend(schema, path) if schema is not None else None
-    return found if isinstance(found, Mapping) else None
 
 
 def worst_case(plan: Plan, default_max_items: int | None = None) -> Bounds:

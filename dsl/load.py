@@ -30,7 +30,7 @@ from .record import record
 from typing import Any, Iterator
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
-from .source import Positions, SourceMap, _Index  # noqa: F401 - SourceMap is part of this module's interface
+from .source import Positions, SourceMap  # noqa: F401 - SourceMap is part of this module's interface
 from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many, too_many_digits
 
 _JSON_START = re.compile(r"\s*[\[{]")

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from .record import record, field, replace
+from .record import replace
 from typing import Callable, Protocol
 
 from .errors import DEFAULT_LIMITS, DocPath, Limits, LoadError, Span
-
-
-@record
-class _Index:
-    """Where each value and key of a document starts in its text."""
-
-    values: dict[DocPath, tuple[int, str]] = field(default_factory=dict)  # value start, scalar style
-    keys: dict[DocPath, int] = field(default_factory=dict)
+from .yaml_reader import Index, _read_yaml
 
 
 def _identity(path: DocPath) -> DocPath:
@@ -47,7 +40,7 @@ class SourceMap:
         self.text, self.name, self.syntax, self.parse_text = text, name, syntax, parse_text
         self.limits = limits
         self.to_original: Callable[[DocPath], DocPath] = _identity
-        self._index: _Index | None = None
+        self._index: Index | None = None
         self._line_starts: list[int] | None = None
 
     def locate(self, span: Span) -> Span:
@@ -70,15 +63,13 @@ class SourceMap:
         where = self.index().keys.get(self.to_original(path))
         return self.line_col(where) if where is not None else None
 
-    def index(self) -> _Index:
+    def index(self) -> Index:
         if self._index is None:
-            self._index = _Index()
+            self._index = Index()
             try:
                 if self.syntax == "json":
                     _json_positions(self.parse_text, self._index)
                 else:
-                    from .yaml_reader import _read_yaml
-
                     _read_yaml(self.parse_text, self.name, self.limits, self._index)
             except (LoadError, ValueError, IndexError):
                 pass  # positions are best effort; a span then points at the top
@@ -91,7 +82,7 @@ class SourceMap:
         return line, position - self._line_starts[line - 1] + 1
 
 
-def _json_positions(text: str, index: _Index) -> None:
+def _json_positions(text: str, index: Index) -> None:
     """A tiny JSON scanner recording where every value (and key) starts; no recursion."""
     from json.decoder import scanstring
 

@@ -20,7 +20,8 @@ from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
 from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path, purity_of
 from .schema import surely_valid_schema
-from .validate_tools import _MISSING, _input_schema, acting_triggers, destructive_overrides, tool_arguments, tool_names
+from .refschema import MISSING, input_schema, ref_schema
+from .validate_tools import acting_triggers, destructive_overrides, tool_arguments, tool_names
 from .schedule import (
     Analysis,
     _overlapping,
@@ -303,7 +304,7 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
     if inputs is None:
         return
     for ref in facts.read_refs[1]:
-        if _input_schema(inputs, ref.path) is _MISSING:
+        if input_schema(inputs, ref.path) is MISSING:
             yield error(
                 "unknown-input",
                 f"{ref} is not declared in `inputs`",
@@ -418,8 +419,6 @@ def length_keys(facts: Facts) -> Iterator[Diagnostic]:
 def _known_kind(facts: Facts, ref: Ref) -> str | None:
     """What a reference holds when the plan says it: "string" (a model's text answer, a schema's string),
     "array", or None when unknown."""
-    from .compose import ref_schema
-
     schema = ref_schema(facts.plan, ref)
     if schema is None and ref.root == "state":
         for writer, _ in facts.writers(ref):

@@ -10,14 +10,26 @@ other rules share; ``validate`` lists them in its ``RULES`` table.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .ir import PURITY_RANK, AllOf, AnyOf, Plan, Ref, Step, Template, ToolSpec
+from .refschema import MISSING, descend, input_schema
 from .schedule import refs_of
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .validate import Facts
+
+class Facts(Protocol):
+    """What the tool rules read of :class:`.validate.Facts` (typed here, so that this module does not import
+    the one whose rule table lists these rules)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def tools(self) -> Mapping[str, ToolSpec] | None: ...
+
+    @property
+    def deps(self) -> Mapping[str, tuple[str, ...]]: ...
 
 
 def _at(step: Step, *more: str | int) -> Span:
@@ -166,7 +178,7 @@ def argument_problem(parameters: Mapping[str, Any], name: str, value: Any) -> st
 
 def _fitting_key(plan: Plan, ref: Ref, wanted: set[str]) -> str:
     """A key of the referenced object whose type fits (``; did you mean †input.trip.days?``), else ""."""
-    schema = _input_schema(plan.inputs, ref.path) if ref.root == "input" and plan.inputs else None
+    schema = input_schema(plan.inputs, ref.path) if ref.root == "input" and plan.inputs else None
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     for name, sub in properties.items() if isinstance(properties, Mapping) else ():
         if _types(sub) and _compatible(_types(sub), wanted):
@@ -189,10 +201,10 @@ def _value_types(plan: Plan, value: Any) -> set[str]:
         return {"string"}
     if isinstance(value, Ref):
         if value.root == "input" and plan.inputs is not None:
-            schema = _input_schema(plan.inputs, value.path)
+            schema = input_schema(plan.inputs, value.path)
         else:
-            schema = _descend(plan.state, value.path) if plan.state else None
-        return _types(schema) if schema is not _MISSING else set()
+            schema = descend(plan.state, value.path) if plan.state else None
+        return _types(schema) if schema is not MISSING else set()
     if isinstance(value, (AnyOf, AllOf)):
         per_ref = [_value_types(plan, r) for r in refs_of(value)]
         if isinstance(value, AnyOf) and value.has_default:
@@ -218,34 +230,3 @@ def _json_type(value: Any) -> str:
 def _compatible(got: set[str], wanted: set[str]) -> bool:
     widened = wanted | ({"integer"} if "number" in wanted else set())
     return got <= widened
-
-
-# --- the schema of a referenced value -----------------------------------------------------------
-
-
-_MISSING = object()
-
-
-def _input_schema(inputs: Mapping, path: tuple) -> Any:
-    """The JSON Schema of ``path`` under the inputs' properties; None when unknown; _MISSING when absent."""
-    if not path:
-        return {"type": "object"}
-    if path[0] not in inputs:
-        return _MISSING
-    return _descend(inputs[path[0]], path[1:])
-
-
-def _descend(schema: Any, path: tuple) -> Any:
-    for key in path:
-        if not isinstance(schema, Mapping):
-            return None
-        if isinstance(key, int):
-            schema = schema.get("items")
-            continue
-        props = schema.get("properties")
-        if not isinstance(props, Mapping):
-            return None
-        if key not in props:
-            return None if schema.get("additionalProperties", True) is not False else _MISSING
-        schema = props[key]
-    return schema

@@ -5,7 +5,7 @@ small builder turns them into dicts, lists and scalars without recursion. Scalar
 the YAML 1.2 core schema (``yes``/``no`` stay strings, timestamps stay strings); tags other
 than the core ones are refused; a key repeated in a mapping is a ``duplicate-key`` error;
 aliases count their whole value towards ``Limits.max_nodes`` (so alias bombs stop early).
-Given an index (:class:`.source._Index`), the builder also records where every value and
+Given an index (:class:`Index`), the builder also records where every value and
 key starts: that is how :class:`.source.SourceMap` locates YAML diagnostics.
 """
 
@@ -15,12 +15,19 @@ import sys
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import DocPath, Limits, LoadError, Span
+from .record import field, record
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .source import _Index
+
+@record
+class Index:
+    """Where each value and key of a document starts in its text: filled by the YAML builder here, or by
+    :func:`.source._json_positions` for JSON, and read by :class:`.source.SourceMap`."""
+
+    values: dict[DocPath, tuple[int, str]] = field(default_factory=dict)  # value start, scalar style
+    keys: dict[DocPath, int] = field(default_factory=dict)
 
 
 def _too_deep(name: str, limits: Limits, mark: Any) -> LoadError:
@@ -66,7 +73,7 @@ def _events(text: str) -> Iterator[Any]:
     return iter(_yaml.CParser(text).get_event, None)
 
 
-def _read_yaml(text: str, name: str, limits: Limits, index: "_Index | None" = None) -> Any:
+def _read_yaml(text: str, name: str, limits: Limits, index: "Index | None" = None) -> Any:
     try:
         return _YamlBuilder(name, limits, index).run(_events(text))
     except LoadError:
@@ -232,7 +239,7 @@ class _YamlBuilder:
     """Events -> plain data, without recursion; checks limits as it goes and, when given
     an index, records where every value starts."""
 
-    def __init__(self, name: str, limits: Limits, index: "_Index | None"):
+    def __init__(self, name: str, limits: Limits, index: "Index | None"):
         self.name, self.limits, self.index = name, limits, index
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Any, int, int]] = {}

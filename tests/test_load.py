@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagplan.dsl.errors import Limits, LoadError, Span
+from dagplan.dsl.yaml_reader import Index
 
 load = importlib.import_module("dagplan.dsl.load")
 
@@ -206,7 +207,7 @@ def test_yaml_builder_fast_path_agrees_with_the_indexed_one_and_pyyaml(data, flo
     # The same object twice: PyYAML writes an anchor and aliases (when it is a collection).
     text = yaml.safe_dump({"steps": [data, [data]], "again": data}, default_flow_style=flow, sort_keys=False)
     fast = load._read_yaml(text, "t", Limits())
-    indexed = load._read_yaml(text, "t", Limits(), load._Index())
+    indexed = load._read_yaml(text, "t", Limits(), Index())
     assert fast == indexed == yaml.safe_load(text)
 
 

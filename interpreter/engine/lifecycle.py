@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import time
 from copy import deepcopy
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 from ...dsl import condition
 from ...dsl.ir import Catch, Output, Plan, Step
-from ..core.context import Runner
+from ..core.context import Runner, StepContext
 from ..core.printed import collecting, end
 from ..core.trace import frames
 from ..core.values import MISSING, PLAIN, NotJSON, Resolver, json_value, read_or_missing, set_path
@@ -29,8 +29,13 @@ from .attempts import StepFailure, Waiting
 from .resume import Recorded
 from .scope import RunScope, Unit
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .execution import StepContext
+
+class UnitContext(StepContext, Protocol):
+    """What the life of a unit needs of its :class:`~.execution.StepContext` (typed here, so that this module
+    does not import the execution that builds it)."""
+
+    unit: Unit
+    labels: Mapping[str, Any]
 
 
 class UnitLife:
@@ -45,7 +50,7 @@ class UnitLife:
     _troubled: bool  # the execution's: a unit failed or a gate was answered (world.py)
     _settle: Callable[[str], list[str]]  # the execution's: count a step settled, return what it made ready
 
-    async def _run_step(self, unit: Unit, runner: Runner, ctx: "StepContext", prepared: Any) -> list[str]:
+    async def _run_step(self, unit: Unit, runner: Runner, ctx: UnitContext, prepared: Any) -> list[str]:
         """Run the step's attempts and settle it; returns the dependents it made ready."""
         started = time.perf_counter()
         if self.scope.sinks:
@@ -102,14 +107,14 @@ class UnitLife:
         except BaseException as exc:  # noqa: BLE001 - judged by the policy (the run's own raised again)
             return await attempts.retry(unit, once, attempts.as_failure(exc))
 
-    async def _started(self, unit: Unit, per_child: bool, ctx: "StepContext") -> None:
+    async def _started(self, unit: Unit, per_child: bool, ctx: UnitContext) -> None:
         """The started event; a side effect never starts before its intent is durable (a fan-out's or a
         loop's own start is not an attempt: each child commits its own)."""
         ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
         if self._journal is not None and not per_child and self.scope.purity(unit.step) == "side_effect":
             await self._journal.commit()
 
-    async def settle_child(self, ctx: "StepContext", once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
+    async def settle_child(self, ctx: UnitContext, once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
         """A child unit to its outcome: replayed, or started and tried under the attempt policy."""
         unit = ctx.unit
         recorded = self.scope.replay.units.get(unit.id)

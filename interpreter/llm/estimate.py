@@ -25,7 +25,8 @@ from functools import lru_cache
 from typing import Any, Iterator, Mapping
 
 from ...dsl.errors import Diagnostic, Span, counted, error, warning
-from ...dsl.compose import items_bound, over_schema, ref_schema
+from ...dsl.compose import items_bound, over_schema
+from ...dsl.refschema import ref_schema
 from ...dsl.ir import AnyOf, Placeholder, Plan, Ref, Step, Template
 
 CHARS_PER_TOKEN = 3
