@@ -70,7 +70,7 @@ class SlowModel:
 
 async def one(state: str, text: str, latency: float, reuse: str | None) -> dict:
     import dagplan
-    from dagplan.api import reuse_of
+    from dagplan._doors import reuse_of
     from dagplan.interpreter.engine.scope import Options
     from dagplan.interpreter.ops.driver import RunRequest, start
     from dagplan.interpreter.tools.catalog import registry

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from . import api
+
+from . import _doors
 
 DEBOUNCE = 0.05  # seconds of quiet before a changed document is checked again (typing bursts coalesce)
 STEP_KEYS = ("id", "description", "tool", "args", "llm", "system", "model", "params", "tools", "output_schema",
@@ -86,7 +87,7 @@ def index(text: str) -> list[StepAt]:
     """The steps of a plan's text with their lines: where the loader says they are (any dialect, block or
     flow style), else, for a half-written plan the loader refuses, a scan of its lines."""
     lines = split_lines(text)
-    found = api.outline(text)
+    found = _doors.outline(text)
     if found:
         steps = []
         for entry in found:
@@ -203,7 +204,7 @@ def build(project: Any = None) -> Any:
         doc = Doc(text, server.workspace.position_codec)
         path = unquote(urlparse(uri).path) if urlparse(uri).scheme == "file" else ""
         name = path or Path(unquote(urlparse(uri).path)).name or "plan.yaml"
-        if not api.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
+        if not _doors.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
             return []
         try:
             result = project.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
@@ -292,7 +293,7 @@ def build(project: Any = None) -> Any:
         places = occurrences(doc.text, word)
         if not places or params.new_name == word:
             return None
-        problem = api.step_id_problem(params.new_name)
+        problem = _doors.step_id_problem(params.new_name)
         if problem is None and any(s.id == params.new_name for s in index(doc.text)):
             problem = f"step {params.new_name!r} exists already: two steps cannot share an id"
         if problem is not None:

@@ -28,6 +28,8 @@ from typing_extensions import TypedDict  # pydantic (the SDK) needs this one on 
 
 from . import api
 
+from . import planning
+
 REFERENCE = """# dagplan plans, in short
 
 A plan is a YAML (or JSON) document with `steps`, a directed acyclic graph run with as much
@@ -305,7 +307,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
             if not config.default_model:
                 raise RunError.make("no-model", "run_plan with a task needs a model to write the plan",
                                         hint="set `model` in the server's dagplan.toml, or DAGPLAN_MODEL")  # fmt: skip
-            written = await api.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {},
+            written = await planning.aplan(task, tools=tools, run=True, stream=True, inputs=inputs or {},
                                       state_dir=here.state, config=config, on_run_created=here.mine.add,
                                       gate_acting=not allow_side_effects)  # fmt: skip
             return _run_json(written.run.to_json())

@@ -24,12 +24,18 @@ from typing import Any, Iterable, Mapping
 
 from . import api
 
+from . import pool
+
+from . import plantests
+
 
 class Project:
-    """One project's context (see the module doc)."""
+    """One project's context, built once: its configuration, where its runs are kept, its tools, its secrets
+    and its runs' settings; its methods are the API's functions with that context filled in (see the module
+    doc)."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, state: Any = None,
-                 tool_sources: Iterable[str] = (), tools: Any = None) -> None:  # fmt: skip
+                 tool_sources: Iterable[str] = (), tools: Any = None, **settings: Any) -> None:  # fmt: skip
         from .interpreter.core.config import project_root
 
         self.root = project_root(root)
@@ -38,6 +44,11 @@ class Project:
         self.tool_sources = tuple(str(self.root / s) if s.endswith(".py") and not os.path.isabs(s) else s
                                   for s in map(os.fspath, tool_sources))  # fmt: skip
         self._given_tools = tools
+        for name in settings:
+            if name not in api.RUN_SETTINGS:
+                raise TypeError(f"Project() got an unexpected keyword argument {name!r} (a run's settings: "
+                                f"{', '.join(api.RUN_SETTINGS)})")  # fmt: skip
+        self.settings: Mapping[str, Any] = dict(settings)  # every run's (model, max_cost, subscribers...)
 
     @classmethod
     def default(cls) -> "Project":
@@ -50,12 +61,16 @@ class Project:
         stands: a plan test collected by pytest from a parent folder, a document an editor opened."""
         return cls(os.path.dirname(os.path.abspath(path)), **given)
 
-    def with_options(self, *, state: Any = None, tool_sources: Iterable[str] | None = None,
-                     tools: Any = None) -> "Project":  # fmt: skip
-        """A new project: this one with another state location, more tool sources, or tools given."""
+    def with_options(self, *, state: Any = None, tool_sources: Iterable[str] | None = None, tools: Any = None,
+                     **settings: Any) -> "Project":  # fmt: skip
+        """A new project: this one with another state location, more tool sources, tools given, or other
+        settings for its runs (``model``, ``completion_kwargs``, ``max_cost``, ``max_tokens``,
+        ``max_concurrency``, ``on_limit_exceeded``, ``subscribers``, ``ask_gate``, ``executor``,
+        ``person_gates``: :func:`dagplan.arun` says what each does)."""
         return Project(self.root, state=state if state is not None else self._given_state,
                        tool_sources=self.tool_sources if tool_sources is None else (*self.tool_sources, *tool_sources),
-                       tools=tools if tools is not None else self._given_tools)  # fmt: skip
+                       tools=tools if tools is not None else self._given_tools,
+                       **{**self.settings, **settings})  # fmt: skip
 
     # --- the context, each part by its one rule ---
 
@@ -107,26 +122,46 @@ class Project:
 
     def check_text(self, text: str, name: str = "plan.yaml", *, test_file: bool = False,
                    root: str | os.PathLike | None = None) -> Any:  # fmt: skip
-        return api.check_text(text, name, tool_sources=self.tool_sources, config=self.config, test_file=test_file,
-                              root=root)  # fmt: skip
+        """``check`` of a plan given as text (an editor's buffer, an agent's plan): the same rules, tools,
+        budget, preflight warnings and cost as :meth:`check`. ``name`` says where the text belongs: its
+        relative sub-plans are read beside it. The text is a plan whatever its name, unless ``test_file`` (an
+        editor's own files): then a ``*.test.yaml`` name checks it as a plan test, which imports the tools
+        it names, so never for text from an untrusted client. ``root``: the folder its sub-plan files must
+        lie under."""
+        from .dsl.load import is_test_file
+
+        if test_file and is_test_file(name):
+            from .interpreter.testing.plantest import check_suite
+
+            return check_suite(name, self.config, text)
+        return api._checker(self.config, self.tool_sources)(text=text, name=name, root=root)
 
     def catalog(self) -> list:
         """The tools a plan may call here, as :class:`ToolSpec` values sorted by name (MCP servers' from the
         lock): what ``dagplan tools``, MCP's ``list_tools`` and the editor's completion show."""
-        return api.tool_catalog(self.tool_sources, config=self.config)
+        from .interpreter.tools.sources import load_tool_specs
+
+        specs = load_tool_specs(self.sources)
+        return [specs[name] for name in sorted(specs)]
 
     def preview(self, plan: Any) -> Any:
         return api.preview(self._plan(plan), self.tools, self.config)
 
     async def arun(self, plan: Any, **options: Any) -> Any:
+        """Run a plan with this project's context and settings; ``options``: what varies per run (``inputs``,
+        ``approve``, ``durable``, ``run_id``, ``reuse``, ``cassette``, ``approval``, ``on_run_created``) or a
+        setting for this run only. See :func:`dagplan.arun`."""
         return await api.arun(self._plan(plan), **{"tools": self.tools, "tool_sources": self.sources,
-                                                   **self._context(), **options})  # fmt: skip
+                                                   **self._context(), **self.settings, **options})  # fmt: skip
 
     def run(self, plan: Any, **options: Any) -> Any:
         return api._sync(self.arun(plan, **options))
 
     async def aresume(self, run_id: str, **options: Any) -> Any:
-        return await api.aresume(run_id, **{"tools": self.tools, **self._context(), **options})
+        """Resume a durable run of this project (see :func:`dagplan.aresume`), with the settings a resume can
+        change."""
+        kept = {k: v for k, v in self.settings.items() if k in api.RESUME_SETTINGS}
+        return await api.aresume(run_id, **{"tools": self.tools, **self._context(), **kept, **options})
 
     def resume(self, run_id: str, **options: Any) -> Any:
         return api._sync(self.aresume(run_id, **options))
@@ -144,24 +179,24 @@ class Project:
         return api.answer(run_id, step, value, self.state, **options)
 
     def submit(self, plan: Any, inputs: Mapping[str, Any] | None = None) -> str:
-        return api.submit(self._plan(plan), tools=self.tools, tool_sources=self.sources, inputs=inputs,
+        return pool.submit(self._plan(plan), tools=self.tools, tool_sources=self.sources, inputs=inputs,
                           **self._context())  # fmt: skip
 
     def load_tests(self, path: str | os.PathLike) -> Any:
-        return api.load_tests(path, config=self.config)
+        return plantests.load_tests(path, config=self.config)
 
     def run_test_case(self, suite: Any, index: int) -> Any:
-        return api.run_test_case(suite, index, config=self.config)
+        return plantests.run_test_case(suite, index, config=self.config)
 
     def worker_pool(self, **options: Any) -> Any:
-        """A worker of this project's run database (see :func:`dagplan.api.worker_pool`)."""
-        return api.worker_pool(self.state, config=self.config, **options)
+        """A worker of this project's run database (see :func:`dagplan.pool.worker_pool`)."""
+        return pool.worker_pool(self.state, config=self.config, **options)
 
     def schedules(self) -> list:
-        return api.schedules(self.state, config=self.config)
+        return pool.schedules(self.state, config=self.config)
 
     def test(self, paths: Iterable[str | os.PathLike] = (".",), **options: Any) -> Any:
-        return api.test([self.root / p if not os.path.isabs(p) else p for p in paths], config=self.config,
+        return plantests.test([self.root / p if not os.path.isabs(p) else p for p in paths], config=self.config,
                         **options)  # fmt: skip
 
     def approve(self, plan: Any, who: str | None = None) -> dict:

@@ -101,7 +101,55 @@ def _changelog() -> str:
     return text.split("\n", 1)[1]  # its own title is the page's
 
 
+def _first_paragraph(obj: Any) -> str:
+    import inspect
+
+    own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__  # not an inherited one
+    doc = inspect.cleandoc(own) if own else ""
+    if inspect.isclass(obj) and doc.startswith(obj.__name__ + "("):
+        return ""  # a dataclass's generated signature says nothing more
+    return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+_SAME = {"check": "check_files"}  # a Project method -> the module function it is, where the names differ
+
+
+def _python_api() -> str:
+    """``dagplan.__all__`` (what ``import dagplan`` offers) and :class:`dagplan.Project`'s methods, each with its
+    signature and the first paragraph of its docstring."""
+    import inspect
+
+    import dagplan
+
+    def row(name: str, value: Any, same: Any = None) -> str:
+        if inspect.isclass(value):
+            kind = "class"
+        elif callable(value):
+            try:
+                kind = f"`{name}{inspect.signature(value)}`".replace("|", "\\|")
+            except (TypeError, ValueError):
+                kind = "function"
+        else:
+            kind = "value"
+        said = _first_paragraph(value) or (
+            f"`dagplan.{same.__name__}` with the project's context: " + _first_paragraph(same)
+            if same is not None
+            else "-"
+        )
+        return f"| `{name}` | {kind} | {said} |"
+
+    names = [n for n in dagplan.__all__ if n != "__version__"]
+    rows = ["| name | signature | what it is |", "| --- | --- | --- |", *(row(n, getattr(dagplan, n)) for n in names)]
+    methods = [n for n, m in vars(dagplan.Project).items() if not n.startswith("_") and callable(m)]
+    same = {n: getattr(dagplan, _SAME.get(n, n), None) for n in methods}
+    project = ["| method | signature | what it is |", "| --- | --- | --- |",
+               *(row(n, getattr(dagplan.Project, n), same[n]) for n in methods)]  # fmt: skip
+    return (f"`import dagplan` offers {len(names)} names:\n\n" + "\n".join(rows)
+            + "\n\n## `dagplan.Project`\n\n" + "\n".join(project) + "\n")  # fmt: skip
+
+
 GENERATED: dict[str, Callable[[], str]] = {
+    "python-api": _python_api,
     "diagnostic-codes": _diagnostic_codes,
     "exit-codes": _exit_codes,
     "configuration-keys": _configuration_keys,

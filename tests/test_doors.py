@@ -107,7 +107,7 @@ def _through_cli(where: Path, run_id: str) -> dict:
 def _through_api(where: Path, run_id: str, monkeypatch) -> dict:
     monkeypatch.chdir(where)
     found = [e.to_json() for e in dagplan.events(run_id) if str(e.type) in ("tool_called", "plan_step_printed")]
-    return {"runs": sorted(r.id for r in dagplan.runs()), "tools": [s.name for s in dagplan.api.tool_catalog()],
+    return {"runs": sorted(r.id for r in dagplan.runs()), "tools": sorted(dagplan.load_tool_specs(dagplan.load_config().tools)),
             "check": _codes(dagplan.check_files(["bad.yaml"])[0].diagnostics),
             "secret_shown": SECRET in json.dumps(found)}  # fmt: skip
 

@@ -342,6 +342,10 @@ CLI_MAY_IMPORT = (  # the public API, its renderers and the viewer it serves (ea
     "dagplan",
     "dagplan.api",
     "dagplan.project",  # dagplan.Project: the front door every command builds its context with
+    "dagplan.planning",  # plans a model writes, the agent loop, evaluate
+    "dagplan.pool",  # runs for the workers of a run database
+    "dagplan.plantests",  # plan tests and cassettes
+    "dagplan._doors",  # what the doors share that is not for users (recognising files, outlines, shown state)
     "dagplan.views",
     "dagplan.render",
     "dagplan.render_tests",

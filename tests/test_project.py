@@ -142,3 +142,57 @@ def test_the_guides_project_example_runs_as_written(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stdout + out.stderr
     assert (tmp_path / "examples" / ".dagplan" / "runs").is_dir()  # the project's own state
+
+
+# --- a project's settings, and a surface that stays small --------------------------------------------------
+
+
+def test_a_projects_settings_are_every_runs_and_a_run_may_override_one(project):
+    seen: list[str] = []
+    base = dagplan.Project(project, subscribers=[lambda event: seen.append(str(event.type))])
+    done = base.run("plan.yaml", inputs={"account": "x"})
+    assert done.status == "completed" and "plan_started" in seen
+    capped = base.with_options(max_concurrency=1)  # a new project: the settings add up, the old one is unchanged
+    assert capped.settings.keys() == {"subscribers", "max_concurrency"} and base.settings.keys() == {"subscribers"}
+    seen.clear()
+    assert capped.run("plan.yaml", inputs={"account": "y"}, subscribers=[]).status == "completed"
+    assert seen == []  # this run's own subscribers replaced the project's
+
+
+def test_an_unknown_option_is_refused_as_python_refuses_a_keyword(project):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        dagplan.Project(project, modle="local")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        dagplan.Project(project).with_options(modle="local")
+    with pytest.raises(TypeError, match=r"arun\(\) got an unexpected keyword argument 'modle'"):
+        dagplan.run(str(project / "plan.yaml"), inputs={"account": "x"}, modle="local")
+    with pytest.raises(TypeError, match=r"aresume\(\) got an unexpected keyword argument 'max_cost'"):
+        dagplan.resume("nothing", max_cost=1.0)  # a resume cannot change what the run may cost
+
+
+def test_names_that_moved_still_work_and_say_where_they_are():
+    from dagplan.dsl.load import load_text
+
+    with pytest.warns(DeprecationWarning, match=r"dagplan.load_text is dagplan.dsl.load.load_text now"):
+        moved = dagplan.load_text
+    assert moved is load_text and "load_text" not in dagplan.__all__
+    with pytest.raises(AttributeError):
+        dagplan.no_such_name  # noqa: B018
+
+
+def test_the_front_door_stays_small():
+    """The sizes issue 49 set: the API module at most ~800 lines, `arun` at most 12 parameters, the names a
+    user sees (exported, plus public functions of the API's modules not exported) at most ~80."""
+    import ast
+    import inspect
+
+    root = Path(dagplan.__file__).parent
+    assert len((root / "api.py").read_text(encoding="utf-8").splitlines()) <= 800
+    for function in (dagplan.arun, dagplan.aresume, dagplan.Project.arun):
+        assert len(inspect.signature(function).parameters) <= 12, function
+    public = set(dagplan.__all__)
+    for module in ("api", "planning", "pool", "plantests"):
+        tree = ast.parse((root / f"{module}.py").read_text(encoding="utf-8"))
+        public |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and not n.name.startswith("_")}  # fmt: skip
+    assert len(public) <= 85, sorted(public)

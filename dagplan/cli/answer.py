@@ -23,12 +23,13 @@ from .common import EXIT_OK, fail, finish, state_dir_option
 def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     """Answer the approval gate STEP of RUN with VALUE (one of its choices, or JSON for a schema)."""
     from .. import api
+    from .. import _doors
 
     try:
         full_id = api.answer(run_id, step, value, state_dir, text=True)
     except DagplanError as exc:
         fail(exc)
-    if api.in_database(state_dir):  # the answer queued the run: any worker goes on with it
+    if _doors.in_database(state_dir):  # the answer queued the run: any worker goes on with it
         click.echo(f"recorded the answer of {step}; the next `dagplan worker` continues run {full_id} "
                    f"(or here: dagplan resume {full_id})", err=True)  # fmt: skip
     else:

@@ -59,7 +59,7 @@ def check(
 
 def _load_or_exit(path: str):
     from ..dsl.errors import LoadError
-    from .. import load_file, load_text
+    from .._doors import load_file, load_text
     from ..render import render_text
     from .. import CheckResult
 

@@ -135,7 +135,7 @@ def run_check(
     exclude: Iterable[str] = (),
 ) -> NoReturn:
     """The whole of ``dagplan check``: validate the files, print the diagnostics, exit with the table's code."""
-    from .. import api, check_files, load_config
+    from .. import _doors, check_files, load_config
     from ..dsl.errors import DagplanError, counted
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
@@ -151,7 +151,7 @@ def run_check(
     # what a folder holds besides plans (a CI workflow, a compose file, package.json) is left alone, as the
     # hook leaves it (--plans-only: every file); a file named on its own is checked as a plan, strictly
     judged = paths if plans_only else [p for p in paths if p in walked]
-    left = {p for p in judged if p != "-" and not api.is_plan_file(p)}
+    left = {p for p in judged if p != "-" and not _doors.is_plan_file(p)}
     paths, others = [p for p in paths if p not in left], len(left)
     if not paths:  # the hook passes on a commit without plans; a folder named without any is a usage error
         say(f"dagplan check: no plan among {counted(others, 'YAML/JSON file')}: nothing to check (a plan "
@@ -203,7 +203,7 @@ def _exit_code(results, strict: bool) -> Exit:
 def _worst_cases(results, max_items: int | None) -> dict:
     """For plans with fan-out, sub-plans, loops or model calls: the most steps they can execute, and
     what their model calls can cost (``worst case 61 steps, 12 model calls, <= 38k input tokens, <= $0.19``)."""
-    from .. import worst_case
+    from .._doors import worst_case
 
     out = {}
     for r in results:

@@ -18,10 +18,11 @@ def db() -> None:
 def upgrade(state_dir: str | None) -> None:
     """Create or migrate the schema of the PostgreSQL database runs are kept in (versioned; safe to rerun)."""
     from .. import api
+    from .. import pool
 
     url = state_dir or api.load_config().state_dir
     try:
-        before, after = api.db_upgrade(url)
+        before, after = pool.db_upgrade(url)
     except DagplanError as exc:
         fail(exc)
     except ValueError as exc:

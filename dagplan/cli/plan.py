@@ -172,7 +172,7 @@ def _render(result: Any, path: Path | None, fmt: str, specs: Any = None) -> None
         click.echo(f"wrote {path}", err=True)
     for warning in result.warnings:
         click.echo(warning.format(), err=True)
-    from ..api import what_valid_means
+    from .._doors import what_valid_means
 
     click.echo(f"valid: {what_valid_means()}", err=True)
     click.echo(_preview(result.plan, path, specs), err=path is None)
@@ -237,7 +237,7 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
               fmt: str, repair: int, output: str | None) -> None:  # fmt: skip
     """``plan --run --stream``: one run from the model's first word; the plan is shown whole and approved
     before anything that changes something runs; the run's report and exit code as ``dagplan run``'s."""
-    from .. import api
+    from .. import planning
     from .run import Session, load_tools, read_inputs
 
     try:
@@ -248,7 +248,7 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
     written: dict[str, Any] = {}
 
     async def planned(target: str, **given: Any) -> Any:
-        result = await api.aplan(target, **given)
+        result = await planning.aplan(target, **given)
         written["result"] = result
         return result.run
 
@@ -312,8 +312,9 @@ def _approved(yes: bool, no_input: bool) -> bool:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
     """Complexity score 0-10 of TASK and whether plan-first would fire."""
-    from .. import DEFAULT_THRESHOLD, load_config, should_plan_first
-    from .. import score as parts
+    from .. import load_config, should_plan_first
+    from .._doors import DEFAULT_THRESHOLD
+    from .._doors import score as parts
 
     settings = load_config().plan_first
     mode = mode or settings.get("mode", "auto")
@@ -358,7 +359,7 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
     """Plan every task of TASKS with a model and score the plans against what each task expects: node and
     edge F1 (which tools, in which order), argument values, plans that run to the end with the tools
     faked; misses by kind; tokens, seconds and cost a plan."""
-    from .. import api, load_config
+    from .. import load_config, planning
     from ..dsl.errors import printable as safe_text
 
     config = load_config()
@@ -376,7 +377,7 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
             click.echo(safe_text(f"{graded.task}: {shown}"), err=True)
 
     try:
-        report = api.evaluate(tasks, tools=specs, model=model, repair=repair, completion_kwargs=kwargs,
+        report = planning.evaluate(tasks, tools=specs, model=model, repair=repair, completion_kwargs=kwargs,
                               config=config, on_graded=said)  # fmt: skip
     except DagplanError as exc:
         _show_failure(exc)
@@ -406,7 +407,7 @@ def agent(task: str, tool_sources: tuple[str, ...], model: str | None, max_turns
     answers. A batch that acts on the world runs only once a person approves it (or --yes)."""
     import asyncio
 
-    from .. import api, load_config
+    from .. import load_config, planning
     from .run import load_tools
 
     config = load_config()
@@ -435,7 +436,7 @@ def agent(task: str, tool_sources: tuple[str, ...], model: str | None, max_turns
     click.echo(f"  turn 1: asking {model} for the first steps (at most {max_turns} turns)...", err=True)
 
     try:
-        result = asyncio.run(api.aagent(task, tools=tools, model=model, approve=approve, max_turns=max_turns,
+        result = asyncio.run(planning.aagent(task, tools=tools, model=model, approve=approve, max_turns=max_turns,
                                         config=config, on_run_created=lambda run_id: click.echo(f"run {run_id}",
                                                                                                 err=True),
                                         on_turn=turn))  # fmt: skip

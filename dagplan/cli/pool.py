@@ -22,16 +22,16 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, project
 @state_dir_option
 def submit(file: str, tool_sources, pairs, input_file, each, state_dir) -> None:
     """Queue a run of FILE for the workers of the run database; prints its id (with --each, one a line)."""
-    from .. import api
+    from .. import pool
     from .run import prepare
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
     try:
         if each is not None:
-            ids = api.submit_each(plan, each, tools=tools, tool_sources=[*config.tools, *tool_sources],
+            ids = pool.submit_each(plan, each, tools=tools, tool_sources=[*config.tools, *tool_sources],
                                   inputs=inputs, state_dir=state_dir, config=config)  # fmt: skip
         else:
-            ids = [api.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
+            ids = [pool.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
                               state_dir=state_dir, config=config)]  # fmt: skip
     except DagplanError as exc:
         fail(exc, EXIT_USAGE)

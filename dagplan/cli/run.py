@@ -77,7 +77,7 @@ def load_plan(path: str, tools: dict):
 
 
 def read_inputs(pairs: tuple[str, ...], input_file: str | None, plan: Any) -> dict:
-    from .. import parse_assignments, read_data
+    from .._doors import parse_assignments, read_data
 
     values: dict = {}
     if input_file:
@@ -211,7 +211,7 @@ def run(
         ctx = click.get_current_context()
         ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
         return
-    from .. import api
+    from .. import _doors, api
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file, replay)
     approval = None
@@ -224,7 +224,7 @@ def run(
     reused = None
     if reuse:
         try:  # read before this run exists: @last is the run before it
-            reused = api.reuse_of(list(reuse), state_dir, config, plan)
+            reused = _doors.reuse_of(list(reuse), state_dir, config, plan)
         except DagplanError as exc:
             fail(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
@@ -253,11 +253,12 @@ def prepare(
     cassette recorded), the plan checked against them, and the inputs (a plan problem exits by the usual
     rule; an input problem is always the caller's: exit 2)."""
     from .. import api
+    from .. import _doors
 
     try:
         project = project_of(None, tool_sources)
         config = project.config
-        tools = api.cassette_tools(replay) if replay and not project.sources else (project.tools or {})
+        tools = _doors.cassette_tools(replay) if replay and not project.sources else (project.tools or {})
         plan = api.load(file, tools=tools, config=config)
     except DagplanError as exc:
         fail(exc)
@@ -274,19 +275,19 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
     value read as JSON, else as text."""
     import re
 
-    from .. import api
+    from .. import _doors
     from ..dsl.errors import did_you_mean
 
-    gates = [full for full, s in api.walk(plan) if s.gate is not None]
+    gates = [full for full, s in _doors.walk(plan) if s.gate is not None]
     out: dict[str, Any] = {}
     for pair in given:
         step, sep, raw = pair.partition("=")
-        if not sep or re.sub(r"\[[^\]]*\]", "", step) not in gates and not any(api.matches(step, g) for g in gates):
+        if not sep or re.sub(r"\[[^\]]*\]", "", step) not in gates and not any(_doors.matches(step, g) for g in gates):
             known = ", ".join(gates) or "none"
             hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
             die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)
         try:
-            out[step] = api.word_value(raw)
+            out[step] = _doors.word_value(raw)
         except ValueError as exc:
             die(f"--answer {step}: {exc} (an answer is a small JSON value, or text)", EXIT_USAGE)
     return out
@@ -295,7 +296,7 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
 def ask_gate_on_terminal(request: dict, cancelled: Any = None) -> Any:
     """Prompt for a gate's answer: one of its choices, or JSON (else text) for a schema. ``cancelled`` (a
     ``threading.Event``): the prompt stops once it is set (the gate was answered elsewhere)."""
-    from .. import api
+    from .. import _doors
 
     question = f"{request['step']}: {request['question']}"
     choices = request.get("choices")
@@ -309,7 +310,7 @@ def ask_gate_on_terminal(request: dict, cancelled: Any = None) -> Any:
             click.echo(f"Error: {raw!r} is not one of {', '.join(map(repr, choices))}.", err=True)
             continue
         try:
-            return api.word_value(raw)
+            return _doors.word_value(raw)
         except ValueError as exc:
             click.echo(f"not an answer: {exc}", err=True)
 
@@ -441,8 +442,9 @@ class Session:
         """An approval gate: its --answer when given, else (interactive) ask on the terminal, else the
         run stops waiting for it."""
         from .. import api
+        from .. import _doors
 
-        given = next((k for k in self.answers if api.matches(k, request["step"])), None)
+        given = next((k for k in self.answers if _doors.matches(k, request["step"])), None)
         if given is not None:
             return api.answered(self.answers[given], "--answer")
         if not self.interactive:
@@ -453,11 +455,11 @@ class Session:
         return self._answered_here_or_elsewhere(request)
 
     async def _answered_here_or_elsewhere(self, request: dict) -> Any:
-        from .. import api
+        from .. import _doors
 
         asking = self._paused(ask_gate_on_terminal)
         assert self.run_id is not None  # _ask_gate asks here only once the run has its id
-        found = await api.ask_at_terminal(self.run_id, request, lambda cancelled: asking(request, cancelled),
+        found = await _doors.ask_at_terminal(self.run_id, request, lambda cancelled: asking(request, cancelled),
                                           self.state_dir)  # fmt: skip
         if str(found.channel) != "terminal":
             self._paused(click.echo)(f"{request['step']}: answered elsewhere ({found.channel}, by "
@@ -505,10 +507,10 @@ class Session:
         return bool(self._paused(lambda: click.confirm(question, default=False, err=True))())
 
     def _write_cassette(self, run_id: str, state_dir: Any) -> None:
-        from .. import api
+        from .. import plantests
 
         try:
-            found = api.export_cassette(run_id, self.record, state_dir)
+            found = plantests.export_cassette(run_id, self.record, state_dir)
         except DagplanError as exc:
             fail(exc)
         if verbosity() >= 0:

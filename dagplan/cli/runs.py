@@ -251,11 +251,11 @@ def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_ru
 def export(ctx: click.Context, run_id: str, output: str | None, state_dir: str | None) -> None:
     """Write RUN's tool and model calls as a cassette (secrets redacted), to replay offline with
     `dagplan run --replay FILE` or `cassette: FILE` in a test case."""
-    from .. import api
+    from .. import plantests
 
     state_dir = state_dir or (ctx.obj or {}).get("state_dir")
     try:
-        found = api.export_cassette(run_id, output, state_dir)
+        found = plantests.export_cassette(run_id, output, state_dir)
     except DagplanError as exc:
         reject(exc)
     if output is None:
@@ -359,13 +359,14 @@ def resume(
 ) -> None:
     """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
     from .. import api
+    from .. import _doors
     from .run import Session, check_record, load_tools
 
     check_record(record)
     try:
-        config = api.run_config(run_id, state_dir)  # here, else the configuration the run started with
+        config = _doors.run_config(run_id, state_dir)  # here, else the configuration the run started with
         if not tool_sources:  # the tools the run was started with, unless others are given
-            tool_sources, changed = api.resume_tools(run_id, state_dir or config.state_dir)
+            tool_sources, changed = _doors.resume_tools(run_id, state_dir or config.state_dir)
             for path in changed:
                 click.echo(f"warning: {path} changed since the run started; its tools are loaded as they are now",
                            err=True)  # fmt: skip
@@ -402,13 +403,13 @@ def resume(
 
 def _show_rerun(run_id: str, from_step: str | None, tools: Any, state: Any, config: Any, fmt: str) -> None:
     """``resume --from STEP --dry-run``: what would run again, the side effects among it marked."""
-    from .. import api
+    from .. import _doors
 
     if from_step is None:
         raise DagplanError(
             error("usage", "--dry-run goes with --from STEP", hint=f"dagplan resume {run_id} --from STEP --dry-run")
         )
-    found = api.rerun_preview(run_id, from_step, tools, state, config=config)
+    found = _doors.rerun_preview(run_id, from_step, tools, state, config=config)
     if fmt == "json":
         click.echo(_dump(found))
         return
@@ -434,11 +435,11 @@ def _adopted(text: str | None, on_interrupted: str | None):
 
 def _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input) -> bool:
     """On a terminal, ``--from`` that would repeat side effects asks first (elsewhere it is refused)."""
-    from .. import api
+    from .. import _doors
 
     if from_step is None or no_input or not sys.stdin.isatty():
         return False
-    again = api.side_effects_again(run_id, from_step, tools, state_dir or config.state_dir, config=config)
+    again = _doors.side_effects_again(run_id, from_step, tools, state_dir or config.state_dir, config=config)
     if not again:
         return False
     return click.confirm(f"These side effects already ran and would run again: {', '.join(again)}. Go on?",

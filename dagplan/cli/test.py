@@ -45,19 +45,19 @@ def test(paths, fmt, output, select, coverage, fail_under, paths_of, max_paths) 
     recorded cassettes. PATHS are test files, directories (searched) or globs; default: the current
     directory. Exit 0 all passed, 1 a case failed (or coverage under --fail-under), 2 a test file
     cannot run."""
-    from .. import api
+    from .. import plantests
     from ..render_tests import RENDERERS, render_coverage, render_json, render_paths, render_text
 
     selection = list(paths) or ["."]
     try:
-        found = api.find_tests(selection)
+        found = plantests.find_tests(selection)
         if not found:
             die(f"no test files (*.test.yaml) in {', '.join(selection)}", EXIT_USAGE)
         missing = [p for p in found if not os.path.exists(p)]
         if missing:
             die(f"no such file: {missing[0]}", EXIT_USAGE)
         coverage = coverage or fail_under is not None
-        report = api.test(found, select=select, coverage=coverage or paths_of is not None)
+        report = plantests.test(found, select=select, coverage=coverage or paths_of is not None)
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":
@@ -70,7 +70,7 @@ def test(paths, fmt, output, select, coverage, fail_under, paths_of, max_paths) 
         text = RENDERERS[fmt](report)
     if paths_of is not None:
         try:
-            untested = api.untested_paths(report, paths_of, max_paths)
+            untested = plantests.untested_paths(report, paths_of, max_paths)
         except DagplanError as exc:
             fail(exc)
         text = render_paths(untested) if fmt != "json" else _json_paths(untested)

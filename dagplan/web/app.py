@@ -33,6 +33,8 @@ from urllib.parse import urlencode
 import dagplan
 
 from .. import api
+
+from .. import _doors
 from ..dsl.errors import DagplanError, printable
 from ..views import reused_text, shown, trace_lines, where
 
@@ -113,7 +115,7 @@ class Viewer:
         from starlette.responses import HTMLResponse
 
         html = self.templates.get_template(name).render(
-            state_dir=api.shown_state(self.state_dir), csrf=self.csrf, token=self.token, **context
+            state_dir=_doors.shown_state(self.state_dir), csrf=self.csrf, token=self.token, **context
         )
         html = printable(html)  # a lone surrogate or a bidi override in a run's values: shown as its escape
         return HTMLResponse(html, status_code=http_status)
@@ -231,7 +233,7 @@ class Viewer:
         from starlette.responses import StreamingResponse
 
         run_id, step = request.path_params["run_id"], request.path_params["step"]
-        chunks = await asyncio.to_thread(api.output_chunks, run_id, step, self.state_dir)
+        chunks = await asyncio.to_thread(_doors.output_chunks, run_id, step, self.state_dir)
         return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
     async def plan_page(self, request: Any) -> Any:
@@ -301,7 +303,7 @@ class Viewer:
         if typed:  # the form's fields, one per input: an empty one is not given (its default applies)
             try:
                 plan = await asyncio.to_thread(self.project.load, path)
-                inputs.update(dagplan.parse_assignments(typed, plan))
+                inputs.update(_doors.parse_assignments(typed, plan))
             except DagplanError as exc:
                 return PlainTextResponse("\n".join(d.format() for d in exc.diagnostics), status_code=400)
             except RecursionError:
@@ -329,7 +331,7 @@ class Viewer:
     # --- helpers ---
 
     def _resume(self, run_id: str) -> None:
-        sources, _changed = api.resume_tools(run_id, self.state_dir)
+        sources, _changed = _doors.resume_tools(run_id, self.state_dir)
         tools = dagplan.load_tools(sources) if sources else self.tools
         self.project.resume(run_id, tools=tools)
 

@@ -166,6 +166,9 @@ EARLY = "early"  # where a result comes from when its step started while the pla
 
 
 class EventType(enum.StrEnum):
+    """What an :class:`Event` says happened (``plan_started``, ``step_completed``, ``gate_waiting``...): the journal's,
+    the viewer's and every subscriber's one vocabulary."""
+
     PLAN_STARTED = "plan_started"
     PLAN_RESUMED = "plan_resumed"
     PLAN_WAITING = "plan_waiting"

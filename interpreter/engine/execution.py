@@ -57,6 +57,8 @@ EAGER_DEPTH = 16  # steps run in place inside one another at most (each releasin
 
 @dataclass(frozen=True)
 class StepReport:
+    """One step of a finished run: its status, the call it made, its attempts, output, error and how long it took."""
+
     id: str
     call: str  # the tool name, or the kind: llm, plan, loop, gate
     status: StepStatus
@@ -98,6 +100,9 @@ class StepReport:
 
 @dataclass(frozen=True)
 class RunResult:
+    """What a run ended with: its id and status, the plan's result, the final state, and a :class:`StepReport` per step
+    (``steps``)."""
+
     run_id: str
     status: RunStatus  # completed | failed | aborted | waiting
     had_errors: bool

@@ -67,6 +67,9 @@ class StepPreview:
 
 @dataclass(frozen=True)
 class Preview:
+    """What a plan would run, running nothing: its steps in order, the groups that run together, the steps that act on
+    the world and the worst-case cost (``to_json()``)."""
+
     source: str
     summary: str
     mode: str

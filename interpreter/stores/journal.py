@@ -379,7 +379,7 @@ class MemoryJournal(Artifact, FoldedReads):
 
 
 class MemoryRegistry:
-    """Runs kept in memory (tests, embedding): ``dagplan.run(..., store=MemoryRegistry())``."""
+    """Runs kept in memory (tests, embedding): ``dagplan.run(..., durable=True, state_dir=MemoryRegistry())``."""
 
     location = "<memory>"
 

@@ -301,6 +301,9 @@ class Failure:
 
 @dataclass
 class CaseResult:
+    """One case of a plan test file, run: ``passed``, its ``failures`` (each expectation that did not hold), its
+    status, the steps it ran and how long it took."""
+
     suite: Suite
     index: int
     name: str

@@ -47,6 +47,9 @@ class Branch:
 
 @dataclass(frozen=True)
 class Tool:
+    """A function a plan may call, with its name, parameter schema, purity (``pure``, ``idempotent``, ``side_effect``)
+    and retry policy: what ``@dagplan.tool`` makes."""
+
     name: str
     fn: Callable[..., Any]
     description: str = ""

@@ -70,6 +70,8 @@ def _digest(path: Path) -> str:
 
 
 def load_tool_specs(sources: Iterable[str | os.PathLike]) -> dict[str, ToolSpec]:
+    """The catalog of the tools in ``sources`` (files, modules, MCP servers from the lock), by name: what a
+    check needs, no tool called."""
     return {name: t.spec for name, t in load_tools(sources).items()}
 
 

@@ -1,0 +1,242 @@
+"""What the doors share that is not the API (the CLI, the viewer, the language server, MCP): how a file is
+recognised, where an editor's steps are written, how a typed word or an id is read, how a state or a
+rerun is shown. Not for users: the names here may change with any release; ``dagplan`` and
+:class:`dagplan.Project` are the interface.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
+from .api import (
+    ToolsArg,
+    _state,
+    _sync,
+    load_config,
+    stored_plan,
+    write_file,
+)
+from .dsl.errors import DagplanError
+from .dsl.ir import Plan
+
+# What the CLI and the viewer read with, from the pipeline's own modules (the doors import only the facade),
+# each imported when first asked for: `dagplan check` never imports the planner's score.
+_PIPELINE = {
+    "worst_case": "dagplan.dsl.compose",
+    "load_file": "dagplan.dsl.load",
+    "load_text": "dagplan.dsl.load",
+    "read_data": "dagplan.dsl.load",
+    "parse_assignments": "dagplan.interpreter.engine.inputs",
+    "DEFAULT_THRESHOLD": "dagplan.interpreter.llm.score",
+    "score": "dagplan.interpreter.llm.score",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PIPELINE:
+        raise AttributeError(f"module 'dagplan._doors' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PIPELINE[name]), name)
+
+
+def is_plan_file(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is a plan or a plan test file (:mod:`dagplan.dsl.recognize`: its folder
+    or name, the ``$schema`` modeline, or its shape); a file that cannot be read counts as one (``check``
+    says why)."""
+    from .dsl.load import read_file
+    from .dsl.recognize import is_ours
+
+    try:
+        text = read_file(path).decode("utf-8", "replace")
+    except (DagplanError, OSError):
+        return True
+    return is_ours(text, str(path))
+
+
+def is_ours(text: str, name: str = "") -> bool:
+    """Whether a document is a plan or a plan test file (``*.test.yaml``): what the language server checks;
+    any other YAML or JSON it leaves alone."""
+    from .dsl.recognize import is_ours as recognised
+
+    return recognised(text, name)
+
+
+async def ask_at_terminal(run_id: str, request: Mapping[str, Any], prompt: Callable[[Any], Any],
+                          state_dir: Any = None) -> Any:  # fmt: skip
+    """A gate of the live run ``run_id`` asked at this terminal (``prompt(cancelled)``), answerable meanwhile
+    by :func:`answer` from elsewhere: the first answer, as an :class:`Answered` (interpreter/ops/asking.py)."""
+    from .interpreter.ops.asking import ask_here_or_elsewhere
+    from .interpreter.stores.registry import open_registry
+
+    journal = open_registry(_state(state_dir)).open(run_id)
+    return await ask_here_or_elsewhere(journal, request, prompt)
+
+
+def outline(text: str, name: str = "plan.yaml") -> list[dict] | None:
+    """Where a plan's steps are written, from the loader's own positions (any dialect, block or flow
+    style): per step its ``id``, ``line``/``col`` of the id's value (1-based, code points, as diagnostics
+    give them), ``tool``, ``output`` (as written) and ``output_line``. None when the text does not load
+    (a half-written plan: an editor scans it instead)."""
+    from .dsl.errors import LoadError, Span
+    from .dsl.load import load_text
+
+    try:
+        document = load_text(text, name)
+    except (LoadError, RecursionError, ValueError):
+        return None
+    steps = document.data.get("steps") if isinstance(document.data, dict) else None
+    if not isinstance(steps, list):
+        return None
+    out = []
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("id"), str):
+            continue
+        at = document.source_map.locate(Span(name, ("steps", index, "id")))
+        output = step.get("output")
+        written = document.source_map.locate(Span(name, ("steps", index, "output"))) if output is not None else None
+        out.append({"id": step["id"], "line": at.line, "col": at.col,
+                    "tool": step.get("tool") if isinstance(step.get("tool"), str) else None,
+                    "output": output if isinstance(output, str) else None,
+                    "output_line": written.line if written is not None else None})  # fmt: skip
+    return out
+
+
+def what_valid_means() -> str:
+    """What ``check`` holds a planned plan to, and what it cannot know (``dagplan plan`` says it)."""
+    from .interpreter.llm.planner import CHECKED
+
+    return CHECKED
+
+
+def step_id_problem(step_id: str) -> str | None:
+    """Why ``step_id`` cannot be a step's id (the rule ``check`` applies: ``unsafe-id``), or None."""
+    from .dsl.validate import ID_PATTERN, MAX_ID_LENGTH
+
+    if len(step_id) > MAX_ID_LENGTH:
+        return f"a step id is at most {MAX_ID_LENGTH} characters"
+    if not ID_PATTERN.match(step_id):
+        return (f"{step_id!r} is not a step id: letters, digits and `_`, in parts joined by single `-` "
+                "(no spaces, `/`, `\\` or `..`)")  # fmt: skip
+    return None
+
+
+def word_value(raw: str) -> Any:
+    """A value typed as one word (an input, an answer): JSON when it is JSON, else the text; ValueError for
+    NaN, Infinity, ``1e999`` or deep nesting (the one parse the CLI, the viewer and the API share)."""
+    from .interpreter.core.values import word_value as parse
+
+    return parse(raw)
+
+
+def shown_state(state_dir: Any = None) -> str:
+    """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
+    from .interpreter.core.redact import masked
+
+    return masked(_state(state_dir) or ".dagplan")
+
+
+def in_database(state_dir: Any = None) -> bool:
+    """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
+    from .interpreter.core.state import is_url
+
+    return is_url(_state(state_dir))
+
+
+def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
+                       config: Any = None) -> list[str]:  # fmt: skip
+    """The side-effecting steps ``resume(run_id, from_step=...)`` would run again although they already ran
+    (what ``resume --from`` and a preview of it show, and refuse without ``rerun_side_effects``)."""
+    return rerun_preview(run_id, from_step, tools, state_dir, config=config)["side_effects"]
+
+
+def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
+                  config: Any = None) -> dict[str, list[str]]:  # fmt: skip
+    """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
+    results it clears and runs again; ``side_effects``, those among them that already touched the world."""
+    from .dsl.schedule import analysis_of
+    from .interpreter.engine.resume import side_effects_again as again
+    from .interpreter.stores.journal import cleared_ids
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.catalog import registry
+
+    cfg = config or load_config()
+    journal = open_registry(_state(state_dir, cfg)).open(run_id)
+    plan = stored_plan(run_id, tools, state_dir, config=cfg, from_step=from_step)
+    progress = journal.progress()
+    cleared = [u for u in cleared_ids(progress, from_step, list(analysis_of(plan).order)) if u in progress.steps]
+    return {"again": cleared, "side_effects": again(progress, plan, registry(tools) if tools is not None else {},
+                                                    from_step)}  # fmt: skip
+
+
+def walk(plan: Plan) -> Any:
+    """Every step of a plan and of the plans it runs, with its full id (``sub.fetch``)."""
+    from .dsl.ir import walk as steps
+
+    return steps(plan)
+
+
+def matches(pattern: str, unit_id: str) -> bool:
+    """Whether a gate's full id (``each[2].approve_close``) matches ``pattern`` (``*``: any characters)."""
+    from .interpreter.core.calls import matches as rule
+
+    return rule(pattern, unit_id)
+
+
+def output_chunks(run_id: str, step: str, state_dir: Any = None):
+    """A step's recorded output as bytes, in chunks (a spilled output streams from its file), secrets masked."""
+    from .interpreter.ops.runs import output_chunks as chunks
+
+    return chunks(run_id, step, _state(state_dir))
+
+
+def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
+    """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
+    (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and
+    the number of tools of each server. RunError ``mcp-none`` when no server is declared."""
+    import json
+
+    from .dsl.errors import RunError
+    from .interpreter.tools.mcp import alock, declared, lock_path
+
+    cfg = config or load_config()
+    if not cfg.mcp:
+        raise RunError.make("mcp-none", "no MCP server is declared: nothing to lock",
+                            hint='declare one in dagplan.toml: [mcp.NAME] command = "..." or url = "..."')  # fmt: skip
+    base = cfg.path.parent if cfg.path else None
+    servers = {name: declared(name, table, base) for name, table in cfg.mcp.items()}
+    lock = _sync(alock(servers))
+    path = lock_path(cfg)
+    write_file(path, (json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+    return str(path), {name: len(server["tools"]) for name, server in lock["servers"].items()}
+
+
+def cassette_tools(path: str | os.PathLike) -> dict:
+    """The tools a replay of the cassette at ``path`` checks its plan against (the catalog it recorded;
+    none is ever called)."""
+    from .interpreter.testing.cassette import read, replay_tools
+
+    return replay_tools(read(path))
+
+
+def run_config(run_id: str, state_dir: Any = None):
+    """The configuration to resume a run with: the working directory's, else the one the run started
+    with (so ``dagplan resume RUN`` works from anywhere)."""
+    from .interpreter.stores.registry import open_registry
+
+    here = load_config()
+    if here.path is not None:
+        return here
+    started = open_registry(_state(state_dir, here)).open(run_id).meta.get("config")
+    return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
+
+
+def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
+    """(the tool sources a run was started with, those of them whose file changed since)."""
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.sources import changed_sources, recorded_sources
+
+    record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
+    return recorded_sources(record), changed_sources(record)

@@ -1,0 +1,189 @@
+"""Plans a model writes: ``plan`` / ``aplan`` (a model's plan for a task, checked, repaired, and run when
+asked, streamed or whole), the agent loop (``aagent``), and ``evaluate`` (a model's plans over a task file,
+scored). Each takes the project's context as :mod:`dagplan.api` does, and runs through its ``arun``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping
+
+from .api import (
+    Approve,
+    ToolsArg,
+    _specs,
+    _state,
+    _sync,
+    arun,
+    load_config,
+    preview,
+)
+from .dsl.ir import Plan
+
+
+async def aplan(
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    run: bool = False,
+    stream: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    approve: Approve | None = None,
+    durable: bool = True,
+    state_dir: Any = None,
+    config: Any = None,
+    subscribers: Iterable[Callable] = (),
+    on_run_created: Callable[[str], None] | None = None,
+    on_event: Callable[[Mapping[str, Any]], None] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_limit_exceeded: Callable | None = None,
+    tool_sources: Iterable[str] = (),
+    gate_acting: bool = False,
+    **planner: Any,
+):
+    """A model's plan for ``task`` using only ``tools`` (validated, repaired): a :class:`PlanResult`.
+
+    ``run=True`` also runs it (``result.run`` is the :class:`RunResult`; ``approve(preview)`` is asked for
+    the whole plan first when given, as ``dagplan plan --run`` asks a person). ``stream=True`` (with
+    ``run``): the plan is read as the model writes it, and each ``pure`` / ``idempotent`` tool step whose
+    text is complete and checked starts at once; a side effect, a gate, a model step and what follows them
+    wait for the whole plan to pass check and be approved (``interpreter/ops/streamed.py``); ``tool_sources``
+    (the files or modules the tools came from) are recorded, so ``resume`` loads the same; ``gate_acting``
+    (streamed; recorded with the run) puts a person's gate before the steps that act. ``on_event``
+    sees the streaming: ``started_early``, ``early_done``, ``prefix_failed``, ``plan_complete``. Other
+    keywords go to the planner (``repair``, ``guide``, ``structured_output``, ``on_attempt``...)."""
+    from .interpreter.llm import planner as planning
+
+    cfg = config or load_config()
+    chosen = model or cfg.default_model
+    kwargs = {**cfg.llm, **(completion_kwargs or {})}
+    planner.setdefault("structured_output", cfg.structured_output)
+    if not run:
+        return await planning.aplan(task, tools=tools, model=chosen, completion_kwargs=kwargs, **planner)  # type: ignore[arg-type]
+    from .interpreter.engine.scope import Options
+    from .interpreter.tools.catalog import registry
+
+    found = registry(tools)
+    if not stream:
+        result = await planning.aplan(task, tools={n: t.spec for n, t in found.items()}, model=chosen,
+                                      completion_kwargs=kwargs, **planner)  # fmt: skip
+        done = await arun(result.plan, tools=found, inputs=inputs, approve=approve, durable=durable,
+                          state_dir=state_dir, config=cfg, subscribers=subscribers, on_run_created=on_run_created,
+                          ask_gate=ask_gate, model=chosen, completion_kwargs=completion_kwargs,
+                          on_limit_exceeded=on_limit_exceeded, tool_sources=tool_sources)  # fmt: skip
+        from dataclasses import replace
+
+        return replace(result, run=done)
+    from .interpreter.ops.streamed import StreamRequest, plan_and_run
+
+    options = Options.from_config(cfg, subscribers=subscribers, model=chosen, completion_kwargs=completion_kwargs,
+                                  ask_gate=ask_gate, person_gates=True, gate_acting=gate_acting or None,
+                                  on_limit_exceeded=on_limit_exceeded)  # fmt: skip
+    on_attempt = planner.pop("on_attempt", None)
+    from .interpreter.tools.sources import source_record
+
+    meta = {"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None}
+    return await plan_and_run(
+        StreamRequest(
+            task,
+            found,
+            options,
+            chosen,
+            planner,
+            kwargs,
+            inputs=inputs,
+            approve=approve,
+            durable=durable,
+            state=_state(state_dir, cfg),
+            on_run_created=on_run_created,
+            on_event=on_event,
+            on_attempt=on_attempt,
+            meta=meta,
+        )  # fmt: skip
+    )
+
+
+async def aagent(
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    approve: Approve | None = None,
+    max_turns: int = 5,
+    state_dir: Any = None,
+    config: Any = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+    on_turn: Callable[[Any], Any] | None = None,
+):
+    """The agent loop on ``task`` (``dagplan agent``): the model plans, a batch runs, the model re-plans from
+    the live state, until it answers; a durable run (each model call memoized, each turn logged). A batch
+    that can act on the world runs only once ``approve(preview)`` said yes (a person; without ``approve``
+    such a batch is refused): the model never approves its own side effects. Every gate is a person's."""
+    from .interpreter.llm.agent import durable_agent_loop
+    from .interpreter.tools.catalog import registry
+    from .dsl.ir import can_act
+    from .dsl.errors import RunError
+
+    cfg = config or load_config()
+    found = registry(tools)
+    chosen = model or cfg.default_model
+
+    async def run_plan(batch: Plan) -> Mapping[str, Any]:
+        acting = [s.id for s in batch.steps if can_act(s, found)]
+        if acting:
+            if approve is None:
+                said = f"the agent's next steps act on the world ({', '.join(acting)})"
+                raise RunError.make("approval-required", said,
+                                    hint="a person approves them: dagplan agent on a terminal, or --yes")  # fmt: skip
+            answer = approve(preview(batch, found))
+            if hasattr(answer, "__await__"):
+                answer = await answer
+            if not answer:
+                raise RunError.make("not-approved", f"the agent's next steps were not approved ({', '.join(acting)})")
+        done = await arun(batch, tools=found, config=cfg, model=chosen, completion_kwargs=completion_kwargs,
+                          person_gates=True)  # fmt: skip
+        return done.state
+
+    return await durable_agent_loop(task, tools={n: t.spec for n, t in found.items()}, run_plan=run_plan,
+                                    model=chosen, state_dir=_state(state_dir, cfg), on_run_created=on_run_created,
+                                    max_turns=max_turns, checkpoint=on_turn,
+                                    completion_kwargs={**cfg.llm, **(completion_kwargs or {})})  # fmt: skip
+
+
+def plan(task: str, **kwargs: Any):
+    """Sync twin of :func:`aplan`."""
+    return _sync(aplan(task, **kwargs))
+
+
+async def aevaluate(
+    tasks: str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    model: str,
+    repair: int = 2,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    config: Any = None,
+    on_graded: Callable[[Any], None] | None = None,
+):
+    """``dagplan eval``: plan every task of a task file with ``model`` over ``tools`` (tools, or their
+    :class:`ToolSpec`: a catalog needs no code) and score the plans
+    (node and edge F1, argument values, runs to the end with the tools faked; misses by kind). Returns a
+    :class:`~dagplan.interpreter.testing.evaluate.Report`."""
+    from .interpreter.testing.evaluate import aevaluate as evaluate, read_tasks
+
+    from .dsl.ir import ToolSpec
+
+    cfg = config or load_config()
+    given = dict(tools) if isinstance(tools, Mapping) else None
+    specs = given if given is not None and all(isinstance(v, ToolSpec) for v in given.values()) else _specs(tools)
+    return await evaluate(read_tasks(os.fspath(tasks)), specs, model,
+                          repair=repair, completion_kwargs={**cfg.llm, **(completion_kwargs or {})},
+                          structured_output=cfg.structured_output, on_graded=on_graded)  # fmt: skip
+
+
+def evaluate(tasks: str | os.PathLike, **kwargs: Any):
+    """See :func:`aevaluate`."""
+    return _sync(aevaluate(tasks, **kwargs))

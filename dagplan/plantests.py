@@ -1,0 +1,103 @@
+"""Plan tests and cassettes: ``test`` / ``atest`` (every case of the ``*.test.yaml`` files, offline),
+``load_tests`` and ``run_test_case`` (one file, one case: the pytest plugin), ``untested_paths`` (the
+branch combinations no case covered) and ``export_cassette`` / ``read_cassette`` (a recorded run's calls,
+to replay with no tool or model).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from .api import (
+    ToolsArg,
+    _specs,
+    _state,
+    _sync,
+    load,
+    load_config,
+)
+from .dsl.errors import DagplanError
+
+
+async def atest(
+    paths: Iterable[str | os.PathLike] = (".",), *, config: Any = None, select: str | None = None, coverage: bool = True
+):
+    """Run every case of the plan test files among ``paths`` (``*.test.yaml``; directories searched,
+    globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan unless
+    ``coverage=False``, which spares each case the events coverage is read from)."""
+    from .interpreter.testing.plantest import run_tests
+
+    return await run_tests([os.fspath(p) for p in paths], config or load_config(), select, coverage)
+
+
+def test(paths: Iterable[str | os.PathLike] = (".",), **kwargs: Any):
+    """``dagplan test``: see :func:`atest`."""
+    return _sync(atest(paths, **kwargs))
+
+
+test.__test__ = False  # type: ignore[attr-defined]  # a library function, not a pytest test
+
+
+def find_tests(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """The plan test files among ``paths`` (files, directories searched, globs)."""
+    from .interpreter.testing.plantest import find_tests as found
+
+    return found(paths)
+
+
+def load_tests(path: str | os.PathLike, config: Any = None):
+    """One test file, checked and its plan loaded: a :class:`Suite` whose cases :func:`run_test_case` runs."""
+    from .interpreter.testing.plantest import load_suite
+
+    return load_suite(path, config or load_config())
+
+
+def run_test_case(suite: Any, index: int, config: Any = None):
+    """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
+    from .interpreter.testing.plantest import run_case
+
+    return _sync(run_case(suite, index, config or load_config(), coverage=False))
+
+
+def untested_paths(report: Any, plan_path: str, limit: int = 64):
+    """The branch combinations of a plan no case of ``report`` covered (at most ``limit`` enumerated),
+    each with a starting test case to fill in: a :class:`PathsReport`."""
+    from .interpreter.testing.paths import untested
+
+    suites = [s for s in report.suites if os.path.abspath(s.plan_path) == os.path.abspath(plan_path)]
+    plan = suites[0].plan if suites else load(plan_path)
+    return untested(plan, plan_path, report.runs_of(plan_path), limit)
+
+
+def export_cassette(
+    run_id: str, path: str | os.PathLike | None = None, state_dir: Any = None, config: Any = None,
+    tools: ToolsArg = None,
+) -> dict:  # fmt: skip
+    """The cassette of a recorded run (every tool and model call, secrets redacted, and the catalog of
+    its tools: ``tools``, else those of the sources the run recorded); written to ``path`` when given.
+    Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case (no tools needed)."""
+    from .interpreter.testing import cassette
+    from .interpreter.stores.registry import open_registry
+    from .interpreter.tools.sources import load_tool_specs, recorded_sources
+
+    cfg = config or load_config()
+    journal = open_registry(_state(state_dir, cfg)).open(run_id)
+    found = cassette.from_journal(journal, cfg.redact)
+    if tools is not None:
+        found = cassette.with_tools(found, _specs(tools).values())
+    elif journal.meta.get("tool_sources"):
+        try:
+            found = cassette.with_tools(found, load_tool_specs(recorded_sources(journal.meta["tool_sources"])).values())
+        except DagplanError:  # the run's tool files moved or broke since: the calls are still worth having
+            pass
+    if path is not None:
+        cassette.write(found, path)
+    return found
+
+
+def read_cassette(path: str | os.PathLike) -> dict:
+    """A cassette file's data, checked (a bad one is a ``bad-cassette`` error with its place)."""
+    from .interpreter.testing.cassette import read
+
+    return read(path)
