@@ -129,7 +129,7 @@ class RunResult:
         return out
 
 
-class Execution(UnitLife):
+class Execution:
     """One run of one plan (or of a sub-plan inside a run). ``await execution.run()`` -> :class:`RunResult`."""
 
     def __init__(self, plan: Plan, inputs: Mapping[str, Any], scope: RunScope, prefix: str = ""):
@@ -151,7 +151,7 @@ class Execution(UnitLife):
         self._limit = asyncio.Semaphore(limit) if limit < len(self.units) else None
         self._journal = scope.journal
         self._eager_depth = 0  # steps being run in place, one inside another (_spawn)
-        self._troubled = False  # a unit failed or a gate was answered: the gate to the world has something to ask
+        self.life = UnitLife(self)  # how each unit starts, is tried and settles (lifecycle.py)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -252,13 +252,13 @@ class Execution(UnitLife):
             todo = self._start(ready[0])
             if todo is not _SETTLED:
                 return todo
-            ready = self._settle(ready[0])
+            ready = self.settle_step(ready[0])
         queue, mine = deque(ready), None
         while queue:
             sid = queue.popleft()
             todo = self._start(sid)
             if todo is _SETTLED:
-                queue.extend(self._settle(sid))
+                queue.extend(self.settle_step(sid))
             elif todo is not None:
                 if inline and mine is None:
                     mine = todo
@@ -288,7 +288,7 @@ class Execution(UnitLife):
         slot[0] = task
         self._tasks.add(task)
 
-    def _settle(self, sid: str) -> list[str]:
+    def settle_step(self, sid: str) -> list[str]:
         self._settled += 1
         if self._settled == len(self.units) and not self._finished.done():
             self._finished.set_result(None)
@@ -309,12 +309,12 @@ class Execution(UnitLife):
         blocked = (self.skip_reason, Cause.ABORTED) if self._aborted else self._blocked_by(step)
         recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
-            self._skip(unit, *blocked)
+            self.life.skip(unit, *blocked)
         elif recorded is not None:
-            self._replay(unit, recorded)
+            self.life.replay(unit, recorded)
         elif step.precomputed is not NOT_GIVEN:
-            self._complete(unit, thaw(step.precomputed), precomputed=True)
-        elif step.guard is not None and not self._guard_per_item(step) and not self._guard_passes(unit):
+            self.life.complete(unit, thaw(step.precomputed), precomputed=True)
+        elif step.guard is not None and not self._guard_per_item(step) and not self.life.guard_passes(unit):
             pass  # settled by _guard_passes: skipped (a false condition) or failed (an undecidable one)
         else:
             runner = runner_for(step)
@@ -325,13 +325,13 @@ class Execution(UnitLife):
                     unit.fingerprint = self._fingerprint(step, prepared)
                     found = self.scope.reuse.get(unit.fingerprint) if self.scope.reuse is not None else None
                     if found is not None:
-                        self._reused(unit, found)
+                        self.life.reused(unit, found)
                         return _SETTLED
                 return unit, runner, ctx, prepared
             except Dead as dead:
-                self._skip(unit, f"{dead.ref} was never written (branch not taken)", Cause.UNWRITTEN)
+                self.life.skip(unit, f"{dead.ref} was never written (branch not taken)", Cause.UNWRITTEN)
             except (BadReference, StepFailure) as exc:
-                self._fail(unit, exc)
+                self.life.fail(unit, exc)
         return _SETTLED
 
     def _fingerprint(self, step: Step, prepared: Any) -> str:
@@ -357,7 +357,7 @@ class Execution(UnitLife):
         (world.py: a step that acts, after a refusal or on a failure), then its trigger rule. The default
         rule passes a failure value on to a step that only reads (on_failure: continue); written out,
         ``all_succeeded`` means every dependency succeeded."""
-        if self._troubled:  # else nothing failed and no gate was answered: nothing to hold back (the hot path)
+        if self.life.troubled:  # else nothing failed and no gate was answered: nothing to hold back (the hot path)
             held = held_back(self, step)
             if held is not None:
                 return held
@@ -385,10 +385,10 @@ class Execution(UnitLife):
                 unit.status = _RUNNING
                 try:
                     if self._limit is None:
-                        ready = await self._run_step(*todo)
+                        ready = await self.life.run_step(*todo)
                     else:
                         async with self._limit:
-                            ready = await self._run_step(*todo)
+                            ready = await self.life.run_step(*todo)
                     if self._journal is not None:
                         await self._journal.commit()  # durable before any dependent starts
                     todo = self._release(ready, inline=True)
@@ -400,7 +400,7 @@ class Execution(UnitLife):
                         unit.status = StepStatus.INTERRUPTED
                         raise
                     unit.status, unit.reason = StepStatus.SKIPPED, self.skip_reason
-                    self._release(self._settle(unit.step.id))
+                    self._release(self.settle_step(unit.step.id))
                     return
         except asyncio.CancelledError:
             raise
@@ -593,12 +593,12 @@ class StepContext:
         return StepContext(self.execution, unit, resolver, {"item": index, "name": name})
 
     async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
-        return await self.execution.settle_child(self, once, failure_value)
+        return await self.execution.life.settle_child(self, once, failure_value)
 
     def holds(self) -> bool:
         """Whether this unit's ``when:`` holds (a false one is recorded as skipped; an undecidable
         one fails the unit)."""
-        return self.execution.holds(self.unit, self.resolver)
+        return self.execution.life.holds(self.unit, self.resolver)
 
     async def run_plan(self, sub: SubPlan, inputs: Any) -> Any:
         return await self.execution.run_plan(sub, inputs, self.unit_id)

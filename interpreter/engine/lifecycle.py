@@ -38,19 +38,33 @@ class UnitContext(StepContext, Protocol):
     labels: Mapping[str, Any]
 
 
-class UnitLife:
-    """How a unit starts, is tried, and settles: the part of an execution that is about one unit."""
+class Units(Protocol):
+    """What the life of a unit reads of the execution it belongs to (:class:`~.execution.Execution`)."""
 
     plan: Plan
     scope: RunScope
     resolver: Resolver
     state: dict
-    _journal: Any
-    abort: Callable[..., None]  # the execution's: stop starting work, end the run
-    _troubled: bool  # the execution's: a unit failed or a gate was answered (world.py)
-    _settle: Callable[[str], list[str]]  # the execution's: count a step settled, return what it made ready
 
-    async def _run_step(self, unit: Unit, runner: Runner, ctx: UnitContext, prepared: Any) -> list[str]:
+    def abort(self, reason: str = ..., skipped: str | None = None) -> None:
+        """Stop starting work and end the run."""
+
+    def settle_step(self, sid: str) -> list[str]:
+        """Count a step settled; the steps that it made ready."""
+
+
+class UnitLife:
+    """How a unit starts, is tried, and settles: the part of an execution that is about one unit. An
+    :class:`~.execution.Execution` has one (``execution.life``) and hands it each unit it starts."""
+
+    def __init__(self, run: Units) -> None:
+        self.run = run
+        # what every unit reads, fixed for the execution's life (the state is one dict, written in place)
+        self.plan, self.scope, self.resolver, self.state = run.plan, run.scope, run.resolver, run.state
+        self._journal = run.scope.journal
+        self.troubled = False  # a unit failed or a gate was answered: the gate to the world has something to ask
+
+    async def run_step(self, unit: Unit, runner: Runner, ctx: UnitContext, prepared: Any) -> list[str]:
         """Run the step's attempts and settle it; returns the dependents it made ready."""
         started = time.perf_counter()
         if self.scope.sinks:
@@ -78,8 +92,8 @@ class UnitLife:
             return self._attempt_failed(unit, exc, started)
         self._printed(unit, printed, token)
         unit.duration = time.perf_counter() - started
-        self._complete(unit, value)
-        return self._settle(step.id)
+        self.complete(unit, value)
+        return self.run.settle_step(step.id)
 
     def _printed(self, unit: Unit, printed: Any, token: Any, keep: bool = True) -> None:
         """The step's attempts are over: what its tool printed stops going to it, and is kept (core/printed.py)."""
@@ -95,8 +109,8 @@ class UnitLife:
         unit.duration = time.perf_counter() - started
         if isinstance(exc, Waiting):
             return self._wait(unit, exc)
-        self._fail(unit, attempts.as_failure(exc))
-        return self._settle(unit.step.id)
+        self.fail(unit, attempts.as_failure(exc))
+        return self.run.settle_step(unit.step.id)
 
     async def _attempts(self, unit: Unit, once: Callable[[], Awaitable[Any]]) -> Any:
         """The attempt policy for a child unit: the first attempt, then the retry loop after a failure."""
@@ -210,10 +224,10 @@ class UnitLife:
         self.scope.child_failures += 1  # the run reports had_errors
         return attempts.failure_text(info)
 
-    def _complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
+    def complete(self, unit: Unit, value: Any, precomputed: bool = False) -> None:
         step = unit.step
         if step.gate is not None:
-            self._troubled = True  # world.py: a gate answered (a refusal a `when:` reads completes it)
+            self.troubled = True  # world.py: a gate answered (a refusal a `when:` reads completes it)
         routes: dict[str, list] = {}
         if type(value) in PLAIN:  # a number or a text: no routes, no branch, already JSON (the common case)
             alternative = 0
@@ -226,7 +240,7 @@ class UnitLife:
                 alternative, value = self._choose(step, value)
                 value = json_value(value)
             except (StepFailure, NotJSON) as exc:
-                self._fail(unit, exc)
+                self.fail(unit, exc)
                 return
         self._write(step.output, alternative, value)
         unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
@@ -249,7 +263,7 @@ class UnitLife:
         usage = {"usage": unit.usage} if unit.usage else {}
         self.scope.emit(EventType.STEP_COMPLETED, unit.id, unit.duration, attempts=attempts, **data, **usage)
 
-    def _reused(self, unit: Unit, found: Any) -> None:
+    def reused(self, unit: Unit, found: Any) -> None:
         """A result taken from another run by the step's fingerprint (reuse.py): written, called nothing."""
         recorded = found.recorded
         unit.attempts, unit.reused = 0, found.source
@@ -263,7 +277,7 @@ class UnitLife:
         for alt, errors in routes.items():
             self._write(output, int(alt), errors)
 
-    def _replay(self, unit: Unit, recorded: Recorded) -> None:
+    def replay(self, unit: Unit, recorded: Recorded) -> None:
         """A result recorded by an earlier attempt of this run: restore it, call nothing."""
         unit.attempts, unit.replayed, unit.usage = recorded.attempts, True, recorded.usage
         unit.fingerprint = recorded.fingerprint
@@ -272,7 +286,7 @@ class UnitLife:
             self._failed(unit, error, replayed=True, routable=not _stopping(None, error))
             return
         if unit.step.gate is not None:
-            self._troubled = True  # world.py: a gate's answer, replayed
+            self.troubled = True  # world.py: a gate's answer, replayed
         self._write(unit.step.output, recorded.alternative, recorded.output)
         self._write_routes(unit.step.output, recorded.routes or {})
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
@@ -282,7 +296,7 @@ class UnitLife:
         else:
             self._emit_completed(unit, unit.attempts, replayed=True, alternative=unit.alternative)
 
-    def _fail(self, unit: Unit, exc: BaseException) -> None:
+    def fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)
         unit.trace = frames(exc)
         if _stopping(exc, info):  # a budget, an unanswerable replay: the whole run stops, cleanly, and no
@@ -291,7 +305,7 @@ class UnitLife:
             return
         self._failed(unit, info, route=attempts.catch_entry(unit.step, exc))
         if self.plan.on_failure == "abort" and unit.status is StepStatus.FAILED:
-            self.abort()
+            self.run.abort()
 
     def _failed(
         self, unit: Unit, info: dict, replayed: bool = False, route: Catch | None = None, routable: bool = True
@@ -301,7 +315,7 @@ class UnitLife:
         failure policy."""
         step = unit.step
         unit.error = info
-        self._troubled = True  # world.py: from now on, a step that acts is asked what it would act on
+        self.troubled = True  # world.py: from now on, a step that acts is asked what it would act on
         handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
         handler = handler if routable else None
         if handler is not None and step.output is not None:
@@ -331,7 +345,7 @@ class UnitLife:
             self.scope.waiting.append(wait.request)
         self.scope.emit(EventType.STEP_WAITING, unit.id, request=wait.request)
 
-    def _skip(self, unit: Unit, reason: str, cause: Cause) -> None:
+    def skip(self, unit: Unit, reason: str, cause: Cause) -> None:
         unit.status, unit.reason = StepStatus.SKIPPED, reason
         self.scope.emit(EventType.STEP_SKIPPED, unit.id, reason=reason, cause=cause)
 
@@ -348,13 +362,13 @@ class UnitLife:
         for target in output.alternatives[alternative]:
             set_path(self.state, target.path, deepcopy(value) if isinstance(value, (dict, list)) else value)
 
-    def _guard_passes(self, unit: Unit) -> bool:
+    def guard_passes(self, unit: Unit) -> bool:
         """Whether a step's ``when:`` holds; when not, the step is settled here (skipped or failed)."""
         try:
             if self.holds(unit, self.resolver):
                 return True
         except StepFailure as exc:
-            self._fail(unit, exc)
+            self.fail(unit, exc)
         return False
 
     def holds(self, unit: Unit, resolver: Resolver) -> bool:
@@ -368,9 +382,9 @@ class UnitLife:
             raise StepFailure(f"its condition {guard.text!r} cannot be decided: {exc}") from None
         unread = self._unread(guard.condition, resolver)
         if unread:  # false only because what it reads was never written: a step failed or was skipped
-            self._skip(unit, f"its condition could not be evaluated: {unread}", Cause.CONDITION)
+            self.skip(unit, f"its condition could not be evaluated: {unread}", Cause.CONDITION)
         else:
-            self._skip(unit, f"its condition is false: {guard.text}", Cause.CONDITION)
+            self.skip(unit, f"its condition is false: {guard.text}", Cause.CONDITION)
         return False
 
     def _unread(self, guard: Any, resolver: Resolver) -> str | None:
