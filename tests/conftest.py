@@ -131,3 +131,19 @@ def installed(wheel, tmp_path_factory) -> dict[str, str]:
         "NO_COLOR": "1",
         "COLUMNS": "120",
     }
+
+
+@pytest.fixture
+def tools_project(tmp_path):
+    """A folder with the examples' tools in it (``tools.py``), where a test writes its plans."""
+    from as_user import with_example_tools
+
+    return with_example_tools(tmp_path)
+
+
+@pytest.fixture
+def weather_project(tmp_path):
+    """A folder with the weather example and its tools."""
+    from as_user import with_weather
+
+    return with_weather(tmp_path)

@@ -13,6 +13,8 @@ from dagplan.interpreter.llm.agent import AgentError, agent_loop
 from dagplan.interpreter.llm.conversation import MemoryMemo
 from dagplan.interpreter.tools.sources import load_tools
 from llm_stub import json_reply, text
+from as_user import run_dagplan
+from test_mcp_server import TOOLS as AGENT_TOOLS
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "openai/gpt-4o-mini"
@@ -385,3 +387,25 @@ def test_the_agent_command_says_each_turn_as_it_starts_and_ends(stub, tmp_path):
         "turn 2: ran nothing and answered",
     ], done.stderr
     assert done.stdout.strip() == "Sunny in Oslo."
+
+
+def test_dagplan_agent_runs_the_loop_and_a_person_approves_what_acts(tmp_path, stub):
+    from llm_stub import json_reply
+
+    (tmp_path / "tools.py").write_text(AGENT_TOOLS)
+    (tmp_path / "dagplan.toml").write_text(
+        f'tools = ["tools.py"]\nmodel = "openai/gpt-4o-mini"\n[llm]\napi_base = "{stub.url}"\napi_key = "x"\n'
+    )
+    look = json_reply({"calls": [{"_tool": "lookup", "customer": "ada", "_outputPath": "$state.who"}],
+                       "output": None})  # fmt: skip
+    mail = json_reply({"calls": [{"_tool": "send_email", "to": "$state.who.email", "body": "hi",
+                                  "_outputPath": "$state.sent"}], "output": None})  # fmt: skip
+    stub.script(look, mail)
+    refused = run_dagplan(tmp_path, "agent", "email ada hi", "--no-input")
+    assert refused.returncode == 1 and "not approved" in refused.stderr, refused.stderr
+    assert "turn 1: ran lookup" in refused.stderr and not (tmp_path / "outbox.txt").exists()
+    stub.script(look, mail, json_reply({"calls": [], "output": "done"}))
+    done = run_dagplan(tmp_path, "agent", "email ada hi", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "done" and "the agent's next steps act on the world" in done.stderr
+    assert (tmp_path / "outbox.txt").read_text() == "ada@example.com: hi\n"

@@ -12,6 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from dagplan.cli import cli
+from as_user import run_dagplan, with_example_tools
+import re
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -230,3 +233,197 @@ def test_messages_quote_references_as_the_author_wrote_them(tmp_path):
     dagger = subprocess.run([sys.executable, "-m", "dagplan", "check", "p.yaml"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=60)  # fmt: skip
     assert "\u2020state.summry is read" in dagger.stdout  # and the dagger where the author wrote it
+
+
+WORKFLOW = """on: push
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: make test
+"""
+
+
+def run_hook(project: Path, hook_id: str = "dagplan-check", changed: list[str] | None = None
+             ) -> subprocess.CompletedProcess:  # fmt: skip
+    """The hook as pre-commit runs it on a commit of ``changed`` files (default: every file): its entry split as
+    a shell splits it, the files it is handed, or none (pass_filenames: false) when one of its types changed."""
+    import shlex
+
+    (hook,) = [h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text()) if h["id"] == hook_id]
+    files = changed if changed is not None else sorted(str(p.relative_to(project)) for p in project.rglob("*")
+                                                       if p.is_file())  # fmt: skip
+    entry = shlex.split(hook["entry"])
+    assert entry[0] == "dagplan"
+    if hook.get("pass_filenames", True):
+        return run_dagplan(project, *entry[1:], *hook_files(hook, files))
+    assert any(Path(f).suffix == ".py" for f in files) and hook["types"] == ["python"]
+    return run_dagplan(project, *entry[1:])
+
+
+def hook_files(hook: dict, files: list[str]) -> list[str]:
+    """The files pre-commit hands the hook: its `types_or` (yaml, json: by extension, as `identify` tags
+    them), minus its `exclude`."""
+    kinds = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+    wanted = set(hook.get("types_or") or hook.get("types") or ())
+    chosen = [f for f in files if kinds.get(Path(f).suffix) in wanted]
+    if hook.get("files"):
+        chosen = [f for f in chosen if re.search(hook["files"], f)]
+    return [f for f in chosen if not re.search(hook.get("exclude", "^$"), f)]
+
+
+COMPOSE = "services:\n  web: {image: nginx}\n"
+
+
+BROKEN_PLAN = """steps:
+  - id: get
+    tool: fetchIssue
+    args: {n: 1}
+    output: $state.issue
+  - id: label
+    tool: closeIsue
+    args: {issue: $state.isue}
+"""
+
+
+CLOUDBUILD = "steps:\n  - name: gcr.io/cloud-builders/docker\n    id: build\n    args: [build, .]\n"
+
+
+SIX_MISTAKES = """steps:
+  - id: get
+    tool: fetchIssue
+    args: {n: 1}
+    output: $state.issue
+    retries: 3
+  - id: label
+    tool: labelIssue
+    args: {issue: "#gett"}
+    deps: [gett]
+    output: $state.labelled
+  - id: close
+    tool: closeIssue
+    args: {issue: $state.isue}
+"""
+
+
+def test_strict_counts_a_file_with_warnings_as_invalid(tmp_path):
+    root = with_example_tools(tmp_path)
+    (root / "p.yaml").write_text("steps:\n  - {id: w, tool: presentSuggestion, args: {suggestion: Rome}, output: †state.w}\n"
+                                 "  - {id: x, tool: presentSuggestion, args: {suggestion: Oslo}, output: †state.x}\n"
+                                 "result: †state.w\n")  # fmt: skip
+    loose = run_dagplan(root, "check", "p.yaml", "--tools", "tools.py")
+    assert loose.returncode == 0 and "1 valid, 0 invalid (0 errors, 1 warning)" in loose.stderr
+    strict = run_dagplan(root, "check", "p.yaml", "--tools", "tools.py", "--strict")
+    assert strict.returncode == 1 and "0 valid, 1 invalid (0 errors, 1 warning)" in strict.stderr
+
+
+def test_the_pre_commit_hook_checks_a_broken_plan_at_the_top_level_and_leaves_other_yaml_alone(tmp_path):
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(WORKFLOW)
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    (tmp_path / "cloudbuild.yaml").write_text(CLOUDBUILD)
+    (tmp_path / "package.json").write_text('{"name": "x", "scripts": {"test": "jest"}}')
+    (tmp_path / "triage.yaml").write_text(BROKEN_PLAN)
+    done = run_hook(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr  # it checked the plan, and the plan is broken
+    assert "triage.yaml:8:19: error unwritten-state" in done.stdout
+    assert "ci.yml" not in done.stdout and "compose" not in done.stdout and "package.json" not in done.stdout
+    assert "4 other YAML/JSON files left alone (not plans)" in done.stderr, done.stderr
+    # no tools known: the hook says that tool names were not checked (closeIsue is a typo it cannot see)
+    assert "note: tool names and arguments were not checked" in done.stderr
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    (tmp_path / "tools.py").write_text("import dagplan\n\n@dagplan.tool\ndef fetchIssue(n: int) -> dict:\n"
+                                       "    return {}\n\n@dagplan.tool\ndef closeIssue(issue: dict) -> str:\n"
+                                       "    return 'ok'\n")  # fmt: skip
+    typed = run_hook(tmp_path)
+    assert "unknown-tool" in typed.stdout and "closeIssue" in typed.stdout and "not checked" not in typed.stderr
+
+
+def test_a_commit_that_changes_only_the_tools_checks_every_plan_against_them(tmp_path):
+    """A renamed tool breaks a plan that did not change: the tools hook (on Python files) checks every plan of
+    the repository, leaves `invalid/` folders and other YAML alone (issue 51, item 2)."""
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "triage.yaml").write_text(BROKEN_PLAN.replace("closeIsue", "closeIssue").replace(
+        "isue", "issue"))  # fmt: skip
+    (tmp_path / "examples" / "invalid").mkdir(parents=True)
+    (tmp_path / "examples" / "invalid" / "bad.yaml").write_text(BROKEN_PLAN)  # meant to be invalid
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    tools = "import dagplan\n\n@dagplan.tool\ndef fetchIssue(n: int) -> dict:\n    return {}\n\n"
+    (tmp_path / "tools.py").write_text(tools + "@dagplan.tool\ndef closeIssue(issue: dict) -> str:\n    return 'ok'\n")
+    assert run_hook(tmp_path, "dagplan-check-tools", ["tools.py"]).returncode == 0
+    (tmp_path / "tools.py").write_text(tools + "@dagplan.tool\ndef shutIssue(issue: dict) -> str:\n    return 'ok'\n")
+    broken = run_hook(tmp_path, "dagplan-check-tools", ["tools.py"])  # only tools.py changed
+    assert broken.returncode == 1 and "plans/triage.yaml" in broken.stdout and "unknown-tool" in broken.stdout
+    assert "invalid/bad.yaml" not in broken.stdout and "compose" not in broken.stdout, broken.stdout
+
+
+def test_the_hook_snippet_names_the_release_tag_of_this_version(tmp_path):
+    """`rev:` is a tag (`scripts/release` makes it from pyproject's version, and refuses a snippet that names
+    another, or a changelog without the version's section): on a copy of this repository, it tags v<version>
+    once and refuses a second time."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    (snippet,) = re.findall(r"```yaml\n- repo: .*?```", (ROOT / "docs" / "guide" / "checking.md").read_text(), re.S)
+    assert f"  rev: v{version}\n" in snippet and "id: dagplan-check" in snippet
+    assert json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())["version"] == version
+    copy = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-tags", str(ROOT), str(copy)], check=True)
+    for path in ("docs/guide/checking.md", "CHANGELOG.md", "pyproject.toml", "editors/vscode/package.json",
+                 "scripts/release"):  # fmt: skip
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path).write_bytes((ROOT / path).read_bytes())  # this tree's, committed or not
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {**os.environ, **who}  # a fresh machine has no git identity
+    git = ["git", "-C", str(copy)]
+    subprocess.run([*git, "commit", "-qam", "release", "--allow-empty"], check=True, env=env)
+    first = subprocess.run(["bash", str(copy / "scripts" / "release")], capture_output=True, text=True, env=env)
+    assert first.returncode == 0 and f"tagged v{version}" in first.stdout, first.stderr
+    assert subprocess.run([*git, "tag", "-l"], capture_output=True, text=True).stdout.split() == [f"v{version}"]
+    again = subprocess.run(["bash", str(copy / "scripts" / "release")], capture_output=True, text=True, env=env)
+    assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_the_hook_says_so_when_a_project_has_no_plan(tmp_path):
+    (tmp_path / "compose.yaml").write_text(COMPOSE)
+    (tmp_path / "package.json").write_text("{}")
+    done = run_hook(tmp_path)
+    assert done.returncode == 0
+    assert "no plan among 2 YAML/JSON files: nothing to check" in done.stderr, done.stderr
+
+
+def test_plans_are_recognised_by_folder_name_modeline_and_shape():
+    from dagplan.dsl.recognize import is_plan
+
+    assert is_plan("anything: at all\n", "plans/x.yaml") and is_plan("{}", "a/b/c.plan.json")
+    assert is_plan("# yaml-language-server: $schema=../schemas/plan.schema.json\nsteps: []\n", "x.yaml")
+    assert is_plan(json.dumps([{"_tool": "a", "_outputPath": "$state.x"}]), "calls.json")
+    assert is_plan(json.dumps({"steps": [{"id": "E1", "agent": "search", "task": "x"}]}), "x.json")
+    assert is_plan("steps:\n  - id: a\n    tool: t\n    args: {x: [unclosed\n", "broken.yaml")  # judged by text
+    assert not is_plan(WORKFLOW, ".github/workflows/ci.yml") and not is_plan(COMPOSE, "compose.yaml")
+    assert not is_plan(CLOUDBUILD, "cloudbuild.yaml") and not is_plan('{"steps": 3}', "package.json")
+
+
+def test_graph_labels_a_condition_once_on_its_step_not_on_every_edge():
+    out = run_dagplan(ROOT, "graph", "examples/ci_triage.yaml").stdout
+    assert out.count("†state.ci.status == #quot;failed#quot; and †input.attempt < 3") == 2  # triage, page_owner
+    assert not any("-->|" in line and "when" in line for line in out.splitlines()), out
+
+
+def test_check_reports_the_errors_of_every_stage_a_file_reaches_in_one_round(tmp_path):
+    """A schema error (an unknown key) no longer hides the placeholder, dependency and state errors after it:
+    each is reported at its line and column, in one run of check."""
+    (tmp_path / "p.yaml").write_text(SIX_MISTAKES)
+    done = run_dagplan(tmp_path, "check", "p.yaml")
+    assert done.returncode == 1
+    for where in ("p.yaml:6:5: error schema: unknown key 'retries'", "p.yaml:9:19: error unknown-step",
+                  "p.yaml:10:12: error unknown-step", "p.yaml:14:19: error unwritten-state"):  # fmt: skip
+        assert where in done.stdout, done.stdout
+    assert "(4 errors, 0 warnings)" in done.stderr
+    # a refused key later stages lean on (a misspelt output) holds them back: no errors that are its echoes
+    misspelt = SIX_MISTAKES.replace("    output: $state.issue\n", "    ouput: $state.issue\n")
+    (tmp_path / "q.yaml").write_text(misspelt.replace("    retries: 3\n", ""))
+    held = run_dagplan(tmp_path, "check", "q.yaml")
+    assert "unknown key 'ouput'" in held.stdout and "unknown-step" not in held.stdout, held.stdout

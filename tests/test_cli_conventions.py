@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from as_user import run_dagplan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +90,8 @@ def test_quiet_and_verbose(tmp_path):
     run = dagplan("-q", "run", "p.yaml", "--tools", "tools.py", "--ephemeral", cwd=tmp_path)
     assert run.returncode == 0 and "[1/1]" not in run.stderr and "Plan with" not in run.stderr
     assert "[1/1]" in dagplan("run", "p.yaml", "--tools", "tools.py", "--ephemeral", cwd=tmp_path).stderr
+
+
+def test_counts_are_written_in_the_singular_when_there_is_one():
+    out = run_dagplan(ROOT, "check", "examples/refund.yaml")
+    assert "worst case 3 steps, 1 LLM step, 1 model call, <= " in out.stderr, out.stderr

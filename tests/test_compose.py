@@ -17,6 +17,7 @@ import dagplan
 from dagplan.dsl import check
 from dagplan.dsl.compose import Budget, worst_case
 from dagplan.interpreter.stores.store import RunStore
+from as_user import run_dagplan, with_example_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -876,3 +877,37 @@ def test_a_run_that_needs_a_decision_goes_on_once_an_operator_adopts_the_step(tm
     assert result[10] is None and result[11:] == [x * x for x in range(11, 20)]  # adopted: no second call
     calls = [int(line) for line in (tmp_path / "calls.log").read_text().split()]
     assert calls == list(range(20))
+
+
+def test_for_each_over_a_literal_list_with_a_reference_in_it(tmp_path):
+    root = with_example_tools(tmp_path)
+    (root / "fe.yaml").write_text("inputs:\n  city: {type: string}\nsteps:\n  - id: w\n"
+                                  "    for_each: [Rome, †input.city]\n    tool: getWeather\n    args: {city: †item}\n"
+                                  "    catch: [{errors: ['*'], output: †state.odd}]\n    output: †state.ws\n")  # fmt: skip
+    checked = run_dagplan(root, "check", "fe.yaml", "--tools", "tools.py", "--strict")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    done = run_dagplan(root, "run", "fe.yaml", "--tools", "tools.py", "-i", "city=Lima", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"]["w"]["output"][0] == {"city": "Rome", "sky": "sunny"}
+    shown = run_dagplan(root, "preview", "fe.yaml", "--tools", "tools.py")
+    assert "(at most 2)" in shown.stdout
+
+
+def test_a_fan_out_over_an_input_is_bounded_by_the_input_s_schema(tmp_path):
+    plan = """inputs:
+  parts:
+    type: array
+    maxItems: 10
+    items: {type: object, additionalProperties: false, properties: {body: {type: string, maxLength: 200}}}
+steps:
+  - {id: each, for_each: †input.parts, max_items: 50, llm: "Summarize: †item.body", model: openai/gpt-4o-mini,
+     output: †state.sums}
+result: †state.sums
+"""
+    (tmp_path / "p.yaml").write_text(plan, encoding="utf-8")
+    bounded = run_dagplan(tmp_path, "check", "p.yaml")
+    assert "p.yaml: worst case 10 steps, 10 LLM steps, 10 model calls, <= 1.5k input tokens" in bounded.stderr
+    assert "unbounded" not in bounded.stderr
+    (tmp_path / "p.yaml").write_text(plan.replace(", maxLength: 200", ""), encoding="utf-8")
+    unbounded = run_dagplan(tmp_path, "check", "p.yaml")
+    assert "input tokens unbounded (†item.body)" in unbounded.stderr, unbounded.stderr

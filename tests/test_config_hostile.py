@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from as_user import run_dagplan, run_dagplan_s, with_example_tools
 
 
 def _cli(cwd, *args, **env):
@@ -53,3 +54,29 @@ def test_a_state_under_home_is_expanded(tmp_path):
 def test_a_password_in_a_state_url_is_never_printed(tmp_path):
     proc = _cli(tmp_path, "runs", "--state", "mysql://ada:hunter2@db/x")
     assert "hunter2" not in proc.stderr and "ada:***@db" in proc.stderr
+
+
+def test_a_dagplan_key_written_after_the_llm_table_is_caught_at_its_line(tmp_path):
+    with_example_tools(tmp_path)
+    (tmp_path / "dagplan.toml").write_text('model = "x"\n[llm]\napi_base = "http://h"\nstate = "/tmp/s"\n')
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: w, tool: getWeather, args: {city: Rome}}\n")
+    done = run_dagplan(tmp_path, "check", "p.yaml")
+    assert done.returncode == 2
+    assert (
+        "dagplan.toml:4:1: error config: 'state' is a dagplan setting, but it is inside the [llm] table" in done.stderr
+    )
+
+
+def test_a_configuration_nested_thousands_deep_is_a_config_error(tmp_path):
+    (tmp_path / "dagplan.toml").write_text("a = " + "[" * 3000 + "]" * 3000 + "\n")
+    (tmp_path / "p.yaml").write_text("steps: [{id: a, tool: t}]\n")
+    proc = run_dagplan_s(tmp_path, "check", "p.yaml")
+    assert proc.returncode == 2 and "dagplan.toml:1:1: error config" in proc.stderr
+
+
+def test_variable_forms_that_work(monkeypatch):
+    from dagplan.interpreter.core.config import expand_env
+
+    monkeypatch.setenv("A", "x")
+    monkeypatch.delenv("B", raising=False)
+    assert expand_env("k", "${A}/${B:-dflt}/$${A}/${B:-}") == "x/dflt/${A}/"

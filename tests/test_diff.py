@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import dagplan
+from as_user import run_dagplan_s
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -138,3 +139,69 @@ def test_a_prompt_edit_is_shown_as_a_word_diff(tmp_path):
     assert "s.llm.prompt: ... a busy executive, in [-three-] {+five short+} bullet points, keeping every ..." in (
         done.stdout
     ), done.stdout
+
+
+ONE = 'steps:\n  - id: history\n    tool: checkBillingHistory\n    args: {customerId: "c1"}\n    output: †state.h\n'
+
+
+INLINE = """steps:
+  - id: child
+    plan:
+      steps:
+        - id: look
+          tool: {tool}
+          args: {args}
+          output: †state.h
+      result: †state.h
+    output: †state.out
+"""
+
+
+@pytest.mark.parametrize(
+    "key, before, after",
+    [("max_cost", "0.1", "500"), ("max_tokens", "1000", "900000"), ("executor", "local", "ray"),
+     ("timeout", "10s", "1h"), ("mode", "eager", "lazy"), ("on_failure", "abort", "continue")],
+)  # fmt: skip
+def test_diff_reports_every_plan_key(tools_project, key, before, after):
+    (tools_project / "a.yaml").write_text(f"{key}: {before}\n{ONE}")
+    (tools_project / "b.yaml").write_text(f"{key}: {after}\n{ONE}")
+    proc = run_dagplan_s(tools_project, "diff", "a.yaml", "b.yaml", "--tools", "tools.py", "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert key in json.loads(proc.stdout)["plan"], proc.stdout
+
+
+def test_diff_sees_a_changed_or_removed_precomputed_output(tools_project):
+    call = {"_tool": "checkBillingHistory", "customerId": "c1", "_outputPath": "†state.h"}
+    (tools_project / "c1.json").write_text(json.dumps([{**call, "_output": {"orders": 1}}]))
+    (tools_project / "c2.json").write_text(json.dumps([{**call, "_output": {"orders": 999}}]))
+    (tools_project / "c3.json").write_text(json.dumps([call]))
+    (tools_project / "c1copy.json").write_text(json.dumps([{**call, "_output": {"orders": 1}}]))
+    assert run_dagplan_s(tools_project, "diff", "c1.json", "c2.json", "--tools", "tools.py").returncode == 1
+    assert run_dagplan_s(tools_project, "diff", "c1.json", "c3.json", "--tools", "tools.py").returncode == 1
+    assert run_dagplan_s(tools_project, "diff", "c1.json", "c1copy.json", "--tools", "tools.py").returncode == 0
+
+
+def test_diff_compares_sub_plans_by_content_not_by_file(tools_project):
+    looked = INLINE.format(tool="checkBillingHistory", args='{customerId: "c1"}')
+    (tools_project / "i1.yaml").write_text(looked)
+    (tools_project / "i1copy.yaml").write_text(looked)
+    (tools_project / "i2.yaml").write_text(INLINE.format(tool="issueRefund", args='{customerId: "c1", amount: 999}'))
+    same = run_dagplan_s(tools_project, "diff", "i1.yaml", "i1copy.yaml", "--tools", "tools.py")
+    assert same.returncode == 0, same.stdout
+    changed = run_dagplan_s(tools_project, "diff", "i1.yaml", "i2.yaml", "--tools", "tools.py", "--format", "json")
+    found = json.loads(changed.stdout)
+    assert changed.returncode == 1 and found["side_effects_added"] == ["child.look"], found
+    assert found["changed"]["child.look"]["tool"] == {"before": "checkBillingHistory", "after": "issueRefund"}
+    assert found["changed"]["child.look"]["args.amount"] == {"before": None, "after": 999}  # the key that changed
+    sub = "steps:\n  - id: look\n    tool: {}\n    args: {}\n    output: †state.h\nresult: †state.h\n"
+    for folder, child in (("old", sub.format("checkBillingHistory", '{customerId: "c1"}')),
+                          ("new", sub.format("checkBillingHistory", '{customerId: "c1"}')),
+                          ("new2", sub.format("issueRefund", '{customerId: "c1", amount: 1}'))):  # fmt: skip
+        (tools_project / folder).mkdir()
+        (tools_project / folder / "p.yaml").write_text(
+            "steps:\n  - id: child\n    plan: sub.yaml\n    output: †state.o\n"
+        )
+        (tools_project / folder / "sub.yaml").write_text(child)
+    assert run_dagplan_s(tools_project, "diff", "old/p.yaml", "new/p.yaml", "--tools", "tools.py").returncode == 0
+    moved = run_dagplan_s(tools_project, "diff", "old/p.yaml", "new2/p.yaml", "--tools", "tools.py", "--format", "json")
+    assert moved.returncode == 1 and json.loads(moved.stdout)["side_effects_added"] == ["child.look"], moved.stdout

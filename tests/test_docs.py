@@ -230,3 +230,12 @@ def test_the_locks_agree_with_the_ranges():
             continue
         assert name in locked, f"{text} is not in requirements/test.txt: run scripts/lock"
         assert req.specifier.contains(locked[name], prereleases=True), f"{name}=={locked[name]} is outside {text}"
+
+
+def test_the_configuration_reference_names_every_key_with_what_it_is_for():
+    """The reference page's table is generated (docs/hooks.py) from KEYS and KEY_MEANINGS: every key has both."""
+    from dagplan.interpreter.core.config import KEY_MEANINGS, KEYS, key_table
+
+    assert set(KEY_MEANINGS) == set(KEYS) and all(KEY_MEANINGS.values())
+    assert all(f"| `{k}` | {KEY_MEANINGS[k]} |" in key_table() for k in KEYS)
+    assert "<!-- generated: configuration-keys" in (ROOT / "docs" / "reference" / "configuration.md").read_text()

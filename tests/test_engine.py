@@ -10,6 +10,9 @@ import pytest
 
 import dagplan
 from dagplan import Branch, TransientError, tool
+import os
+import subprocess
+import sys
 
 
 def plan_of(yaml: str):
@@ -449,3 +452,61 @@ def test_a_value_that_does_not_fit_the_tools_parameter_fails_the_step_before_the
     assert calls == [] and str(step.status) == "failed"
     assert "bad-argument: argument 'count' must be integer, not string (tool days_of)" in str(step.output)
     assert dagplan.run(plan, tools=[days_of], inputs={"n": 3}).result == 3 and calls == [3]
+
+
+WARM = """
+import sys, dagplan
+seen = {}
+def watch(event):
+    if event.type.value == "plan_started":
+        seen["litellm"] = "litellm" in sys.modules
+plan = dagplan.load(text="steps: [{id: a, llm: 'Say hi', model: openai/gpt-4o-mini, output: †state.a}]")
+dagplan.run(plan, subscribers=[watch], completion_kwargs={"api_base": "http://127.0.0.1:9", "api_key": "x"},
+            on_limit_exceeded=lambda *a: False)
+print(seen)
+"""
+
+
+def test_trigger_rules_decide_by_what_the_dependencies_did():
+    import dagplan
+
+    def ok() -> str:
+        return "fine"
+
+    def boom() -> str:
+        raise ValueError("broken")
+
+    @dagplan.tool(purity="pure")  # a step that reads may run on a failure's text; one that acts never does
+    def join(x: object = None, y: object = None) -> str:
+        return f"{x}|{y}"
+
+    @dagplan.tool(purity="side_effect")
+    def write(x: object = None) -> str:
+        return f"wrote {x}"
+
+    text = """steps:
+  - {id: good, tool: ok, output: †state.good}
+  - {id: bad, tool: boom, output: †state.bad}
+  - {id: all_done, tool: join, args: {x: †state.good, y: †state.bad}, output: †state.r1, trigger: all_done}
+  - {id: none_failed, tool: join, args: {x: †state.good, y: †state.bad}, output: †state.r2, trigger: none_failed}
+  - {id: one_ok, tool: join, args: {x: †state.bad}, deps: [good, bad], output: †state.r3, trigger: one_succeeded}
+  - {id: none_ok, tool: join, args: {x: †state.bad}, deps: [bad], output: †state.r4, trigger: one_succeeded}
+  - {id: acts, tool: write, args: {x: †state.bad}, output: †state.r5, trigger: all_done}
+"""
+    tools = {"ok": ok, "boom": boom, "join": join, "write": write}
+    result = dagplan.run(dagplan.load(text=text, tools=tools), tools=tools, on_limit_exceeded=lambda *a: False)
+    status = {sid: (s.status, s.output) for sid, s in result.steps.items()}
+    assert status["all_done"][0] == "completed" and status["all_done"][1].startswith("fine|(FAILED")
+    assert status["none_failed"][0] == "skipped"
+    assert status["one_ok"][0] == "completed"
+    assert status["none_ok"][0] == "skipped"
+    assert "one_succeeded" in result.steps["none_ok"].reason
+    assert status["acts"][0] == "skipped" and "would act on the failure of bad" in result.steps["acts"].reason
+
+
+def test_a_library_a_step_needs_is_loaded_before_the_run_s_clock_starts(tmp_path):
+    """A step's duration is its own work: litellm (about 3 s to import) is loaded before the run starts."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", WARM], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.stdout.strip() == "{'litellm': True}", done.stdout + done.stderr

@@ -8,6 +8,8 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from as_user import ROOT, run_dagplan
+import shutil
 
 load = importlib.import_module("dagplan.dsl.load")
 fmt = importlib.import_module("dagplan.dsl.fmt")
@@ -131,3 +133,11 @@ def test_random_documents_round_trip(steps, as_yaml):
         text = formatted(text)
     once = formatted(text)
     assert formatted(once) == once
+
+
+def test_fmt_w_keeps_a_json_file_json(tmp_path):
+    shutil.copy(ROOT / "examples" / "oauth.json", tmp_path / "o.json")
+    assert run_dagplan(tmp_path, "fmt", "-w", "o.json").returncode == 0
+    written = json.loads((tmp_path / "o.json").read_text())  # JSON still, the canonical keys
+    assert written["dagplan"] == 1 and written["steps"][0]["id"] == "E1"
+    assert run_dagplan(tmp_path, "fmt", "--check", "o.json").returncode == 0  # and now canonical

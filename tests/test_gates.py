@@ -10,6 +10,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from as_user import run_dagplan, run_dagplan_s, with_example_tools
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,3 +216,166 @@ def test_an_answer_given_elsewhere_is_taken_by_the_run_prompting_on_a_terminal(t
     events = cli(root, "events", "@last", "--format", "json", DAGPLAN_STATE_DIR=str(root / "state"))
     given = [e for e in json.loads(events.stdout) if e["type"] == "gate_answered"]
     assert [(e["step"], e["value"], e["channel"]) for e in given] == [("ok", "approve", "answer")]
+
+
+TWO_GATES = """steps:
+  - id: first
+    gate: {question: "Go?", choices: [yes, no]}
+  - id: second
+    gate: {question: "Really?", choices: [yes, no]}
+    deps: [first]
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+SLOW = """import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open("child.pid", "w").write(str(child.pid))
+open("parent.pid", "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+FAN = """steps:
+  - id: each
+    for_each: [a, b, c]
+    plan:
+      inputs: {x: {type: string}}
+      steps:
+        - id: approve_close
+          gate: {question: "close †input.x?", choices: [approve, reject]}
+    args: {x: †item}
+    output: †state.closed
+"""
+
+
+def test_run_answer_answers_a_gate_ahead_and_leaves_the_others_waiting(tmp_path):
+    root = with_example_tools(tmp_path)
+    both = run_dagplan(root, "run", str(ROOT / "examples" / "approve_refund.yaml"), "--tools", "tools.py", "-i",
+               "customerId=c", "-i", "amount=5", "--answer", "approve=approve", "--format", "json")  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert json.loads(both.stdout)["steps"]["refund"]["status"] == "completed"
+    (root / "two.yaml").write_text(TWO_GATES)
+    half = run_dagplan(root, "run", "two.yaml", "--answer", "first=yes", "--no-input", "--format", "json")
+    assert half.returncode == 3
+    steps = json.loads(half.stdout)["steps"]
+    assert steps["first"]["status"] == "completed" and steps["second"]["status"] == "waiting"
+    wrong = run_dagplan(root, "run", "two.yaml", "--answer", "frist=yes")
+    assert wrong.returncode == 2 and "did you mean 'first'?" in wrong.stderr
+
+
+def test_a_gate_answer_nested_thousands_deep_is_refused(tmp_path):
+    (tmp_path / "p.yaml").write_text("steps:\n  - id: ok\n    gate: {question: what?, schema: {type: array}}\n")
+    waiting = run_dagplan_s(tmp_path, "run", "p.yaml")
+    assert waiting.returncode == 3
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    proc = run_dagplan_s(tmp_path, "answer", run_id, "ok", "[" * 5000 + "]" * 5000)
+    assert proc.returncode == 2 and "error bad-answer" in proc.stderr and len(proc.stderr) < 2000, proc.stderr
+
+
+def test_a_command_notifier_that_times_out_is_killed_with_its_children(tools_project):
+    (tools_project / "slow.py").write_text(SLOW)
+    (tools_project / "dagplan.toml").write_text(
+        f'[notify.pager]\ncommand = ["{sys.executable}", "slow.py"]\nretries = 1\ntimeout = 1\n'
+    )
+    (tools_project / "g.yaml").write_text("steps:\n  - id: approve\n    gate: {question: ok?, notify: pager}\n")
+    proc = run_dagplan_s(tools_project, "run", "g.yaml")
+    assert proc.returncode == 3 and "notifier pager: the notice was not delivered" in proc.stderr, proc.stderr
+    assert "Event loop is closed" not in proc.stderr
+    for name in ("parent.pid", "child.pid"):
+        pid = int((tools_project / name).read_text())
+        assert not _alive(pid), name
+
+
+def test_a_webhook_url_is_never_shown(tools_project):
+    (tools_project / "dagplan.toml").write_text('[notify.ops]\nwebhook = "${HOOK}"\nretries = 1\ntimeout = 1\n')
+    (tools_project / "g.yaml").write_text("steps:\n  - id: approve\n    gate: {question: ok?, notify: ops}\n")
+    for url in ("http://127.0.0.1:9/services/T000/B000/SECRETTOKEN x", "http://127.0.0.1:9/SECRETTOKEN\x07",
+                "http://[::1/SECRETTOKEN", "http://127.0.0.1:99999/SECRETTOKEN"):  # fmt: skip
+        proc = run_dagplan_s(tools_project, "run", "g.yaml", env={"HOOK": url})
+        assert proc.returncode == 3 and "notifier ops" in proc.stderr, proc.stderr
+        assert "SECRETTOKEN" not in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_gates_of_a_fan_out_are_listed_and_answered_at_once(tools_project):
+    (tools_project / "f.yaml").write_text(FAN)
+    waiting = run_dagplan_s(tools_project, "run", "f.yaml")
+    assert waiting.returncode == 3 and all(f"each[{i}].approve_close" in waiting.stderr for i in range(3))
+    listed = run_dagplan_s(tools_project, "runs")
+    assert all(f"waits at each[{i}].approve_close" in listed.stderr for i in range(3)), listed.stderr
+    run_id = waiting.stderr.split("run ", 1)[1].split()[0]
+    assert (
+        run_dagplan_s(tools_project, "answer", run_id, "each[*].approve_close", "maybe").returncode == 2
+    )  # each one checked
+    assert run_dagplan_s(tools_project, "answer", run_id, "each[*].approve_close", "approve").returncode == 0
+    done = run_dagplan_s(tools_project, "resume", run_id)
+    assert done.returncode == 0, done.stderr
+    one = run_dagplan_s(tools_project, "run", "f.yaml", "--answer", "each[1].approve_close=approve", "--format", "json")
+    assert one.returncode == 3 and [w["step"] for w in json.loads(one.stdout)["waiting"]] == [
+        "each[0].approve_close", "each[2].approve_close"]  # fmt: skip
+    every = run_dagplan_s(tools_project, "run", "f.yaml", "--answer", "each[*].approve_close=approve")
+    assert every.returncode == 0, every.stderr
+    wrong = run_dagplan_s(tools_project, "run", "f.yaml", "--answer", "each[0].aprove_close=approve")
+    assert wrong.returncode == 2 and "no gate" in wrong.stderr
+
+
+def test_a_refusal_the_plan_routes_is_an_ordinary_completion(tools_project):
+    (tools_project / "g.yaml").write_text(
+        "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
+        "    output: †state.approved || †state.rejected\n"
+        "  - id: ship\n    tool: notify\n    args: {message: †state.approved}\n    output: †state.shipped\n"
+        "  - id: tell\n    tool: notify\n    args: {message: 'not shipped'}\n    deps: [approve]\n"
+        "    when: †state.rejected\n    output: †state.told\n"
+    )
+    refused = run_dagplan_s(
+        tools_project, "run", "g.yaml", "--tools", "tools.py", "--answer", "approve=reject", "--format", "json"
+    )
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    steps = json.loads(refused.stdout)["steps"]
+    assert steps["ship"]["status"] == "skipped" and steps["tell"]["status"] == "completed"
+    (tools_project / "w.yaml").write_text(
+        "steps:\n  - id: decide\n    gate: {question: ship?, choices: [approve, reject]}\n    output: †state.decision\n"
+        "  - id: ship\n    tool: notify\n    args: {message: shipping}\n    when: †state.decision == 'approve'\n"
+        "  - id: tell\n    tool: notify\n    args: {message: no}\n    when: †state.decision == 'reject'\n"
+    )
+    decided = run_dagplan_s(
+        tools_project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=reject", "--format", "json"
+    )
+    assert decided.returncode == 0, decided.stdout + decided.stderr  # a when: on the answer decides
+    steps = json.loads(decided.stdout)["steps"]
+    assert [steps[s]["status"] for s in ("decide", "ship", "tell")] == ["completed", "skipped", "completed"], steps
+    assert (
+        run_dagplan_s(tools_project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=maybe").returncode == 1
+    )
+    (tools_project / "h.yaml").write_text(
+        "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
+    )
+    unrouted = run_dagplan_s(tools_project, "run", "h.yaml", "--answer", "approve=reject")
+    assert unrouted.returncode == 1  # a refusal nothing handles: completed with errors
+
+
+@pytest.mark.parametrize("schema, answer, ok", [("{type: integer}", "approve", False), ("{type: string}", "approve", True),
+                                                ("{enum: [yes, no]}", "maybe", False), ("{enum: [yes, no]}", "no", True)])  # fmt: skip
+def test_on_timeout_must_be_an_answer_the_gates_schema_accepts(tools_project, schema, answer, ok):
+    (tools_project / "g.yaml").write_text(
+        f"steps:\n  - id: n\n    gate: {{question: q, schema: {schema}, timeout: 1h, on_timeout: {answer}}}\n"
+    )
+    proc = run_dagplan_s(tools_project, "check", "g.yaml")
+    assert (proc.returncode == 0) == ok and (ok or "g.yaml:3:" in proc.stdout and "gate-timeout" in proc.stdout)
+
+
+def test_a_plan_test_mocks_every_items_gate_with_one_pattern(tools_project):
+    (tools_project / "f.yaml").write_text(FAN)
+    (tools_project / "f.test.yaml").write_text(
+        "plan: f.yaml\ncases:\n  - name: all approved\n    mocks:\n      gates: {'each[*].approve_close': approve}\n"
+        "    expect: {status: completed}\n"
+    )
+    proc = run_dagplan_s(tools_project, "test", "f.test.yaml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr

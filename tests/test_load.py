@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dagplan.dsl.errors import Limits, LoadError, Span
 from dagplan.dsl.yaml_reader import Index
+from as_user import run_dagplan_s
 
 load = importlib.import_module("dagplan.dsl.load")
 
@@ -235,3 +236,13 @@ def test_reading_a_small_plan_allocates_about_its_size_not_the_limit(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 64 * 1024, peak
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_in_json_test_files_and_plans_is_a_diagnostic_at_its_place(weather_project, constant):
+    text = '{"plan": "weather.yaml", "cases": [{"name": "x", "inputs": {"city": %s}}]}' % constant
+    (weather_project / "a.test.json").write_text(text)
+    proc = run_dagplan_s(weather_project, "test", "a.test.json")
+    assert proc.returncode == 1 and f"a.test.json:1:{text.index(constant) + 1}: error json-syntax" in proc.stdout
+    (weather_project / "p.json").write_text('{"steps": [{"id": "a", "tool": "t", "args": {"x": %s}}]}' % constant)
+    assert "error json-syntax" in run_dagplan_s(weather_project, "check", "p.json").stdout

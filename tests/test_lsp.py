@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as t
 from pygls.lsp.client import LanguageClient
+import json
+import subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -206,3 +208,56 @@ def test_checks_run_off_the_event_loop_and_a_newer_version_makes_the_older_one_s
     asyncio.run(main())
     assert "other v1" not in called
     assert sorted(published) == [("big", ["big v2"]), ("other", ["other v2"])]
+
+
+HARNESS = r"""
+const Module = require("module");
+const seen = {};
+const fakes = {
+  vscode: {
+    workspace: {
+      getConfiguration: (section) => ({ get: (key) => (section === "dagplan" && key === "command" ? ["dagplan", "lsp"] : undefined) }),
+      workspaceFolders: [{ uri: { fsPath: "/project" } }],
+    },
+  },
+  "vscode-languageclient/node": {
+    LanguageClient: class {
+      constructor(id, name, server, client) { Object.assign(seen, { id, name, server, client }); }
+      start() { seen.started = true; return Promise.resolve(); }
+      stop() { seen.stopped = true; return Promise.resolve(); }
+      dispose() {}
+    },
+  },
+};
+const load = Module._load;
+Module._load = function (request, ...rest) { return request in fakes ? fakes[request] : load.call(this, request, ...rest); };
+const extension = require(process.argv[2]);
+const context = { subscriptions: [] };
+Promise.resolve(extension.activate(context)).then(() => extension.deactivate()).then(() => {
+  console.log(JSON.stringify({ ...seen, subscriptions: context.subscriptions.length }));
+});
+"""
+
+
+def test_the_vs_code_extension_is_a_thin_client_of_dagplan_lsp(tmp_path):
+    """The manifest has what `vsce package` requires; the extension, loaded by Node with VS Code's API faked,
+    starts `dagplan lsp` in the workspace folder for YAML and JSON files and stops it."""
+    import shutil
+
+    folder = ROOT / "editors" / "vscode"
+    manifest = json.loads((folder / "package.json").read_text())
+    for key in ("name", "publisher", "version", "engines", "main", "activationEvents", "contributes"):
+        assert key in manifest, key
+    assert (folder / manifest["main"]).is_file() and (folder / "README.md").is_file()
+    assert manifest["contributes"]["configuration"]["properties"]["dagplan.command"]["default"] == ["dagplan", "lsp"]
+    assert "vscode-languageclient" in manifest["dependencies"]
+    node = shutil.which("node")
+    assert node, "node is needed to smoke-test the extension (Debian's nodejs)"
+    (tmp_path / "harness.js").write_text(HARNESS)
+    done = subprocess.run([node, str(tmp_path / "harness.js"), str(folder / "extension.js")], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["server"]["run"] == {"command": "dagplan", "args": ["lsp"], "options": {"cwd": "/project"}}
+    assert {s["language"] for s in seen["client"]["documentSelector"]} == {"yaml", "json"}
+    assert seen["started"] and seen["stopped"] and seen["subscriptions"] == 1

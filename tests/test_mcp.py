@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from net import free_port, wait_for_port
+from as_user import run_dagplan_s
 
 HERE = Path(__file__).parent
 SERVER = HERE / "mcp_demo_server.py"
@@ -399,3 +400,112 @@ def test_an_llm_step_calls_an_mcp_tool_by_a_name_providers_accept(locked, stub, 
     first, second = stub.requests
     assert [t["function"]["name"] for t in first["tools"]] == ["demo__add"]
     assert json.loads(second["messages"][-1]["content"]) == {"sum": 5}  # the real server's structured answer
+
+
+@pytest.fixture
+def fake_server(tmp_path):
+    (tmp_path / "fake.py").write_text(FAKE)
+    (tmp_path / "dagplan.toml").write_text(
+        f'[mcp.fake]\ncommand = "{sys.executable}"\nargs = ["fake.py"]\nenv = {{ MODE = "${{MODE:-ok}}" }}\n'
+    )
+    (tmp_path / "v.yaml").write_text("steps:\n  - id: go\n    tool: fake.launch\n    args: {target: x}\n")
+    return tmp_path
+
+
+FAKE = r'''"""A raw MCP server over stdio; MODE: ok | garbage (a stray stdout line first) | badlist | weird"""
+import json, os, pathlib, sys
+mode = os.environ.get("MODE", "ok")
+if mode == "garbage":
+    print("this is not json", flush=True)
+TOOLS = [{"name": "launch", "description": "acts", "inputSchema": {"type": "object",
+          "properties": {"target": {"type": "string"}}, "required": ["target"]}}]
+if mode == "badlist":
+    TOOLS = [{"name": "t", "inputSchema": "notaschema", "annotations": [1, 2]}]
+if mode.startswith("weird"):
+    TOOLS.append({"name": {"weird-space": "we ird", "weird-empty": "", "weird-dot": "a.b", "weird-dup": "launch",
+                           "weird-slash": "../x"}[mode], "inputSchema": {"type": "object"}})
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") is None:
+        continue
+    method = msg["method"]
+    if method == "initialize":
+        res = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+               "serverInfo": {"name": "fake", "version": "1"}}
+    elif method == "tools/list":
+        res = {"tools": TOOLS}
+    elif method == "tools/call":
+        pathlib.Path("CALLED").write_text(json.dumps(msg["params"]))
+        res = {"content": [{"type": "text", "text": "done"}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": res}), flush=True)
+'''
+
+
+def _damage(lock: dict, how: str) -> dict:
+    entry = lock["servers"]["fake"]["tools"][0]
+    if how == "pure":  # the side effect claims to be read-only, its hash untouched
+        entry["annotations"] = {"readOnlyHint": True}
+    elif how == "pure-rehashed-badly":
+        entry["annotations"] = {"readOnlyHint": True}
+        entry["hash"] = "sha256:" + "0" * 64
+    elif how in ("annotations", "inputSchema", "outputSchema", "description"):
+        entry[how] = "x" if how != "description" else 5
+    elif how == "name":
+        entry["name"] = "a.b"
+    elif how == "dup":
+        lock["servers"]["fake"]["tools"].append(dict(entry))
+    elif how == "entry":
+        lock["servers"]["fake"]["tools"][0] = "launch"
+    elif how == "tools":
+        lock["servers"]["fake"]["tools"] = {"launch": 1}
+    elif how == "version":
+        lock["version"] = 99
+    return lock
+
+
+@pytest.mark.parametrize("mode", ["badlist", "weird-space", "weird-empty", "weird-dot", "weird-dup", "weird-slash"])
+def test_a_server_listing_tools_no_plan_can_call_is_an_error_naming_it(fake_server, mode):
+    proc = run_dagplan_s(fake_server, "tools", "lock", env={"MODE": mode})
+    assert proc.returncode == 2 and "mcp-server" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "fake" in proc.stdout + proc.stderr and not (fake_server / "dagplan.lock").exists()
+
+
+def test_a_servers_stray_stdout_line_stays_off_the_terminal(fake_server):
+    proc = run_dagplan_s(fake_server, "tools", "lock", env={"MODE": "garbage"})
+    assert proc.returncode == 0 and proc.stderr.count("\n") <= 1, proc.stderr  # at most the 'wrote' line
+    assert "Failed to parse" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize(
+    "how, code",
+    [("pure", "lock-tampered"), ("pure-rehashed-badly", "lock-tampered"), ("annotations", "tools-lock"),
+     ("inputSchema", "tools-lock"), ("outputSchema", "tools-lock"), ("description", "tools-lock"),
+     ("name", "tools-lock"), ("dup", "tools-lock"), ("entry", "tools-lock"), ("tools", "tools-lock"),
+     ("version", "tools-lock")],
+)  # fmt: skip
+def test_a_damaged_or_hand_edited_lock_is_refused_everywhere(fake_server, how, code):
+    assert run_dagplan_s(fake_server, "tools", "lock").returncode == 0
+    lock = json.loads((fake_server / "dagplan.lock").read_text())
+    (fake_server / "dagplan.lock").write_text(json.dumps(_damage(lock, how), indent=2))
+    for command in (("check", "v.yaml"), ("preview", "v.yaml"), ("tools", "list"), ("run", "v.yaml", "--no-input")):
+        proc = run_dagplan_s(fake_server, *command)
+        assert proc.returncode == 2 and code in proc.stdout + proc.stderr, (command, proc.stdout, proc.stderr)
+        assert "dagplan.lock:" in proc.stdout + proc.stderr, (command, proc.stdout + proc.stderr)
+    assert not (fake_server / "CALLED").exists()
+
+
+@pytest.mark.parametrize("arg", ["${TOKEN:-${FALLBACK}}", "${TOKEN:?TOKEN must be set}", "${ TOKEN }", "${TOKEN",
+                                 "${1X}", "a${}b"])  # fmt: skip
+def test_an_unsupported_variable_form_is_a_config_error(fake_server, arg):
+    toml = (fake_server / "dagplan.toml").read_text().replace('args = ["fake.py"]', f'args = ["fake.py", "{arg}"]')
+    (fake_server / "dagplan.toml").write_text(toml)
+    proc = run_dagplan_s(fake_server, "tools", "lock", env={"TOKEN": "", "FALLBACK": ""})
+    assert (
+        proc.returncode == 2
+        and "error config" in proc.stdout + proc.stderr
+        and "mcp.fake.args" in proc.stdout + proc.stderr
+    )
+    assert not (fake_server / "dagplan.lock").exists()

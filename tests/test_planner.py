@@ -13,6 +13,7 @@ from dagplan.interpreter.llm.conversation import Budget, BudgetExceeded
 from dagplan.interpreter.llm.planner import PlanningFailed, plan, repair_text, tool_catalog
 from dagplan.interpreter.tools.sources import load_tool_specs
 from llm_stub import json_reply, text
+from as_user import with_example_tools
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "openai/gpt-4o-mini"
@@ -337,3 +338,13 @@ def test_cli_score(tmp_path):
     assert shown["score"] == 7 and shown["plan_first"] is True
     text_out = dagplan_cli("score", "read main.go", "--mode", "always", cwd=tmp_path).stdout
     assert text_out.splitlines()[0] == "score 1/10 -> plan first: yes (mode always, threshold 6)"
+
+
+def test_dagplan_plan_without_a_provider_key_says_so_before_any_call(tmp_path):
+    root = with_example_tools(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run([sys.executable, "-m", "dagplan", "plan", "refund order 42", "--model", "openai/gpt-4o-mini",
+                           "--tools", "tools.py"], cwd=root, env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "error no-credentials: model 'openai/gpt-4o-mini' (the planner) needs OPENAI_API_KEY" in done.stderr

@@ -14,6 +14,9 @@ import pytest
 
 import dagplan
 from dagplan.interpreter.core.config import load_config
+from as_user import run_dagplan, run_dagplan_s, with_example_tools
+import shutil
+import xml.etree.ElementTree as ElementTree
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -612,3 +615,141 @@ def test_matchers(expected, actual, ok):
     from dagplan.interpreter.testing.expect import matches
 
     assert matches(expected, actual) is ok
+
+
+REACH = """inputs:
+  tier: {type: string}
+  attempt: {type: integer}
+steps:
+  - {id: gold, when: '†input.tier == "gold" and †input.attempt < 3', tool: presentSuggestion,
+     args: {suggestion: gold}, output: †state.gold}
+  - {id: also_gold, when: '†input.tier == "gold" and †input.attempt < 3', tool: presentSuggestion,
+     args: {suggestion: "†state.gold again"}, output: †state.again}
+  - {id: other, when: '†input.tier != "gold"', tool: presentSuggestion, args: {suggestion: other},
+     output: †state.other}
+  - {id: each, for_each: [a, b], tool: presentSuggestion, args: {suggestion: †item}, output: †state.each}
+result: †state.each
+"""
+
+
+ONE = 'steps:\n  - id: history\n    tool: checkBillingHistory\n    args: {customerId: "c1"}\n    output: †state.h\n'
+
+
+def test_a_test_file_s_own_mocks_are_every_case_s_defaults_and_its_typos_get_a_did_you_mean(tmp_path):
+    root = with_example_tools(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    tests = """plan: weather.yaml
+tools: [tools.py]
+mocks:
+  tools:
+    getWeather: {result: {city: Rome, sky: sunny}}
+    findPark: {result: the park}
+    presentSuggestion: {result: done}
+cases:
+  - name: sunny by default
+    inputs: {city: Rome}
+    expect: {steps: {park: {status: completed, output: the park}, movie: {status: skipped}}}
+  - name: a case overrides a default by name
+    inputs: {city: Oslo}
+    mocks:
+      tools:
+        getWeather: {alternative: 1, result: {city: Oslo, sky: rainy}}
+        findMovie: {result: a film}
+    expect: {steps: {movie: {status: completed, output: a film}, park: {status: skipped}}}
+"""
+    (root / "weather.test.yaml").write_text(tests, encoding="utf-8")
+    ran = run_dagplan(root, "test", "weather.test.yaml")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    typos = tests.replace("inputs: {city: Oslo}", "inputs: {citty: Oslo}\n    real: [getWeathr]")
+    (root / "weather.test.yaml").write_text(typos, encoding="utf-8")
+    checked = run_dagplan(root, "check", "weather.test.yaml")
+    assert checked.returncode == 1
+    assert "weather.test.yaml:13:14: error test-file: input 'citty' is not one of the plan's inputs" in checked.stdout
+    assert "did you mean 'city'?" in checked.stdout and "did you mean 'getWeather'?" in checked.stdout
+    (root / "weather.test.yaml").write_text(tests.replace("    findPark: {result", "    findPak: {result"))
+    assert "'findPak' is not one of the plan's tools" in run_dagplan(root, "check", "weather.test.yaml").stdout
+
+
+def test_a_failing_case_shows_what_each_step_did_and_who_answered(tmp_path):
+    root = with_example_tools(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    text = (ROOT / "examples" / "weather.test.yaml").read_text(encoding="utf-8")
+    (root / "weather.test.yaml").write_text(text.replace('result: "Today: Villa Borghese"\n', 'result: "Today"\n', 1))
+    done = run_dagplan(root, "test", "weather.test.yaml")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    head = lines.index(next(line for line in lines if line.split() == ["step", "call", "by", "status", "output"]))
+    rows = [line.split(None, 4) for line in lines[head + 1 : head + 5]]
+    assert [r[:4] for r in rows] == [["weather", "getWeather", "mock", "completed"],
+                                     ["movie", "findMovie", "-", "skipped"], ["park", "findPark", "mock", "completed"],
+                                     ["present", "presentSuggestion", "mock", "completed"]], done.stdout  # fmt: skip
+    assert rows[1][4].startswith("†state.notSunny was never written") and rows[3][4] == "Today: Villa Borghese"
+    assert "step" not in done.stdout.split("1 failed")[1]  # the passing case shows none
+    as_json = json.loads(run_dagplan(root, "test", "weather.test.yaml", "--format", "json").stdout)
+    case = next(c for c in as_json["cases"] if c["case"] == "a rainy day goes to the movies")
+    assert {s["step"]: s["by"] for s in case["steps"]}["present"] == "real"
+
+
+def test_a_test_file_s_problems_come_all_at_once_in_check_s_words(tmp_path):
+    root = with_example_tools(tmp_path)
+    shutil.copy(ROOT / "examples" / "weather.yaml", root / "weather.yaml")
+    (root / "bad.test.yaml").write_text(
+        "plan: weather.yaml\ntools: [tools.py]\ncases:\n  - name: one\n    inputs: {city: Rome}\n"
+        "    expectt: {result: x}\n  - name: 5\n    inputs: [1]\n    expect: {status: 3}\n", encoding="utf-8"
+    )  # fmt: skip
+    for command in ("test", "check"):
+        done = run_dagplan(root, command, "bad.test.yaml")
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        said = done.stdout + done.stderr
+        assert "bad.test.yaml:6:5: error test-file: unknown key 'expectt' in cases[0]" in said, said
+        assert "did you mean 'expect'?" in said
+        assert "bad.test.yaml:7:11: error test-file: cases[1].name must be a string, not a number" in said
+        assert "cases[1].inputs must be a mapping, not a list" in said
+        assert "cases[1].expect.status must be one of completed, failed" in said
+        assert "Additional properties" not in said and "is not of type" not in said
+
+
+def test_paths_propose_only_what_some_input_reaches_with_those_inputs(tmp_path):
+    root = with_example_tools(tmp_path)
+    (root / "p.yaml").write_text(REACH, encoding="utf-8")
+    (root / "p.test.yaml").write_text("plan: p.yaml\ntools: [tools.py]\ncases:\n  - name: silver\n"
+                                      "    inputs: {tier: silver, attempt: 1}\n    real: [presentSuggestion]\n"
+                                      "    expect: {result: {$any: true}}\n", encoding="utf-8")  # fmt: skip
+    done = run_dagplan(root, "test", "p.test.yaml", "--paths", "p.yaml", "--format", "json")
+    found = json.loads(done.stdout)
+    # 2 x 2 x 2 `when:` outcomes x 2 fan-out outcomes = 16 combinations; 3 can happen: other / gold (then
+    # also_gold, which reads gold's output) / gold's condition false on a gold tier (attempt >= 3)
+    assert found["combinations"] == 3, found
+    drafted = {tuple(u["path"]): u["case"] for u in found["untested"]}
+    assert len(drafted) == 2 and all("over zero items" not in " ".join(p) for p in drafted), drafted
+    both = next(case for path, case in drafted.items() if any("also_gold" in p for p in path))
+    assert both["inputs"] == {"tier": "gold", "attempt": 2}  # values that take this way, not TODOs
+    assert done.returncode == 0
+    covered = run_dagplan(root, "test", "p.test.yaml", "--coverage", "--format", "json")
+    plan = json.loads(covered.stdout)["coverage"][0]
+    missed = {m["key"] for m in plan["missed"]}
+    assert "fanout:each:zero" not in missed and "step:also_gold" in missed, missed  # no gap that cannot happen
+
+
+def test_junit_output_is_well_formed_xml_whatever_the_names_and_outputs_hold(weather_project):
+    name = "weird \x01\x1b[31m \ufffe name"
+    (weather_project / "w.test.yaml").write_text(json.dumps({"plan": "weather.yaml", "tools": ["tools.py"], "cases": [
+        {"name": name, "inputs": {"city": "Rome"}, "expect": {"result": "\x07 never"}}]}))  # fmt: skip
+    proc = run_dagplan_s(weather_project, "test", "w.test.yaml", "--format", "junit")
+    assert proc.returncode == 1
+    tree = ElementTree.fromstring(proc.stdout)
+    (case,) = tree.iter("testcase")
+    assert case.get("name").startswith("weird \\u0001\\u001b[31m")
+
+
+def test_a_missing_tools_file_of_a_test_file_is_shown_at_its_entry(weather_project):
+    (weather_project / "m.test.yaml").write_text("plan: weather.yaml\ntools: [tools.py, nope.py]\ncases: [{name: x}]\n")
+    proc = run_dagplan_s(weather_project, "check", "m.test.yaml")
+    assert "m.test.yaml:2:19: error tools-import" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_a_missing_tools_file_of_a_test_is_reported_at_its_line(tools_project):
+    (tools_project / "w.yaml").write_text(ONE)
+    (tools_project / "w.test.yaml").write_text("plan: w.yaml\ntools: [nope.py]\ncases:\n  - name: x\n")
+    proc = run_dagplan_s(tools_project, "check", "w.test.yaml")
+    assert proc.returncode == 2 and "w.test.yaml:2:9: error tools-import" in proc.stdout, proc.stdout

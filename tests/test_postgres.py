@@ -19,6 +19,7 @@ import dagplan
 from dagplan.interpreter.stores import pgstore
 from dagplan.interpreter.stores.registry import open_registry
 from dagplan.interpreter.core.vocabulary import EventType, StepStatus
+from as_user import run_dagplan_s
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"
@@ -286,3 +287,43 @@ def test_processes_meeting_a_new_database_at_once_create_its_schema_once(postgre
     assert failed == [] and len(found) == 6, failed
     assert sorted(before for before, _ in found)[0] == 0 and {after for _, after in found} == {SCHEMA_VERSION}
     assert sum(1 for before, _ in found if before == 0) == 1  # migrated once; the others found it done
+
+
+def test_a_run_whose_database_goes_away_ends_with_state_unavailable_and_resumes(tmp_path, postgres):
+    import psycopg
+
+    (tmp_path / "t.py").write_text(
+        "import dagplan, os, time\n"
+        "@dagplan.tool(purity='pure')\ndef hold() -> int:\n"
+        "    open('started', 'w').close()\n"
+        "    while not os.path.exists('go'):\n        time.sleep(0.02)\n    return 1\n"
+        "@dagplan.tool(purity='pure')\ndef inc(n: int) -> int:\n    return n + 1\n"
+    )
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: hold, output: †state.a}\n"
+                                     "  - {id: b, tool: inc, args: {n: †state.a}, output: †state.b}\nresult: †state.b\n")  # fmt: skip
+    name = postgres.rsplit("/", 1)[1]
+    admin = postgres.rsplit("/", 1)[0] + "/postgres"
+    assert run_dagplan_s(tmp_path, "db", "upgrade", "--state", postgres).returncode == 0
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    run = subprocess.Popen([sys.executable, "-m", "dagplan", "run", "p.yaml", "--tools", "t.py", "--state", postgres],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60  # a bound on waiting for the first step, not a timing assertion
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        with psycopg.connect(admin, autocommit=True) as conn:  # the database goes away under the run
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        (tmp_path / "go").touch()
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 2 and "state-unavailable" in out + err and "Traceback" not in out + err, err
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    listed = run_dagplan_s(tmp_path, "runs", "--state", postgres, "--format", "json")
+    run_id = json.loads(listed.stdout)[0]["id"]
+    resumed = run_dagplan_s(tmp_path, "resume", run_id, "--tools", "t.py", "--state", postgres)
+    assert resumed.returncode == 0, resumed.stderr

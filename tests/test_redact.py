@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from dagplan.interpreter.core.redact import REDACTED, matches, masked, redact
+from as_user import run_dagplan
 
 SECRET = "hunter2-Xy7-very-secret"
 
@@ -100,3 +101,18 @@ def test_a_streamed_output_is_masked_even_where_a_chunk_cuts_a_secret(monkeypatc
     out = b"".join(redacted_chunks(chunks)).decode("utf-8")
     assert "acct_" not in out and out == text.replace("acct_31415", REDACTED).replace("acct_27182", REDACTED).replace(
         "acct_1", REDACTED)  # fmt: skip
+
+
+def test_a_secret_a_tool_returns_is_masked_where_people_read_it_and_kept_for_the_run(tmp_path):
+    (tmp_path / "tools.py").write_text("import dagplan\n\n@dagplan.tool(purity='pure')\ndef login(user: str) -> str:\n"
+                                       "    return 'session for ' + user + ': sk-abcdefghijklmnopqrstuvwx'\n")  # fmt: skip
+    (tmp_path / "p.yaml").write_text("steps:\n  - id: s\n    tool: login\n    args: {user: ada}\n"
+                                     "    output: $state.session\nresult: $state.session\n")  # fmt: skip
+    done = run_dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 0 and "sk-abcdefghijkl" not in done.stdout + done.stderr, done.stdout
+    assert "session for ada: [REDACTED]" in done.stdout
+    for args in (("runs", "show", "@last"), ("events", "@last")):
+        shown = run_dagplan(tmp_path, *args)
+        assert "sk-abcdefghijkl" not in shown.stdout and "[REDACTED]" in shown.stdout, args
+    as_json = json.loads(run_dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py", "--format", "json").stdout)
+    assert as_json["result"].endswith("sk-abcdefghijklmnopqrstuvwx")  # the value, for a program (README)

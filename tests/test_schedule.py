@@ -5,6 +5,8 @@ from __future__ import annotations
 from dagplan.dsl.ir import Ref
 from dagplan.dsl.parse import parse_document
 from dagplan.dsl.schedule import analyze, natural_key, writers_of
+import dagplan
+import json
 
 
 def plan_of(steps, **extra):
@@ -71,3 +73,16 @@ def test_large_chain_is_linear_enough():
     ]
     a = analyze(plan_of(steps))
     assert a.order[-1] == "s2999" and len(a.groups) == 3000
+
+
+def test_a_step_id_with_thousands_of_digits_sorts_without_converting(tmp_path):
+    long_id = "E" + "1" * 5000
+    doc = {"task_summary": "x", "steps": [{"id": "E1", "agent": "t", "task": "x", "deps": []}],
+           "parallel_groups": [["E1", long_id]]}  # fmt: skip
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    result = dagplan.check(str(tmp_path / "p.json"))
+    assert result.ok and [d.code for d in result.diagnostics] == ["parallel-groups-mismatch"]
+    from dagplan.dsl.schedule import natural_key
+
+    ids = ["E10", "E2", long_id, "E1" + "0" * 4400]
+    assert sorted(ids, key=natural_key) == ["E2", "E10", "E1" + "0" * 4400, long_id]

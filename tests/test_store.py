@@ -21,6 +21,7 @@ from dagplan.interpreter.stores.journal import GroupCommit, StepMemo, clear_from
 from dagplan.interpreter.engine.resume import resume_plan
 from dagplan.interpreter.stores.store import INLINE_LIMIT, RunStore
 from dagplan.interpreter.core.vocabulary import Event, EventType
+from as_user import run_dagplan_s
 
 DOC = {
     "steps": [
@@ -745,3 +746,62 @@ def test_a_lone_run_s_commit_is_written_inline():
         return journal.on_main
 
     assert asyncio.run(main()) == [True]
+
+
+def test_a_disk_that_fills_up_during_a_run_stops_it_cleanly_and_the_run_resumes(weather_project):
+    """A write of the journal fails (here RLIMIT_FSIZE stands for a full disk): one clean error saying what
+    is kept and how to go on, no traceback; the torn tail is cut; resume completes the run."""
+    import resource
+    import signal
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1200, 1200))
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    args = [sys.executable, "-m", "dagplan", "run", "weather.yaml", "--tools", "tools.py", "-i", "city=Rome",
+            "--state", "fs"]  # fmt: skip
+    full = subprocess.run(args, cwd=weather_project, env=env, capture_output=True, text=True, timeout=60,
+                          preexec_fn=small_files)  # fmt: skip
+    assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr
+    assert "error io: cannot write the journal" in full.stderr and "everything committed before is kept" in full.stderr
+    (run_id,) = os.listdir(weather_project / "fs" / "runs")
+    assert f"dagplan resume {run_id}" in full.stderr
+    resumed = run_dagplan_s(weather_project, "resume", run_id, "--state", "fs")
+    assert resumed.returncode == 0 and "biggest park" in resumed.stdout, resumed.stderr
+
+
+def test_a_full_disk_while_spilling_a_large_output_stops_the_run_and_keeps_what_was_committed(tmp_path, monkeypatch):
+    """The journal's own writes already stopped a run on a full disk; a large output spilled to its own file
+    did not (OSError: No space left on device). Now both stop the run the same way, and a resume finishes."""
+    import errno
+
+    import dagplan
+    from dagplan.interpreter.stores import wal
+
+    @dagplan.tool(purity="pure")
+    def small() -> int:
+        return 1
+
+    @dagplan.tool(purity="pure")
+    def blob(n: int) -> str:
+        return "x" * 40_000 + str(n)  # spilled beside the journal (over its inline limit)
+
+    plan = dagplan.load(text="steps:\n  - {id: a, tool: small, output: †state.a}\n"
+                             "  - {id: b, tool: blob, args: {n: †state.a}, output: †state.b}\nresult: †state.b\n",
+                        tools=[small, blob])  # fmt: skip
+    real = wal.atomic_write
+
+    def full(path, data):
+        if "step_results" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(wal, "atomic_write", full)
+    created: list[str] = []
+    with pytest.raises(dagplan.DagplanError) as stopped:
+        dagplan.run(plan, tools=[small, blob], durable=True, state_dir=tmp_path / "s", on_run_created=created.append)
+    assert stopped.value.headline.code == "io" and "No space left" in stopped.value.headline.message
+    monkeypatch.setattr(wal, "atomic_write", real)  # space is free again
+    resumed = dagplan.resume(created[0], tools=[small, blob], state_dir=tmp_path / "s")
+    assert resumed.status == "completed" and resumed.result.endswith("1")

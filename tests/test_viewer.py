@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from as_user import run_dagplan
+import json
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -378,3 +380,125 @@ def test_a_plan_too_large_for_the_layered_layout_is_drawn_in_columns():
         assert svg.count('class="node status-pending"') == n
         # layered: one column top to bottom; columns: one step per column, left to right
         assert (len(xs) == 1) is (n <= LAYOUT_LIMIT), (n, len(xs))
+
+
+FAILING_TOOLS = """import dagplan
+
+def helper(d):
+    return d["title"]
+
+@dagplan.tool(purity="pure")
+def fetch(q: str) -> str:
+    issue = {"name": q}
+    return helper(issue)
+
+@dagplan.tool(purity="pure")
+def leak(q: str) -> str:
+    raise ValueError("no"); token = "sk-abcdefghijklmnopqrstuvwx"
+"""
+
+
+FAILING_PLAN = """steps:
+  - id: get
+    tool: fetch
+    args: {q: x}
+    output: $state.t
+  - id: other
+    tool: leak
+    args: {q: y}
+    output: $state.u
+"""
+
+
+def served_page(folder: Path, path: str, *serve_args: str) -> str:
+    """A page of `dagplan serve` started in ``folder`` (its printed URL, its token), the server stopped after."""
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-m", "dagplan", "serve", "--port", "0", *serve_args], cwd=folder,
+                              env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        url = re.search(r"(http://\S+)", server.stderr.readline())[1]
+        base, query = url.split("/?", 1)
+        return httpx.get(f"{base}{path}{'&' if '?' in path else '?'}{query}", timeout=30).text
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+PRINTING_TOOLS = """import sys
+import dagplan
+
+@dagplan.tool(purity="pure")
+def fetch(q: str) -> str:
+    print("fetching", q)
+    print("slow server", file=sys.stderr)
+    return q.upper()
+
+@dagplan.tool(purity="pure")
+async def tag(text: str) -> str:
+    print("tagging", text, "token sk-abcdefghijklmnopqrstuvwx")
+    return text + "!"
+"""
+
+
+def test_a_tools_exception_says_which_file_and_line_everywhere(tmp_path):
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
+    done = run_dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert "(FAILED: KeyError: 'title') (at tools.py:4 in helper)" in done.stdout, done.stdout  # the run table
+    assert "fetch: FAILED: KeyError: 'title' (at tools.py:4 in helper)" in done.stderr  # the progress line
+    assert "Traceback" not in done.stdout
+    verbose = run_dagplan(tmp_path, "-v", "run", "p.yaml", "--tools", "tools.py")
+    assert (
+        'Traceback of get (its frames in your code, innermost last):\n  File "tools.py", line 9, in fetch\n'
+        '    return helper(issue)\n  File "tools.py", line 4, in helper\n    return d["title"]'
+    ) in verbose.stdout
+    assert "sk-abcdefghijkl" not in verbose.stdout and "[REDACTED]" in verbose.stdout  # a secret in a code line
+    shown = run_dagplan(tmp_path, "runs", "show", "@last", "--step", "get")
+    assert "KeyError: 'title' (at tools.py:4 in helper)" in shown.stdout and "line 4, in helper" in shown.stdout
+    events = json.loads(run_dagplan(tmp_path, "events", "@last", "--format", "json").stdout)
+    failed = next(e for e in events if e["type"] == "plan_step_failed" and e["step"] == "get")
+    assert [(Path(f["file"]).name, f["line"], f["function"]) for f in failed["traceback"]] == [
+        ("tools.py", 9, "fetch"), ("tools.py", 4, "helper")]  # fmt: skip
+    journal = "".join(p.read_text() for p in (tmp_path / ".dagplan").rglob("wal.jsonl"))
+    assert "sk-abcdefghijkl" not in journal
+
+
+def test_the_viewer_shows_where_a_tool_failed(tmp_path):
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN)
+    run_id = re.search(r"run (\S+)", run_dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py").stderr)[1]
+    page = served_page(tmp_path, f"/runs/{run_id}")
+    assert "attempt 1 failed at tools.py:4 in helper" in page
+    assert "traceback (your code)" in page and "return d[&#34;title&#34;]" in page
+
+
+def test_the_viewers_plan_page_checks_with_the_tools_serve_was_given(tmp_path):
+    (tmp_path / "tools.py").write_text(FAILING_TOOLS)
+    (tmp_path / "p.yaml").write_text(FAILING_PLAN.replace("tool: leak", "tool: leek"))
+    page = served_page(tmp_path, "/plan?file=p.yaml", "--tools", "tools.py")
+    assert "unknown-tool" in page and "leek" in page, page[:2000]  # as `check --tools tools.py` says
+
+
+def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_terminal(tmp_path):
+    (tmp_path / "tools.py").write_text(PRINTING_TOOLS)
+    (tmp_path / "p.yaml").write_text("steps:\n  - id: get\n    tool: fetch\n    args: {q: owls}\n"
+                                     "    output: $state.t\n  - id: mark\n    tool: tag\n    args: {text: $state.t}\n"
+                                     "    output: $state.m\nresult: $state.m\n")  # fmt: skip
+    done = run_dagplan(tmp_path, "run", "p.yaml", "--tools", "tools.py")
+    assert done.returncode == 0, done.stderr
+    assert "fetching" not in done.stdout + done.stderr and "tagging" not in done.stdout + done.stderr
+    shown = run_dagplan(tmp_path, "runs", "show", "@last", "--step", "get")
+    assert "What get's tool printed:\nfetching owls\nslow server" in shown.stdout, shown.stdout
+    marked = run_dagplan(tmp_path, "runs", "show", "@last", "--step", "mark").stdout
+    assert "tagging OWLS token [REDACTED]" in marked and "sk-abcdefghijkl" not in marked
+    events = json.loads(run_dagplan(tmp_path, "events", "@last", "--format", "json").stdout)
+    assert [(e["step"], e["text"]) for e in events if e["type"] == "plan_step_printed"][0] == (
+        "get",
+        "fetching owls\nslow server\n",
+    )
+    run_id = json.loads(run_dagplan(tmp_path, "runs", "--format", "json").stdout)[0]["id"]
+    page = served_page(tmp_path, f"/runs/{run_id}")
+    assert "what the tool printed" in page and "fetching owls" in page
