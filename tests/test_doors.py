@@ -104,8 +104,8 @@ def _through_cli(where: Path, run_id: str) -> dict:
             "check": _codes(checked["diagnostics"]), "secret_shown": SECRET in shown}  # fmt: skip
 
 
-def _through_api(where: Path, run_id: str, monkeypatch) -> dict:
-    monkeypatch.chdir(where)
+def _through_api(where: Path, run_id: str) -> dict:
+    os.chdir(where)  # in a process of its own (_installed_door)
     found = [e.to_json() for e in dagplan.events(run_id) if str(e.type) in ("tool_called", "plan_step_printed")]
     return {"runs": sorted(r.id for r in dagplan.runs()), "tools": sorted(dagplan.load_tool_specs(dagplan.load_config().tools)),
             "check": _codes(dagplan.check_files(["bad.yaml"])[0].diagnostics),
@@ -180,12 +180,12 @@ def _through_lsp(where: Path) -> dict:
     return asyncio.run(asyncio.wait_for(main(), 120))
 
 
-def _through_viewer(where: Path, run_id: str, monkeypatch) -> dict:
+def _through_viewer(where: Path, run_id: str) -> dict:
     from starlette.testclient import TestClient
 
     from dagplan.web.app import Viewer
 
-    monkeypatch.chdir(where)
+    os.chdir(where)  # in a process of its own (_installed_door)
     client = TestClient(Viewer(token="t").app, base_url="http://127.0.0.1")
     runs_page = client.get("/?token=t").text
     run_page = client.get(f"/runs/{run_id}?token=t").text + client.get(f"/runs/{run_id}/steps/a/output?token=t").text
@@ -202,7 +202,27 @@ def _through_pytest(project: Path) -> bool:
     return "3 passed" in done.stdout
 
 
-def test_every_door_gives_the_same_answer_for_one_project(project, monkeypatch):
+def _installed_door(door: str, *args: Path | str) -> dict:
+    """A door of the Python API asked in a process of its own whose `dagplan` is the installed wheel (the
+    ``installed`` fixture's ``PYTHONPATH``, set for this test), as a user's program would import it."""
+    code = ("import json, sys\nfrom pathlib import Path\nimport dagplan, test_doors\n"
+            f"found = test_doors.{door}(Path(sys.argv[1]), *sys.argv[2:])\n"
+            "print(json.dumps({'found': found, 'from': dagplan.__file__}))\n")  # fmt: skip
+    env = _env(PYTHONPATH=os.pathsep.join([os.environ["PYTHONPATH"], str(Path(__file__).parent)]))
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=180, env=env, cwd=args[0]
+    )  # fmt: skip (started in the project: never this tree's folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.splitlines()[-1])
+    assert said["from"].startswith(os.environ["PYTHONPATH"]), said["from"]  # the wheel's, not this tree's
+    return said["found"]
+
+
+def test_every_door_gives_the_same_answer_for_one_project(project, installed, monkeypatch):
+    """On the installed package: every door is the wheel's (its CLI, its MCP and language servers, the API
+    imported by a program, the pytest plugin), so a file the package lacks shows here."""
+    for name in ("PATH", "PYTHONPATH"):
+        monkeypatch.setenv(name, installed[name])
     where = project / "plans"  # every door is started inside the project, not at its root
     started = _cli(where, "run", "plan.yaml", "-i", f"account={SECRET}")
     assert started.returncode == 0 and SECRET not in started.stdout, started.stdout + started.stderr
@@ -211,9 +231,9 @@ def test_every_door_gives_the_same_answer_for_one_project(project, monkeypatch):
 
     expected = {"runs": [run_id], "tools": TOOL_NAMES, "check": ["unknown-tool"], "secret_shown": False}
     assert _through_cli(where, run_id) == expected
-    assert _through_api(where, run_id, monkeypatch) == expected
-    assert _through_project(project, run_id) == expected
-    assert _through_viewer(where, run_id, monkeypatch) == {k: v for k, v in expected.items() if k != "tools"}
+    assert _installed_door("_through_api", where, run_id) == expected
+    assert _installed_door("_through_project", project, run_id) == expected
+    assert _installed_door("_through_viewer", where, run_id) == {k: v for k, v in expected.items() if k != "tools"}
     mcp = _through_mcp(where, run_id)
     assert mcp.pop("tools_checked") is True and mcp == expected
     assert _through_lsp(where) == {"tools": TOOL_NAMES, "check": ["unknown-tool"]}
