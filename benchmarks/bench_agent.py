@@ -4,12 +4,18 @@
 
 The tasks are the reference chains of benchmarks/planning (requests that state 2-5 things to do in order,
 with their expected tool graphs). The tools are fakes with a fixed latency that answer an object of their
-arguments. Two ways, each held to the catalog with the same constrained decoding:
+arguments. Five ways, each held to the catalog with the same constrained decoding, bare and with the same help:
 
 - **ReAct**, written here: one tool call per model turn (``{"call": TOOL, "arguments": {...}}`` or
   ``{"answer": ...}``, the catalog's own argument schemas), the observation appended, up to 8 turns;
-- **plan-first**: dagplan's planner writes the plan once (for the local model guided by the request,
-  :mod:`dagplan.interpreter.llm.guide`), and dagplan runs it with its parallelism.
+- **ReAct, guided**: the same, given the help the planner gets (:mod:`dagplan.interpreter.llm.guide`): the
+  tools the guide offers shown, the request's clauses listed in order, turn i held to the tool the guide
+  offers at position i, text and number arguments held to the values the clause gives (an argument that
+  carries data, to the last observation), then an answer;
+- **plan-first, bare**: dagplan's planner writes the plan once with no guide (``guide=()``), and dagplan runs
+  it with its parallelism;
+- **plan-first**: the same with the guide's defaults (what ``dagplan plan`` does);
+- **plan-first, streamed**: the same, the plan streamed (steps that change nothing start as it is written).
 
 Per way: model calls, prompt and completion tokens, wall time, time to the first tool call, and the graph
 scores of what was actually called (`dagplan eval`'s rule: node and edge F1, values). Medians per task.
@@ -84,17 +90,32 @@ def react_schema(specs: Mapping[str, Any]) -> dict:
 
 async def react(task: Any, specs: Mapping[str, Any], model: str, latency: float, max_turns: int = 8,
                 completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
-    from dagplan.interpreter.llm.constrained import response_params
-    from dagplan.interpreter.llm.conversation import complete
     from dagplan.interpreter.llm.planner import tool_catalog
 
-    tools = FakeTools(latency)
-    params = response_params(react_schema(specs), model)
     messages = [{"role": "system", "content": REACT_SYSTEM + tool_catalog(specs)},
                 {"role": "user", "content": task.request}]  # fmt: skip
+    schema = react_schema(specs)
+    return await _react_loop(task, specs, model, latency, max_turns, completion_kwargs, messages,
+                             lambda number, observation: schema)  # fmt: skip
+
+
+async def _react_loop(task: Any, specs: Mapping[str, Any], model: str, latency: float, max_turns: int,
+                      completion_kwargs: Mapping[str, Any], messages: list[dict],
+                      schema_at: Any) -> dict:  # fmt: skip
+    """The ReAct loop every ReAct way shares: a turn's answer held to ``schema_at(turn, last observation)``, a
+    call made and its observation appended, until an answer, an answer that is no call, or ``max_turns``."""
+    from dagplan.interpreter.llm.constrained import response_params
+    from dagplan.interpreter.llm.conversation import complete
+
+    tools = FakeTools(latency)
     started, calls, prompt, completion = time.perf_counter(), 0, 0, 0
-    for _ in range(max_turns):
-        record = await complete(model, messages, params, completion_kwargs, "react")
+    observation: str | None = None
+    params: dict[str, Any] = {}  # a schema's response parameters, made once
+    for number in range(max_turns):
+        schema = schema_at(number, observation)
+        key = json.dumps(schema, sort_keys=True)
+        params.setdefault(key, response_params(schema, model))
+        record = await complete(model, messages, params[key], completion_kwargs, "react")
         calls += 1
         prompt += record.get("usage", {}).get("prompt_tokens", 0)
         completion += record.get("usage", {}).get("completion_tokens", 0)
@@ -103,12 +124,73 @@ async def react(task: Any, specs: Mapping[str, Any], model: str, latency: float,
             turn = json.loads(text)
         except ValueError:
             break
-        if not isinstance(turn, dict) or "call" not in turn or turn.get("call") not in specs:
+        if not isinstance(turn, dict) or turn.get("call") not in specs:
             break
-        observation = await tools.call(turn["call"], turn.get("arguments") or {})
+        observation = json.dumps(await tools.call(turn["call"], turn.get("arguments") or {}))
         messages += [{"role": "assistant", "content": text},
-                     {"role": "user", "content": "Observation: " + json.dumps(observation)}]  # fmt: skip
+                     {"role": "user", "content": "Observation: " + observation}]  # fmt: skip
     return _row(task, specs, tools, started, calls, prompt, completion)
+
+
+def guided_turns(request: str, specs: Mapping[str, Any]) -> tuple[list[dict], str, dict]:
+    """ReAct given the planner's help: per turn the schema of a call held to the tool the guide offers at that
+    position (one a clause, as the planner's ``narrow`` holds it) with its text and number arguments held to
+    the values the clause gives; the tools shown; and the request with its clauses listed, as the planner says
+    it."""
+    from dagplan.interpreter.llm.guide import clauses, positions, request_values
+
+    order = positions(request, specs, per_clause=1)
+    given = request_values(request, words=True)
+    parts = clauses(request)
+    own = [request_values(part, words=True) for part in parts] if len(order) == len(parts) else []
+    turns = []
+    for number, names in enumerate(order):
+        values = (own[number] if number < len(own) else []) or given
+        turns.append({name: values for name in names if name in specs})
+    shown = {name: specs[name] for turn in turns for name in turn}
+    said = request if len(parts) < 2 else request + "\n\nDo these in order:\n" + "\n".join(
+        f"{number}. {clause}" for number, clause in enumerate(parts, 1))  # fmt: skip
+    return turns, said, shown
+
+
+def _held_call(name: str, spec: Any, values: list[str], observation: str | None) -> dict:
+    """A call of ``name`` whose text arguments are the request's values (one that carries data: the last
+    observation), whose number arguments are the request's numbers, as the planner holds a step's."""
+    from dagplan.interpreter.llm.constrained import _fitting, _number, _value_schema, carries
+
+    params = spec.parameters or {}
+    properties = {}
+    for arg, schema in (params.get("properties") or {}).items():
+        own = _value_schema(schema)
+        kind = own.get("type")
+        if kind == "string" and "enum" not in own and "const" not in own:
+            offered = [observation] if observation is not None and carries(arg, schema) else _fitting(arg, values)
+            properties[arg] = {"enum": offered} if offered else own
+        elif kind in ("number", "integer"):
+            numbers = [n for n in map(_number, values) if n is not None and (kind == "number" or n.is_integer())]
+            properties[arg] = {"enum": [int(n) if kind == "integer" else n for n in numbers]} if numbers else own
+        else:
+            properties[arg] = own
+    required = [k for k in params.get("required") or () if k in properties]
+    arguments = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return {"type": "object", "properties": {"call": {"const": name}, "arguments": arguments},
+            "required": ["call", "arguments"], "additionalProperties": False}  # fmt: skip
+
+
+async def react_guided(task: Any, specs: Mapping[str, Any], model: str, latency: float, max_turns: int = 8,
+                       completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    """ReAct with the guide's help (see the module doc): the same loop, each turn's schema the guide's."""
+    from dagplan.interpreter.llm.planner import tool_catalog
+
+    turns, said, shown = guided_turns(task.request, specs)
+    answer = react_schema({})["anyOf"][-1]
+    messages = [{"role": "system", "content": REACT_SYSTEM + tool_catalog(shown)}, {"role": "user", "content": said}]
+
+    def schema_at(number: int, observation: str | None) -> dict:
+        offered = turns[number] if number < len(turns) else {}
+        return {"anyOf": [_held_call(n, specs[n], v, observation) for n, v in offered.items()] or [answer]}
+
+    return await _react_loop(task, specs, model, latency, max_turns, completion_kwargs, messages, schema_at)
 
 
 def faked(specs: Mapping[str, Any], tools: FakeTools) -> tuple[dict, Any]:
@@ -130,14 +212,16 @@ def faked(specs: Mapping[str, Any], tools: FakeTools) -> tuple[dict, Any]:
 
 
 async def plan_first(task: Any, specs: Mapping[str, Any], model: str, latency: float,
-                     completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
-    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
+                     completion_kwargs: Mapping[str, Any] = {},
+                     guide: tuple[str, ...] | None = None) -> dict:  # fmt: skip
+    from dagplan.interpreter.llm.planner import GUIDES, PlanningFailed, aplan
     from dagplan.interpreter.ops.driver import RunRequest, start
 
     tools = FakeTools(latency)
     started = time.perf_counter()
     try:
-        result = await aplan(task.request, tools=specs, model=model, repair=2, completion_kwargs=completion_kwargs)
+        result = await aplan(task.request, tools=specs, model=model, repair=2, completion_kwargs=completion_kwargs,
+                             guide=GUIDES if guide is None else guide)  # fmt: skip
     except PlanningFailed as failed:  # what the attempts cost still counts
         used = failed.usage
         return _row(task, specs, tools, started, used.get("calls", 0), used.get("prompt_tokens", 0),
@@ -220,7 +304,14 @@ def main() -> None:
     print("\n".join(summary(rows)))
 
 
-WAYS = (("ReAct", react), ("plan-first", plan_first), ("plan-first, streamed", streamed))
+async def plan_first_bare(task: Any, specs: Mapping[str, Any], model: str, latency: float,
+                          completion_kwargs: Mapping[str, Any] = {}) -> dict:  # fmt: skip
+    """Plan-first with no guide: the catalog's schema only, as ReAct bare has it."""
+    return await plan_first(task, specs, model, latency, completion_kwargs, guide=())
+
+
+WAYS = (("ReAct", react), ("ReAct, guided", react_guided), ("plan-first, bare", plan_first_bare),
+        ("plan-first", plan_first), ("plan-first, streamed", streamed))  # fmt: skip
 
 
 def compare(count: int, model: str = "local", latency: float = 0.3) -> dict[str, list[dict]]:

@@ -113,6 +113,37 @@ def test_plan_first_and_react_run_on_the_same_tasks_and_are_scored_alike(stub):
     assert lines[-1].endswith("in 1 of 1 tasks"), lines
 
 
+def test_react_given_the_guides_help_is_held_to_the_tool_of_each_position_and_the_requests_values(stub):
+    """bench_agent's like-for-like way: ReAct with the planner's help. Turn i's schema offers only the tool the
+    guide offers at position i, text arguments only the values the request gives (one that carries data: the
+    last observation), and after the last position only an answer; the tools shown are the guide's."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT))
+    from llm_stub import json_reply
+
+    from benchmarks import bench_agent
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()["examples"]
+    (catalog, task), *_ = [(c, t) for c, t in bench_agent.chains(40) if t.id == "chain-lisbon-park"]
+    turns, said, shown = bench_agent.guided_turns(task.request, tools)
+    assert [sorted(turn) for turn in turns] == [["getWeather"], ["findPark"], ["presentSuggestion"]], turns
+    assert "Do these in order:\n1. " in said and sorted(shown) == ["findPark", "getWeather", "presentSuggestion"]
+    stub.script(json_reply({"call": "getWeather", "arguments": {"city": "Lisbon"}}),
+                json_reply({"call": "findPark", "arguments": {"weather": "x"}}),
+                json_reply({"call": "presentSuggestion", "arguments": {"suggestion": "a park"}}),
+                json_reply({"answer": "done"}))  # fmt: skip
+    found = asyncio.run(
+        bench_agent.react_guided(task, tools, "openai/gpt-4o-mini", 0.0, completion_kwargs=stub.kwargs())
+    )
+    assert found["calls"] == 4 and found["nodes"] == (3, 0, 0) and found["edges"] == (2, 0, 0), found
+    schemas = [json.dumps(body.get("response_format") or body.get("tools") or {}) for body in stub.requests]
+    assert '"const": "getWeather"' in schemas[0] and "findPark" not in schemas[0] and '"Lisbon"' in schemas[0]
+    assert '"const": "findPark"' in schemas[1] and "getWeather" not in schemas[1]
+    assert "call" not in schemas[3] and '"answer"' in schemas[3]  # after the last position: only an answer
+
+
 def test_the_reuse_benchmark_runs_only_the_edited_step_and_its_dependents():
     """bench_reuse's two ways (a model answering at once): a full re-run calls the model for all 10 summaries,
     `--reuse` for the edited 8th and the two after it."""
