@@ -22,7 +22,7 @@ def run_dagplan(cwd: Path, *args: str, env: dict | None = None, stdin: str | Non
     proc = subprocess.run([sys.executable, "-m", "dagplan", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=timeout, input=stdin,
                           stdin=subprocess.DEVNULL if stdin is None else None)  # fmt: skip
-    assert 'dagplan/' not in proc.stderr or "Traceback" not in proc.stderr, proc.stderr
+    assert "dagplan/" not in proc.stderr or "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
