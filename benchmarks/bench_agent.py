@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import time
@@ -126,9 +127,12 @@ async def _react_loop(task: Any, specs: Mapping[str, Any], model: str, latency: 
             break
         if not isinstance(turn, dict) or turn.get("call") not in specs:
             break
-        observation = json.dumps(await tools.call(turn["call"], turn.get("arguments") or {}))
+        found = await tools.call(turn["call"], turn.get("arguments") or {})
         messages += [{"role": "assistant", "content": text},
-                     {"role": "user", "content": "Observation: " + observation}]  # fmt: skip
+                     {"role": "user", "content": "Observation: " + json.dumps(found)}]  # fmt: skip
+        # what a turn may copy from it: its fields as plain text (an enum of JSON text with its quotes escaped
+        # made llama.cpp's grammar converter write a grammar it could not parse, then crash)
+        observation = re.sub(r'["\\\x00-\x1f]', "", "; ".join(f"{k}: {v}" for k, v in found.items()))
     return _row(task, specs, tools, started, calls, prompt, completion)
 
 

@@ -83,6 +83,34 @@ def test_flow_passes_the_step_befores_output_to_what_can_carry_it():
     assert "$state.s1" not in str(args(plain["properties"]["steps"]["prefixItems"][1], "format_commits"))
 
 
+def test_the_compact_form_leaves_what_a_position_implies_to_be_written_in():
+    """`compact`: the model writes each step's tool and arguments only; its id, output, the step it follows and
+    the plan's summary are written in after (positioned), so the plan checked is the same canonical plan."""
+    import json
+
+    from dagplan.dsl import check
+    from dagplan.interpreter.llm.constrained import positioned
+
+    task = "Get the news about football, then summarize it, then post it to #sports"
+    guide = positions(task, TOOLS["everyday"], per_clause=1)
+    schema = catalog_schema(TOOLS["everyday"], state_references=False, guide=guide, values=request_values(task),
+                            flow=True, implied=True)  # fmt: skip
+    assert "summary" not in schema["properties"] and schema["required"] == ["steps"]
+    for position in schema["properties"]["steps"]["prefixItems"]:
+        for variant in position["anyOf"]:
+            assert not {"id", "output", "deps", "description"} & set(variant["properties"]), variant
+            assert not {"id", "output", "deps"} & set(variant["required"])
+    written = json.dumps({"steps": [{"tool": name, "args": {}} for [name] in guide]})
+    whole = json.loads(positioned(written, task, len(guide)))
+    assert whole["summary"] == task
+    assert [(s["id"], s["output"], s.get("deps")) for s in whole["steps"]] == [
+        ("s1", "$state.s1", None), ("s2", "$state.s2", ["s1"]), ("s3", "$state.s3", ["s2"])]  # fmt: skip
+    assert check(text=json.dumps(whole), name="p").plan is not None  # a canonical plan (its args aside)
+    assert positioned("not json {", task, 3) == "not json {"  # what is no plan is left for check to say so
+    one = json.loads(positioned(json.dumps({"steps": [{"llm": "hi"}, {"llm": "ho"}]}), task, 0))
+    assert [s.get("deps") for s in one["steps"]] == [None, None]  # no chain: no order implied
+
+
 def test_one_thing_asked_is_one_step_unless_its_place_needs_fetching_first():
     """A request of one clause plans one step (with `flow`), not two to five; one that gives a place its tool
     cannot take (a link to describe) gets the tool that takes it first."""

@@ -46,6 +46,7 @@ def catalog_schema(
     values: list[str] | None = None,
     flow: bool = False,
     clause_values: list[list[str]] | None = None,
+    implied: bool = False,
 ) -> dict[str, Any]:
     """The JSON Schema of a plan for this catalog (see the module docstring). Without ``state_references``
     an argument is a value or an input, never another step's output: a grammar cannot tie a read to a path
@@ -56,7 +57,10 @@ def catalog_schema(
     (numbered steps only): the values the request gives, the only ones a text argument (and a number argument,
     when the request gives numbers) may take. ``flow`` (with ``guide``): an argument that can carry data may take
     the step before it's output (:func:`carries`), a chain has exactly its clauses' steps, and
-    ``clause_values`` (the values each clause gives) are what its position's arguments take."""
+    ``clause_values`` (the values each clause gives) are what its position's arguments take. ``implied`` (with
+    ``guide``): the model writes only each step's tool and arguments (or its prompt); what its position implies
+    (its id, its output, the step it follows) and the summary are written in by :func:`positioned`, as a
+    grammar would have forced them token by token."""
     if state_references:
         reference: str | None = REFERENCE if inputs else STATE_REFERENCE
     else:
@@ -66,7 +70,7 @@ def catalog_schema(
     if not state_references and values:
         variants = [_offering(v, values) for v in variants]
     if not state_references and guide:
-        steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values)
+        steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values, implied)
     elif not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
         positions = [{"anyOf": [_numbered(v, n) for v in variants]} for n in range(1, max_steps + 1)]
         steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": False, "prefixItems": positions}
@@ -81,6 +85,9 @@ def catalog_schema(
         "required": ["summary", "steps"],
         "additionalProperties": False,
     }
+    if implied and not state_references and guide:
+        del plan["properties"]["summary"]
+        plan["required"].remove("summary")
     if inputs:
         plan["properties"]["inputs"] = {
             "type": "object",
@@ -179,7 +186,7 @@ def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
 
 def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[list[str]], max_steps: int,
             values: list[str] | None = None, flow: bool = False,
-            clause_values: list[list[str]] | None = None) -> dict:  # fmt: skip
+            clause_values: list[list[str]] | None = None, implied: bool = False) -> dict:  # fmt: skip
     """Numbered steps held to the guide: position N offers the tools of the request's Nth clause and, from the
     second on, depends on the step before it (the order the request states); a request of one clause offers
     its tools at up to three positions. With ``flow``, from the second step on an argument that can carry data
@@ -195,11 +202,11 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
         names = guide[number - 1] if chain and number <= len(guide) else whole
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
         own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
-        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier), number)
+        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier), number, implied)
                     for name in names if name in tools]  # fmt: skip
         if not chain or number > len(guide):
-            variants.append(_numbered(_llm_step(None), number))
-        if chain and 1 < number <= len(guide):
+            variants.append(_numbered(_llm_step(None), number, implied))
+        if chain and 1 < number <= len(guide) and not implied:
             variants = [_depending(v, number) for v in variants]
         positions.append({"anyOf": variants})
     least = len(guide) if chain else 1
@@ -282,15 +289,47 @@ def _depending(variant: Mapping[str, Any], number: int) -> dict[str, Any]:
     return {**variant, "properties": properties, "required": [*variant["required"], "deps"]}
 
 
-def _numbered(variant: Mapping[str, Any], number: int) -> dict[str, Any]:
-    """A step variant at position ``number``: its id ``sN`` and its output ``$state.sN``, fixed; a model
-    step's prompt plain text (no ``#id`` placeholder naming a step that is not there)."""
+def _numbered(variant: Mapping[str, Any], number: int, implied: bool = False) -> dict[str, Any]:
+    """A step variant at position ``number``: its id ``sN`` and its output ``$state.sN``, fixed (``implied``: not
+    written at all, nor a description: :func:`positioned` writes them in); a model step's prompt plain text
+    (no ``#id`` placeholder naming a step that is not there)."""
     properties = dict(variant["properties"])
     properties["id"] = {"const": f"s{number}"}
     properties["output"] = {"const": f"$state.s{number}"}
     if "llm" in properties:
         properties["llm"] = {"type": "string", "pattern": PLAIN_TEXT[:-2] + "+$"}  # not empty
-    return {**variant, "properties": properties}
+    if not implied:
+        return {**variant, "properties": properties}
+    kept = {k: v for k, v in properties.items() if k not in ("id", "output", "description")}
+    return {**variant, "properties": kept, "required": [k for k in variant["required"] if k in kept]}
+
+
+def positioned(text: str, task: str, chain: int) -> str:
+    """A plan written to an ``implied`` schema (:func:`catalog_schema`), with what its positions imply written
+    in: step N's id ``sN`` and output ``$state.sN``, the step before it as its dependency when it is one of a
+    chain of ``chain`` clauses, and the request as its summary. Text that is no such plan is left as it is
+    (check says what is wrong with it)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, list):
+        return text
+    written = []
+    for number, step in enumerate(steps, 1):
+        if not isinstance(step, dict):
+            written.append(step)
+            continue
+        implied: dict[str, Any] = {"id": f"s{number}", **step, "output": step.get("output", f"$state.s{number}")}
+        if 1 < number <= chain:
+            implied.setdefault("deps", [f"s{number - 1}"])
+        written.append(implied)
+    summary = " ".join(task.split())
+    whole = {"summary": summary if len(summary) <= 200 else summary[:199] + "\u2026", **data, "steps": written}
+    return json.dumps(whole, ensure_ascii=False)
 
 
 def _value_schema(schema: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
 # how a small model is guided (see aplan); each measured in bench_planning --graph (README: "Guiding a small model")
-GUIDES = ("order", "values", "narrow", "solve", "flow")
+GUIDES = ("order", "values", "narrow", "solve", "flow", "compact")
 
 SYSTEM_PROMPT = """\
 You are a planner. Turn the user's task into a plan: a small graph of steps that an \
@@ -172,7 +172,10 @@ async def aplan(
     values the request gives; ``solve``, a request that asks a question gets a last step that answers it from
     what the steps found (:func:`.guide.solver_step`); ``flow``, from the second step on an argument that can
     carry data takes the output of the step before it, and each position the values its clause gives
-    (:func:`.constrained.carries`). ``()``: none.
+    (:func:`.constrained.carries`); ``compact``, the model writes each step's tool and arguments only, and
+    what its position implies (id, output, the step it follows) and the summary are written in after
+    (:func:`.constrained.positioned`: tokens a grammar forced one by one cost a decoding step each). ``()``:
+    none.
 
     ``inputs``: JSON Schema properties of values the caller will provide (shown
     to the model). ``repair``: how many times the model may fix its plan.
@@ -184,7 +187,7 @@ async def aplan(
     (``memo_get``/``memo_put``/``commit``): each attempt's model call is memoized there once complete (a
     resumed streamed run does not pay for it again).
     """
-    from .constrained import catalog_schema, response_params
+    from .constrained import catalog_schema, positioned, response_params
     from .guide import PER_CLAUSE, clauses, positions, request_values
     from .preflight import model_problems
 
@@ -199,8 +202,11 @@ async def aplan(
     given = request_values(task, words=True) if small and "values" in guide else None
     flow = small and "flow" in guide
     own = [request_values(c, words=True) for c in clauses(task)] if flow and given is not None and order else None
+    compact = bool(order) and "compact" in guide
     schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given, flow=flow,
-                            clause_values=own)  # fmt: skip
+                            clause_values=own, implied=compact)  # fmt: skip
+    chain = len(order) if order and len(order) >= 2 else 0
+    written_in = (lambda text: positioned(text, task, chain)) if compact else (lambda text: text)
     params = response_params(schema, model, structured_output)
     shown = (
         {name: spec for name, spec in (tools or {}).items() if name in {n for p in order for n in p}}
@@ -219,10 +225,10 @@ async def aplan(
     for number in range(1, repair + 2):
         if budget:
             budget.check("planner")
-        record = await _ask(model, messages, params, completion_kwargs, number, memo,
-                            _Prefixes(tools, number, on_prefix) if on_prefix is not None else None)  # fmt: skip
+        streaming = _Prefixes(tools, number, on_prefix, written_in) if on_prefix is not None else None
+        record = await _ask(model, messages, params, completion_kwargs, number, memo, streaming)
         usage.add(record, budget)
-        answer = record["message"].get("content") or ""
+        answer = written_in(record["message"].get("content") or "")
         checked = _check(answer, tools, number)
         attempts.append(PlanAttempt(answer, checked.diagnostics))
         if on_attempt:
@@ -290,10 +296,11 @@ class _Prefixes:
     coalesced into the newest (it holds every step the older ones held), so an answer costs a bounded
     number of checks however fast it streams."""
 
-    def __init__(self, tools: Mapping[str, ToolSpec] | None, number: int, hand: Callable[[Streamed], None]):
+    def __init__(self, tools: Mapping[str, ToolSpec] | None, number: int, hand: Callable[[Streamed], None],
+                 written_in: Callable[[str], str] = lambda text: text):  # fmt: skip
         from ...dsl.stream import StepStream
 
-        self.tools, self.number, self.hand = tools, number, hand
+        self.tools, self.number, self.hand, self.written_in = tools, number, hand, written_in
         self.stream, self.stopped, self.done = StepStream(), False, False
         self._pending: Any = None  # the newest prefix not checked yet
         self._checking: asyncio.Task | None = None
@@ -335,7 +342,7 @@ class _Prefixes:
     async def _offer(self, prefix: Any) -> None:
         if self.stopped:
             return
-        checked = await asyncio.to_thread(_check, prefix.text, self.tools, self.number)
+        checked = await asyncio.to_thread(_check, self.written_in(prefix.text), self.tools, self.number)
         if self.stopped:
             return
         if not checked.ok or checked.plan is None:
