@@ -128,9 +128,9 @@ def test_fmt_keeps_every_string_and_is_idempotent(tmp_path, value):
     put(tmp_path, "out.yaml", proc.stdout)
     again = dagplan("fmt", "out.yaml", cwd=tmp_path)
     assert again.stdout == proc.stdout
-    import dagplan as api
+    from dagplan.dsl.load import load_file
 
-    assert api.load_file(str(tmp_path / "out.yaml")).data["steps"][0]["args"]["x"] == value
+    assert load_file(str(tmp_path / "out.yaml")).data["steps"][0]["args"]["x"] == value
 
 
 def test_fmt_refuses_what_yaml_cannot_carry(tmp_path):
