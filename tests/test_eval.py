@@ -70,7 +70,8 @@ def test_eval_scores_plans_as_documented(stub, tmp_path):
     assert report["misses"]["wrong_order"] == 1 and report["misses"]["wrong_value"] == 1
     assert report["ran_to_end"] == 100.0 and report["tasks"] == 3
     assert report["per_plan"]["tokens"] == 18  # the stub's 11 + 7 a call
-    assert report["graded"][1]["misses"]["wrong_value"] == ["issueRefund.amount (want 20)"]
+    # a miss says what the plan wrote beside what the task wants
+    assert report["graded"][1]["misses"]["wrong_value"] == ["issueRefund.amount = 200 (want 20)"]
 
 
 def test_eval_fails_under_a_threshold_and_says_why_in_text(stub, tmp_path):

@@ -212,8 +212,11 @@ def grade_graph(nodes: set[str], edges: set[tuple[str, str]], calls: Mapping[str
             total += 1
             if any(_same_value(args.get(argument), value) for args in calls.get(tool, ())):
                 right += 1
-            elif tool in nodes:
-                misses.setdefault("wrong_value", []).append(f"{tool}.{argument} (want {value!r})")
+            elif tool in nodes:  # what the plan wrote there, beside what the task wants
+                wrote = [repr(args[argument]) if argument in args else "nothing" for args in calls.get(tool, ())]
+                misses.setdefault("wrong_value", []).append(
+                    f"{tool}.{argument} = {' / '.join(wrote) or 'nothing'} (want {value!r})"
+                )
     return Graded(
         task.id,
         True,
