@@ -160,7 +160,7 @@ def guided_turns(request: str, specs: Mapping[str, Any]) -> tuple[list[dict], st
 def _held_call(name: str, spec: Any, values: list[str], observation: str | None) -> dict:
     """A call of ``name`` whose text arguments are the request's values (one that carries data: the last
     observation), whose number arguments are the request's numbers, as the planner holds a step's."""
-    from dagplan.interpreter.llm.constrained import _fitting, _number, _value_schema, carries
+    from dagplan.interpreter.llm.constrained import _fitting, _value_schema, carries, numbers_offered
 
     params = spec.parameters or {}
     properties = {}
@@ -171,8 +171,8 @@ def _held_call(name: str, spec: Any, values: list[str], observation: str | None)
             offered = [observation] if observation is not None and carries(arg, schema) else _fitting(arg, values)
             properties[arg] = {"enum": offered} if offered else own
         elif kind in ("number", "integer"):
-            numbers = [n for n in map(_number, values) if n is not None and (kind == "number" or n.is_integer())]
-            properties[arg] = {"enum": [int(n) if kind == "integer" else n for n in numbers]} if numbers else own
+            numbers = numbers_offered(kind, values)  # the planner's rule for a step's numbers
+            properties[arg] = {"enum": numbers} if numbers else own
         else:
             properties[arg] = own
     required = [k for k in params.get("required") or () if k in properties]

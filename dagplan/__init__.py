@@ -117,18 +117,29 @@ _MOVED = {
 }
 
 
+def _lazy(owner: str, table: dict[str, str]) -> Any:
+    """A module's ``__getattr__`` that finds each name of ``table`` in its module when first asked for (the one
+    way this package and dagplan._doors keep their imports lazy)."""
+
+    def found(name: str) -> Any:
+        if name not in table:
+            raise AttributeError(f"module {owner!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(table[name]), name)
+
+    return found
+
+
+_exported, _moved = _lazy("dagplan", _EXPORTS), _lazy("dagplan", _MOVED)
+
+
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None and name in _MOVED:
+    if name in _MOVED and name not in _EXPORTS:
         import warnings
 
-        module = _MOVED[name]
-        warnings.warn(f"dagplan.{name} is {module}.{name} now; the old name goes in dagplan 0.3",
+        warnings.warn(f"dagplan.{name} is {_MOVED[name]}.{name} now; the old name goes in dagplan 0.3",
                       DeprecationWarning, stacklevel=2)  # fmt: skip
-        return getattr(importlib.import_module(module), name)
-    if module is None:
-        raise AttributeError(f"module 'dagplan' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+        return _moved(name)
+    value = _exported(name)
     globals()[name] = value
     return value
 

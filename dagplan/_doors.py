@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from . import _lazy
 from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
 from .api import (
     ToolsArg,
@@ -33,13 +34,7 @@ _PIPELINE = {
     "score": "dagplan.interpreter.llm.score",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _PIPELINE:
-        raise AttributeError(f"module 'dagplan._doors' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_PIPELINE[name]), name)
+__getattr__ = _lazy("dagplan._doors", _PIPELINE)
 
 
 def is_plan_file(path: str | os.PathLike) -> bool:

@@ -180,13 +180,14 @@ RESUME_SETTINGS = ("model", "completion_kwargs", "max_concurrency", "on_limit_ex
 CONTEXT = ("tool_sources", "state_dir", "config")  # what a Project fills in
 
 
-def _options(function: str, given: Mapping[str, Any], settings: Iterable[str]) -> dict[str, Any]:
-    """The keyword options of ``function`` (its context and settings), refused as Python refuses an unknown
-    keyword argument."""
-    allowed = {*CONTEXT, *settings}
+def _options(function: str, given: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
+    """The keyword options of ``function``, each one of ``allowed``: an unknown one is refused as Python refuses
+    an unknown keyword argument, with the names it takes (``arun``, ``aresume``, ``Project``)."""
+    allowed = tuple(allowed)
     for name in given:
         if name not in allowed:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r} (it takes: "
+                            f"{', '.join(allowed)})")  # fmt: skip
     return dict(given)
 
 
@@ -223,7 +224,7 @@ async def arun(
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
-    options = _options("arun", options, RUN_SETTINGS)
+    options = _options("arun", options, (*CONTEXT, *RUN_SETTINGS))
     cfg = options.pop("config", None) or load_config()
     state_dir, tool_sources = options.pop("state_dir", None), options.pop("tool_sources", ())
     model, ask_gate = options.pop("model", None), options.pop("ask_gate", None)
@@ -336,8 +337,7 @@ async def aresume(
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
-    options = _options("aresume", options, RESUME_SETTINGS)
-    options.pop("tool_sources", None)  # a resume loads the sources its run recorded
+    options = _options("aresume", options, ("state_dir", "config", *RESUME_SETTINGS))  # its sources: the run's
     cfg = options.pop("config", None) or load_config()
     state_dir = options.pop("state_dir", None)
     settings = Options.from_config(cfg, **options)

@@ -22,11 +22,7 @@ import os
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from . import api
-
-from . import pool
-
-from . import plantests
+from . import api, plantests, pool
 
 
 class Project:
@@ -44,11 +40,8 @@ class Project:
         self.tool_sources = tuple(str(self.root / s) if s.endswith(".py") and not os.path.isabs(s) else s
                                   for s in map(os.fspath, tool_sources))  # fmt: skip
         self._given_tools = tools
-        for name in settings:
-            if name not in api.RUN_SETTINGS:
-                raise TypeError(f"Project() got an unexpected keyword argument {name!r} (a run's settings: "
-                                f"{', '.join(api.RUN_SETTINGS)})")  # fmt: skip
-        self.settings: Mapping[str, Any] = dict(settings)  # every run's (model, max_cost, subscribers...)
+        # every run's settings (model, max_cost, subscribers...), refused by the rule arun's are
+        self.settings: Mapping[str, Any] = api._options("Project", settings, api.RUN_SETTINGS)
 
     @classmethod
     def default(cls) -> "Project":

@@ -263,10 +263,7 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
             else:
                 offered[name] = {"enum": given} if given else schema
         elif kind in ("number", "integer") and values:
-            numbers = [n for n in map(_number, values) if n is not None]
-            wanted: list[Any] = [
-                int(n) if kind == "integer" else n for n in numbers if kind == "number" or n.is_integer()
-            ]
+            wanted = numbers_offered(kind, values)
             offered[name] = {"enum": wanted} if wanted else schema
         elif passed:  # an object or a list, from the second step on: what an earlier step wrote
             offered[name] = {"enum": passed}
@@ -274,6 +271,12 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
             offered[name] = schema
     args["properties"] = offered
     return {**variant, "properties": {**variant["properties"], "args": args}}
+
+
+def numbers_offered(kind: str, values: list[str]) -> list[Any]:
+    """The numbers among the request's ``values`` that a ``kind`` ("number", "integer") argument may take."""
+    numbers = [n for n in map(_number, values) if n is not None]
+    return [int(n) if kind == "integer" else n for n in numbers if kind == "number" or n.is_integer()]
 
 
 def _number(text: str) -> float | None:
