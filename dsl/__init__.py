@@ -93,6 +93,12 @@ def check_document(
 
     found: list[Diagnostic] = list(document.warnings)
     plan = analysis = None
+    if document.dialect == "rewoo" and tools:  # Tool[text]: the catalog says which parameter the text is for
+        from .record import replace
+        from .rewoo import bind
+
+        data, bound = bind(document.data, document.source_map, tools)
+        document, found = replace(document, data=data), found + bound
     with no_gc_pauses():
         found += schema_errors(document)
         if not _has_error(found):

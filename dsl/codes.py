@@ -26,7 +26,7 @@ WARNINGS = frozenset(
 PLAN_CODES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("io", "binary", "too-large", "too-deep", "too-many-nodes"), "the file cannot be read within the limits on input"),
     (
-        ("yaml-syntax", "json-syntax", "duplicate-key", "ambiguous-document", "unknown-dialect"),
+        ("yaml-syntax", "json-syntax", "rewoo-syntax", "duplicate-key", "ambiguous-document", "unknown-dialect"),
         "the text is not one plan document",
     ),
     (("schema",), "the document breaks the JSON Schema (unknown key with did-you-mean, wrong type, missing key)"),

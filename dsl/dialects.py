@@ -1,6 +1,6 @@
 """The forms LLMs are usually asked to emit -> the canonical document.
 
-Four dialects are accepted (issue 2, "Dialects"):
+Four dialects of JSON or YAML are accepted (issue 2, "Dialects"), and ReWOO's text (:mod:`.rewoo`):
 
 * ``canonical``: ``{steps: [{id, tool | llm, args, output, ...}], ...}``;
 * ``calls`` (seed 004): ``[{"_tool", <args>, "_outputPath", "_output"?}]`` or
@@ -24,12 +24,13 @@ from typing import Any, Callable
 
 from .errors import Diagnostic, DocPath, LoadError, Span, error
 
-DIALECTS = ("canonical", "calls", "steps", "plan-tool")
+DIALECTS = ("canonical", "calls", "steps", "plan-tool", "rewoo")
 ACCEPTED = (
     "a canonical plan {steps: [{id, tool|llm, args, output}]}; "
     'a calls list [{"_tool": ..., "_outputPath": ...}] or {"calls": [...]}; '
     'a steps plan {"task_summary", "steps": [{"id", "agent", "task", "deps"}]}; '
-    'a plan-tool plan {"goal", "steps": [{"id", "description", "tools", "depends_on"}]}'
+    'a plan-tool plan {"goal", "steps": [{"id", "description", "tools", "depends_on"}]}; '
+    "ReWOO lines #E1 = Tool[arguments]"
 )
 
 

@@ -10,7 +10,8 @@
    PyYAML when present, else ruamel.yaml; :mod:`.yaml_reader`) into plain data, checking limits as it goes
    (``too-deep``, ``too-many-nodes`` for alias bombs, ``too-large`` strings) and
    refusing duplicate keys (``duplicate-key``; YAML merge keys ``<<`` are plain keys);
-4. normalizes dialects into the canonical form (:mod:`.dialects`).
+4. normalizes dialects into the canonical form (:mod:`.dialects`); a text that holds no JSON or YAML plan
+   but ReWOO's ``#E1 = Tool[...]`` lines is read as those (:mod:`.rewoo`).
 
 Scalars follow the YAML 1.2 core schema: ``yes``/``no``/``on``/``off`` stay strings,
 timestamps stay strings. Text outside the document is blanked (replaced by spaces,
@@ -187,9 +188,17 @@ def load_text(text: str | bytes, name: str = "<string>", limits: Limits = DEFAUL
     from .dialects import normalize
 
     text = _decode(text, name, limits)
-    syntax, parse_text, data = _find_document(text, name, limits)
+    try:
+        syntax, parse_text, data = _find_document(text, name, limits)
+        canonical = normalize(data, name)
+    except LoadError:
+        from . import rewoo
+
+        if not rewoo.holds(text):  # no JSON or YAML plan, and no ReWOO lines either: the reason stands
+            raise
+        data, written = rewoo.load(text, name, limits)
+        return Document(data, "rewoo", written, name)
     source_map = SourceMap(text, name, syntax, parse_text, limits)
-    canonical = normalize(data, name)
     source_map.to_original = canonical.to_original
     return Document(canonical.data, canonical.dialect, source_map, name, canonical.warnings)
 
