@@ -54,8 +54,8 @@ class Written:
 
     syntax = "rewoo"
 
-    def __init__(self, text: str, name: str):
-        self.text, self.name = text, name
+    def __init__(self, text: str, name: str, limits: Limits = DEFAULT_LIMITS):
+        self.text, self.name, self.limits = text, name, limits
         self.values: dict[DocPath, tuple[int, str]] = {}  # path -> (offset in text, the value's text as written)
         self.keys: dict[DocPath, int] = {}
         self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
@@ -104,7 +104,7 @@ def load(text: str, name: str = "<string>", limits: Limits = DEFAULT_LIMITS) -> 
     """ReWOO text -> (canonical data, where its values are). Raises :class:`LoadError` (``rewoo-syntax``, with
     the line and column) for a call whose brackets do not close, arguments that are not what they look like
     (``Tool[{...`` that is no JSON object), or more calls than ``limits.max_nodes``."""
-    where = Written(text, name)
+    where = Written(text, name, limits)
     calls = list(_CALL.finditer(text))
     if len(calls) > limits.max_nodes:
         raise LoadError(_syntax(where, calls[limits.max_nodes].start(1) - 1,
@@ -119,14 +119,15 @@ def load(text: str, name: str = "<string>", limits: Limits = DEFAULT_LIMITS) -> 
         while plan is not None and plan.start() < call.start():
             described, plan = plan, next(plans, None)
         steps.append(_step(call, end, index, described, where, text))
-    values = len(steps) + sum(len(s.get("args") or ()) for s in steps)
-    if values > limits.max_nodes:  # name=value pairs by the thousand on one line
-        raise LoadError(_syntax(where, 0, f"{values:,} values is over the limit of {limits.max_nodes:,}",
-                                "split the plan into sub-plans"))  # fmt: skip
     data: dict[str, Any] = {"steps": steps}
     if steps:
         data["result"] = steps[-1]["output"]
         where.at(("result",), calls[-1].start(1) - 1)
+    from .load import _full_limits
+
+    failure = _full_limits(data, name, limits)  # depth, values and string length, as for JSON and YAML
+    if failure is not None:
+        raise failure
     return data, where
 
 
@@ -187,12 +188,21 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
     if stripped.startswith("{"):
         try:
             found = json.loads(stripped)
+        except RecursionError:
+            raise LoadError(_syntax(where, start + lead, f"the arguments of #{sid} are nested too deep",
+                                    "a plan's values are shallow"))  # fmt: skip
         except ValueError as exc:
             column = getattr(exc, "pos", 0)
             raise LoadError(_syntax(where, start + lead + column, f"the arguments of #{sid} are not a JSON object "
                                     f"({getattr(exc, 'msg', exc)})", 'write {"name": value, ...}, or name=value, '
                                     "..."))  # fmt: skip
         if isinstance(found, dict):
+            from .load import _full_limits
+
+            failure = _full_limits(found, where.name, where.limits)  # before it is walked again: no recursion
+            if failure is not None:  # past the depth limit
+                line, col = where._line_col(start + lead)
+                raise failure.relocated(Span(where.name, line=line, col=col))
             out = {}
             for key, value in found.items():
                 at = body.find(json.dumps(key), lead)

@@ -124,6 +124,10 @@ def test_many_lines_read_in_linear_time_and_within_the_limits():
     with pytest.raises(LoadError) as caught:
         load.load_text(many, limits=Limits(max_nodes=100))
     assert caught.value.headline.code == "rewoo-syntax" and caught.value.headline.span.line == 101
+    for deep in ('{"a": ' + "[" * 100 + "]" * 100 + "}", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"):
+        with pytest.raises(LoadError) as caught:  # past the depth limit, or past Python's recursion: said, at the text
+            load.load_text(f"Plan: x\n#E1 = search[{deep}]")
+        assert caught.value.headline.span.line == 2 and caught.value.headline.code in ("too-deep", "rewoo-syntax")
     unclosed = "#E1 = search[" + "[" * 50_000  # brackets that never close: an error, not a hang
     with pytest.raises(LoadError):
         load.load_text(unclosed)
