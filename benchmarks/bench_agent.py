@@ -301,10 +301,16 @@ def main() -> None:
     parser.add_argument("--model", default="local")
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument(
+        "--no-kept-prompts",
+        action="store_true",
+        help="the local model keeps no evaluated prompt between calls (local.kept_prompts off)",
+    )
     args = parser.parse_args()
+    _KEPT_ON[0] = not args.no_kept_prompts
     rows = compare(args.tasks, args.model, args.latency)
     print(f"{len(rows['ReAct'])} tasks that state an order, model {args.model}, tools answering in {args.latency:g} s; "
-          "medians per task")  # fmt: skip
+          f"kept prompts {'on' if _KEPT_ON[0] else 'off'}; medians per task")  # fmt: skip
     print("\n".join(summary(rows)))
 
 
@@ -326,20 +332,28 @@ def compare(count: int, model: str = "local", latency: float = 0.3) -> dict[str,
     rows: dict[str, list[dict]] = {way: [] for way, _ in WAYS}
     for catalog, task in chains(count):
         for way, run in WAYS:
-            cold()
+            cold(way)
             rows[way].append(asyncio.run(run(task, tools[catalog], model, latency)))
             print(f"  {way} {task.id}: {rows[way][-1]}", file=sys.stderr, flush=True)
     return rows
 
 
-def cold() -> None:
-    """Each way starts with the local model's context empty: llama.cpp keeps the last prompt's evaluated
-    prefix, and a way that followed another on the same task would skip evaluating the prompt they share
-    (measured: 2 s of 7 a plan)."""
-    from dagplan.interpreter.llm.local import _MODELS
+_KEPT: dict[str, Any] = {}  # per way, the prompts the local model keeps evaluated (local.kept_prompts)
+_KEPT_ON = [True]  # --no-kept-prompts: none is kept
+
+
+def cold(way: str | None = None) -> None:
+    """Each way starts with the local model's context empty and its own kept prompts (those of its earlier
+    tasks, as a process that runs that way would have): llama.cpp keeps evaluated prompts, and a way that
+    followed another on the same task would skip evaluating the prompt they share (measured: 2 s of 7 a plan)."""
+    from dagplan.interpreter.llm.local import _MODELS, kept_prompts
 
     for model in _MODELS.values():
         model.reset()
+        if not _KEPT_ON[0]:
+            model.set_cache(None)
+        else:
+            model.set_cache(_KEPT.setdefault(way, kept_prompts()) if way is not None else kept_prompts())
 
 
 def summary(rows: Mapping[str, list[dict]]) -> list[str]:

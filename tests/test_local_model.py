@@ -231,6 +231,42 @@ def test_a_guided_plan_follows_the_requests_order_its_tools_and_its_values():
     assert unguided.plan is not None  # the catalog's schema alone still gives a plan that passes check
 
 
+def test_a_kept_prompt_is_not_evaluated_again_and_changes_no_plan(monkeypatch):
+    """The planner's instructions, evaluated for one request, are not evaluated again for the next (llama.cpp's
+    RAM cache, local.kept_prompts): fewer tokens evaluated, the same plan as a model that kept nothing."""
+    import sys as system
+
+    from dagplan.interpreter.llm import local
+    from dagplan.interpreter.llm.planner import plan as make_plan
+
+    system.path.insert(0, str(ROOT))
+    from benchmarks.bench_planning import catalogs
+
+    tools = catalogs()["everyday"]
+    model = local._llama("local")
+    evaluated: list[int] = []
+    real = model.eval
+    monkeypatch.setattr(model, "eval", lambda tokens: (evaluated.append(len(tokens)), real(tokens))[1])
+    second = "Get the weather in Oslo tomorrow, then email it to kim@x.org"
+
+    def planned(task: str, keep: bool) -> tuple[str, int]:
+        model.reset()
+        if not keep:
+            model.set_cache(local.kept_prompts())
+        evaluated.clear()
+        return make_plan(task, tools=tools, model="local", repair=0).document_yaml, sum(evaluated)
+
+    planned(GUIDED_TASK, keep=False)
+    warm, warm_tokens = planned(second, keep=True)  # kept: the other request's prompt, whose instructions it shares
+    cold, cold_tokens = planned(second, keep=False)
+    assert warm == cold  # the same plan, kept prompt or none
+    assert warm_tokens < cold_tokens - 300, (warm_tokens, cold_tokens)  # the instructions: about 500 tokens
+    for task in ("Book a taxi to the airport", "Translate hello into French", "Find the news about chess",
+                 "Convert 10 USD to EUR", "Check the weather in Rome"):  # fmt: skip
+        planned(task, keep=True)
+    assert len(model.cache.cache_state) <= local.KEPT
+
+
 def test_a_question_is_answered_by_a_solver_step_from_what_the_plan_found(tmp_path):
     """The request asks something: the local model's plan of tool calls gets a last step that answers it
     from the steps' placeholders, and the plan runs to that answer (tools faked, the model real)."""

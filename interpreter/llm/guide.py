@@ -69,7 +69,7 @@ def name_words(name: str) -> set[str]:
 _TRAILING_AFTER = re.compile(r"^([^,]+?),?\s+(?:after|once)\s+([^,]+?)[.?!]?$", re.I | re.S)
 _LEADING_AFTER = re.compile(r"^\s*(?:after|once)\s+(.+?),\s*(.+)$", re.I | re.S)
 PER_CLAUSE = 3  # tools offered for one clause
-WHOLE = 5  # tools offered for a request of one clause, or for positions past the clauses
+WHOLE = 5  # tools offered for a clause that shares no word with any tool, or for positions past the clauses
 
 
 def clauses(task: str) -> list[str]:
@@ -115,8 +115,11 @@ def _kinds(text: str) -> list[str]:
 
 
 def rank(text: str, tools: Mapping[str, ToolSpec], k: int, kinds: bool = True) -> list[str]:
-    """The ``k`` tools most about ``text`` (BM25), best first; none when the text shares no word with any.
-    ``kinds``: a URL or a path in the text asks for the tools that take one (:func:`_kinds`)."""
+    """The ``k`` tools most about ``text``, best first: the words they share (BM25) and what they mean (the
+    cosine of WordLlama embeddings, :func:`_meanings`), the two rankings fused by their reciprocal ranks
+    (RRF, Cormack et al. 2009: no weight to tune). Without WordLlama, the words alone, and none when the text
+    shares no word with any tool. ``kinds``: a URL or a path in the text asks for the tools that take one
+    (:func:`_kinds`)."""
     from rank_bm25 import BM25Okapi
 
     names = sorted(tools)
@@ -124,8 +127,57 @@ def rank(text: str, tools: Mapping[str, ToolSpec], k: int, kinds: bool = True) -
         return []
     index = BM25Okapi([_document(tools[name]) for name in names])
     scores = index.get_scores(_tokens(text) + (_kinds(text) if kinds else []))
-    ranked = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
-    return [names[i] for i in ranked[:k] if scores[i] > 0]
+    lexical = [i for i in sorted(range(len(names)), key=lambda i: (-scores[i], names[i])) if scores[i] > 0]
+    meanings = _meanings(text, [tools[name] for name in names])
+    if meanings is None:
+        return [names[i] for i in lexical[:k]]
+    fused = [0.0] * len(names)
+    for ranking in (lexical, sorted(range(len(names)), key=lambda i: (-meanings[i], names[i]))):
+        for place, i in enumerate(ranking, 1):
+            fused[i] += 1 / (_RRF + place)
+    words = {i: place for place, i in enumerate(lexical)}  # a tie goes to the tool the words rank first
+    return [names[i] for i in sorted(range(len(names)), key=lambda i: (-fused[i], words.get(i, len(names)),
+                                                                       names[i]))[:k]]  # fmt: skip
+
+
+_RRF = 60  # reciprocal rank fusion's constant, as its authors set it
+_EMBEDDER: list = []  # the WordLlama model, loaded once (or False: not installed)
+_TOOL_VECTORS: dict[str, object] = {}  # a tool's text -> its embedding
+
+
+def _meanings(text: str, specs: list[ToolSpec]) -> list[float] | None:
+    """The cosine of ``text`` with each tool's name, description and parameter names, by WordLlama (16 MB of
+    static token embeddings in its wheel, ``pip install 'dagplan[local]'``; no download, about 2 ms a
+    request); None when it is not installed."""
+    if not _EMBEDDER:
+        _EMBEDDER.append(_load_embedder())
+    model = _EMBEDDER[0]
+    if model is False:
+        return None
+    documents = [_meaning_text(spec) for spec in specs]
+    missing = [d for d in dict.fromkeys(documents) if d not in _TOOL_VECTORS]
+    if missing:
+        if len(_TOOL_VECTORS) > 20_000:  # a long-lived server's catalogs come and go
+            _TOOL_VECTORS.clear()
+        _TOOL_VECTORS.update(zip(missing, model.embed(missing, norm=True)))
+    query = model.embed([text], norm=True)[0]
+    return [float(query @ _TOOL_VECTORS[d]) for d in documents]  # type: ignore[operator]
+
+
+def _meaning_text(spec: ToolSpec) -> str:
+    params = " ".join(_CAMEL.sub(" ", p).replace("_", " ") for p in (spec.parameters or {}).get("properties", {}))
+    return f"{_CAMEL.sub(' ', spec.name).replace('_', ' ')}: {spec.description or ''} ({params})"
+
+
+def _load_embedder() -> object:
+    try:
+        import wordllama
+        from pathlib import Path
+
+        # the weights and the tokenizer lie in the wheel; the cache folder is pointed at it: nothing is fetched
+        return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    except (ImportError, OSError):  # not installed, or a release whose wheel lacks its files: the words alone
+        return False
 
 
 def _takes_place(spec: ToolSpec) -> bool:
@@ -152,8 +204,10 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_
     whole = rank(task, tools, WHOLE) or sorted(tools)
     if len(parts) < 2:
         fetch = _fetch_first(task, tools, per_clause)
-        if not fetch:
-            return [whole]
+        if not fetch:  # the ``per_clause`` it is most about, as for a clause of many (the catalog when none is)
+            # on the reference tasks of one tool and one clause, the first of five offered is right 23 of 24
+            # times (everyday) and 13 of 13 (examples), the model's choice among the five 50% and 48% (node F1)
+            return [rank(task, tools, per_clause) or whole]
         action = rank(task, tools, per_clause, kinds=False)
         return [fetch, action]
     # a clause that refers back ("then book the first one", "email it") is read with the one before it; its own

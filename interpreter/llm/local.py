@@ -60,11 +60,38 @@ def _llama(model: str) -> Any:
         from llama_cpp import Llama
 
         found = _MODELS[path] = Llama(model_path=path, n_ctx=CONTEXT, verbose=False, seed=0)
+        # llama-cpp keeps a row of scores per token of a batch (512 x 49,152 floats, 100 MB) that only
+        # log-probabilities and stopping criteria read, neither of which is used here (sampling reads the
+        # context's own logits); with them, saving a prompt's state cost 0.64 s and loading it 1.4 s (2-core AMD
+        # EPYC), more than evaluating it again: one row is kept
+        import numpy
+
+        found.scores = numpy.zeros((1, found.n_vocab()), dtype=numpy.single)
+        found.set_cache(kept_prompts())
         if len(_MODELS) == 1:
             import atexit
 
             atexit.register(_close)  # freed while the interpreter still stands (its finalizer, later, fails noisily)
     return found
+
+
+KEPT = 4  # prompts whose evaluated state is kept (about 20 MB each for SmolLM2 and a planner's 800 tokens)
+
+
+def kept_prompts() -> Any:
+    """Where a model keeps the evaluated state of its last ``KEPT`` prompts (llama.cpp's RAM cache): a call whose
+    prompt begins as a kept one does begin (the planner's instructions, a conversation's earlier turns) loads
+    that state and evaluates only the rest (llama-cpp evaluates a restored prompt's last token again before it
+    samples). What it costs and saves: benchmarks/bench_agent.py, docs/guide/models.md ("Kept prompts")."""
+    from llama_cpp import LlamaRAMCache
+
+    class Kept(LlamaRAMCache):
+        def __setitem__(self, key: Any, state: Any) -> None:
+            super().__setitem__(key, state)
+            while len(self.cache_state) > KEPT:
+                self.cache_state.popitem(last=False)
+
+    return Kept()
 
 
 def _close() -> None:
