@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from .errors import DEFAULT_LIMITS, Diagnostic, Limits, LoadError, Span
 from .source import Positions, SourceMap  # noqa: F401 - SourceMap is part of this module's interface
-from .yaml_reader import _read_yaml, _too_deep, _too_long_string, _too_many, too_many_digits
+from .yaml_reader import _full_limits, _read_yaml, _too_deep, _too_many, too_many_digits
 
 _JSON_START = re.compile(r"\s*[\[{]")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
@@ -561,26 +561,3 @@ class _Shape:
                     below += [v for v in container if type(v) is dict or type(v) is list]
             level = below
         return cls(depth, nodes, keys)
-
-
-def _full_limits(data: Any, name: str, limits: Limits) -> LoadError | None:
-    """Walk parsed JSON once, without recursion: depth, node count, string length."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    nodes = 0
-    while stack:
-        value, depth = stack.pop()
-        nodes += 1
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            if isinstance(value, str) and len(value) > limits.max_string:
-                return _too_long_string(name, limits, len(value), None)
-            continue
-        if depth > limits.max_depth:
-            return _too_deep(name, limits, None)
-        stack.extend((child, depth + 1) for child in children)
-    if nodes > limits.max_nodes:
-        return _too_many(name, limits, None)
-    return None

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 from .errors import DEFAULT_LIMITS, Diagnostic, DocPath, Limits, LoadError, Span, error
 from .record import replace
+from .yaml_reader import _full_limits
 
 # "#E1 = Tool[", at a line's start (after a list bullet or bold markers a model may add)
 _CALL = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?#(E\d+)(?:\*\*)?[ \t]*=[ \t]*([A-Za-z_][\w.-]*)"
@@ -45,7 +46,7 @@ POSITIONAL = "input"  # one text argument, until the catalog says which paramete
 
 def holds(text: str) -> bool:
     """Whether the text holds a ReWOO plan line (``#E1 = Tool[``)."""
-    return _CALL.search(text) is not None
+    return "#E" in text and _CALL.search(text) is not None  # the substring first: prose costs a scan, not a regex
 
 
 class Written:
@@ -123,8 +124,6 @@ def load(text: str, name: str = "<string>", limits: Limits = DEFAULT_LIMITS) -> 
     if steps:
         data["result"] = steps[-1]["output"]
         where.at(("result",), calls[-1].start(1) - 1)
-    from .load import _full_limits
-
     failure = _full_limits(data, name, limits)  # depth, values and string length, as for JSON and YAML
     if failure is not None:
         raise failure
@@ -197,8 +196,6 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
                                     f"({getattr(exc, 'msg', exc)})", 'write {"name": value, ...}, or name=value, '
                                     "..."))  # fmt: skip
         if isinstance(found, dict):
-            from .load import _full_limits
-
             failure = _full_limits(found, where.name, where.limits)  # before it is walked again: no recursion
             if failure is not None:  # past the depth limit
                 line, col = where._line_col(start + lead)
@@ -285,10 +282,12 @@ def _syntax(where: Written, at: int, message: str, hint: str) -> Diagnostic:
     return error("rewoo-syntax", message, Span(where.name, line=line, col=col), hint)
 
 
-def bind(data: Mapping[str, Any], where: Written, tools: Mapping[str, Any]) -> tuple[Any, list[Diagnostic]]:
+def bind(data: Mapping[str, Any], where: Any, tools: Mapping[str, Any]) -> tuple[Any, list[Diagnostic]]:
     """The one text argument of each ``Tool[text]`` given to the parameter it is for, now that the catalog is
     known: the tool's only parameter, or its only required one. A tool that takes several (or none) says so,
-    at the text, with the ``name=value`` form to write."""
+    at the text, with the ``name=value`` form to write. ``where``: the document's :class:`Written`."""
+    if not isinstance(where, Written):
+        return data, []
     steps = data.get("steps") if isinstance(data, Mapping) else None
     if not isinstance(steps, list) or not tools:
         return data, []
@@ -297,7 +296,7 @@ def bind(data: Mapping[str, Any], where: Written, tools: Mapping[str, Any]) -> t
     for index, step in enumerate(steps):
         args = step.get("args") if isinstance(step, dict) else None
         spec = tools.get(step.get("tool")) if isinstance(args, dict) and POSITIONAL in args else None
-        if spec is None:
+        if spec is None or not isinstance(args, dict):
             out.append(step)
             continue
         parameters = dict((spec.parameters or {}).get("properties") or {})

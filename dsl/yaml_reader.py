@@ -456,3 +456,26 @@ class _YamlBuilder:
         if parent.is_map:
             self.index.keys[path + (key,)] = parent.key_mark.index
         self.index.values[path + (key,)] = (event.start_mark.index, style)
+
+
+def _full_limits(data: Any, name: str, limits: Limits) -> LoadError | None:
+    """Walk parsed JSON once, without recursion: depth, node count, string length."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            if isinstance(value, str) and len(value) > limits.max_string:
+                return _too_long_string(name, limits, len(value), None)
+            continue
+        if depth > limits.max_depth:
+            return _too_deep(name, limits, None)
+        stack.extend((child, depth + 1) for child in children)
+    if nodes > limits.max_nodes:
+        return _too_many(name, limits, None)
+    return None
