@@ -28,6 +28,7 @@ from bisect import bisect_right
 from typing import Any, Mapping
 
 from .errors import DEFAULT_LIMITS, Diagnostic, DocPath, Limits, LoadError, Span, error
+from .ir import _NEEDS_ESCAPE, escape_text
 from .record import replace
 from .yaml_reader import _full_limits
 
@@ -39,7 +40,6 @@ _PLAN = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?Plan(?:[ \t]*
 _PAIR = re.compile(r"\s*([A-Za-z_][\w-]*)\s*=(?!=)\s*")
 _WHOLE_REF = re.compile(r"#(E\d+)")
 _OWN_PLACEHOLDER = re.compile(r"\\(#E\d+)")
-_ESCAPE = re.compile(r"\\(?=[\u2020$#\\])|\u2020|\$(?=(?:input|state|item|index)\b)|#(?=[A-Za-z_])")  # ir.escape_text's
 MODEL = "llm"  # LLM[...] (any case): a model step
 POSITIONAL = "input"  # one text argument, until the catalog says which parameter it is
 
@@ -93,7 +93,7 @@ def _unescaped(written: str, offset: int) -> int:
     if not offset or not written:
         return offset
     added = 0
-    for match in _ESCAPE.finditer(written):
+    for match in _NEEDS_ESCAPE.finditer(written):
         if match.start() + added >= offset:
             break
         if not re.match(r"#E\d", written[match.start() :]):  # an own placeholder is not escaped
@@ -274,7 +274,7 @@ def _value(value: Any) -> Any:
 
 
 def _text(text: str) -> str:
-    return _OWN_PLACEHOLDER.sub(r"\1", _ESCAPE.sub(lambda m: "\\" + m.group(0), text))
+    return _OWN_PLACEHOLDER.sub(r"\1", escape_text(text))  # the one escape rule, then #En given back
 
 
 def _syntax(where: Written, at: int, message: str, hint: str) -> Diagnostic:
