@@ -402,6 +402,7 @@ class Step:
     catch: tuple[Catch, ...] = ()
     trigger: Trigger = "all_succeeded"  # when it runs, given what its dependencies did
     trigger_given: bool = False  # the plan wrote `trigger:`: the rule then means what it says, for every step
+    retry_given: bool = False  # the plan wrote `retry:` (a step that acts is retried only when it says so)
 
     @property
     def kind(self) -> StepKind:
@@ -468,6 +469,11 @@ class Plan:
         return tuple(step for step in self.all_steps if step.llm is not None)
 
     @cached_property
+    def nesting_steps(self) -> tuple[Step, ...]:
+        """The sub-plan and loop steps (a refusal inside one is held by what comes after it)."""
+        return tuple(step for step in self.all_steps if step.plan is not None or step.loop is not None)
+
+    @cached_property
     def gate_steps(self) -> tuple[Step, ...]:
         return tuple(step for step in self.all_steps if step.gate is not None)
 
@@ -509,6 +515,16 @@ def can_act(step: Step, tools: Mapping[str, Any] | None, undeclared: Purity | No
         return True
     child = step.plan or (step.loop.child if step.loop is not None else None)
     return child is not None and child.plan is not None and any(can_act(s, tools, undeclared) for s in child.plan.steps)
+
+
+def resume_class(step: Step, tools: Mapping[str, Any] | None) -> str:
+    """The key of the resume policy (``Config.resume``) an interrupted unit of ``step`` follows:
+    ``side_effect`` for every step that can act (:func:`can_act`, the one rule: a tool that declares
+    nothing, a model step with an acting tool), else what it declares (``pure``, ``idempotent``), else
+    ``undeclared`` (a step that calls nothing that acts: a model step without acting tools)."""
+    if can_act(step, tools):
+        return "side_effect"
+    return purity_of(step, tools) or "undeclared"
 
 
 def acts_as_known(step: Step, tools: Mapping[str, Any] | None) -> bool | None:

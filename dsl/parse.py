@@ -156,6 +156,7 @@ def _step(ctx: _Context, raw: Mapping, path: tuple) -> Step:
         purity=get("purity"),
         trigger=get("trigger") or "all_succeeded",
         trigger_given=get("trigger") is not None,
+        retry_given=get("retry") is not None,
         precomputed=frozen(raw["precomputed"]) if "precomputed" in raw else NOT_GIVEN,
         span=Span(ctx.name, path),
         **(composition_fields(ctx, raw, path) if not _COMPOSITION_KEYS.isdisjoint(raw) else {}),

@@ -9,6 +9,10 @@ same rules, written once here:
   :class:`TransientError`, an exception with ``retryable = True``, or a type the tool
   declares in ``retry_on``), up to ``retry.limit`` retries, backing off
   ``backoff * 2**(n-1)`` seconds (capped, with jitter);
+- a step that acts (:func:`dsl.ir.can_act`) is tried once: it is retried only when its ``retry:``
+  is written (the plan's author chose to), and never after its attempt timed out, since that attempt
+  may still be acting (a tool in a thread cannot be stopped): its outcome is unknown, the error says
+  so (``outcome: unknown``) and a resume asks a person, as after ``kill -9``;
 - when the retries are spent, ``on_limit_exceeded(unit, error, attempts)`` may extend
   them by another ``limit``;
 - the error object ``{step, type, message}`` and the failure value a dependent
@@ -104,6 +108,9 @@ class Attempted(Protocol):
 
     def retry_on(self) -> tuple[type[BaseException], ...]: ...
 
+    def acts(self) -> bool:
+        """Whether the unit's step can act on the world (the one rule, :func:`dsl.ir.can_act`)."""
+
     def pause(self, seconds: float) -> Awaitable[None]:
         """Wait ``seconds`` before the next attempt (plan tests do not wait)."""
 
@@ -121,8 +128,18 @@ def first(step: Step, attempt: Awaitable[Any]) -> Awaitable[Any]:
 
 
 async def _timed(seconds: float, attempt: Awaitable[Any]) -> Any:
-    async with asyncio.timeout(seconds):
-        return await attempt
+    try:
+        async with asyncio.timeout(seconds) as limit:
+            return await attempt
+    except TimeoutError as exc:
+        if limit.expired():  # the step's own timeout, not a TimeoutError the tool raised
+            exc.timed_out = True  # type: ignore[attr-defined]
+        raise
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether an attempt ended because the step's ``timeout`` passed (the attempt may still be running)."""
+    return bool(getattr(exc, "timed_out", False))
 
 
 def the_runs(exc: BaseException) -> bool:
@@ -161,8 +178,12 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
     The rule is chosen for each error (:func:`retry_rule`); each rule counts its own retries."""
     used: dict[int, int] = {}
     allowed: dict[int, int] = {}
+    acting = unit.acts()
     while True:
-        rule = retry_rule(unit.step, error, unit.retry_on())
+        if acting and timed_out(error):
+            error.outcome_unknown = True  # type: ignore[attr-defined]
+            raise error
+        rule = retry_rule(unit.step, error, unit.retry_on(), acting)
         if rule is None:
             raise error
         key = id(rule)
@@ -188,13 +209,18 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
             error = as_failure(exc)
 
 
-def retry_rule(step: Step, error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> Retry | None:
-    """The retry rule that applies to ``error``, or None (not retried).
+def retry_rule(
+    step: Step, error: BaseException, retry_on: tuple[type[BaseException], ...] = (), acting: bool = False
+) -> Retry | None:
+    """The retry rule that applies to ``error``, or None (not retried). A step that acts is retried only
+    by a ``retry:`` its plan wrote.
 
     The single form (``retry: {limit: 3}``) retries transient errors. In the per-type form
     (``retry: [{errors: [RateLimitError], limit: 6}, {errors: ["*"], limit: 2}]``) the first
     rule naming one of the error's types (its class, a base class, or the error it wraps)
     applies whatever the type; ``"*"`` stands for any transient error."""
+    if acting and not step.retry_given:
+        return None
     if not step.retry_rules:
         return step.retry if is_transient(error, retry_on) else None
     if isinstance(error, (StepFailure, Waiting)):
@@ -256,6 +282,9 @@ def error_info(unit_id: str, step: Step, exc: BaseException) -> dict[str, Any]:
     cause = getattr(exc, "cause", None)
     if isinstance(cause, Cause):
         info["cause"] = str(cause)
+    if getattr(exc, "outcome_unknown", False):
+        info["outcome"] = "unknown"  # an acting attempt that may still be running: a resume asks
+        info["message"] += "; it may or may not have acted, and was not tried again"
     return info
 
 

@@ -17,7 +17,7 @@ from ...dsl.condition import guard_reads_item
 from .attempts import Caught, Routed, StepFailure, Waiting
 from ..core.context import Runner, StepContext
 from ..core.values import MISSING, get_path
-from ..core.vocabulary import Cause
+from ..core.vocabulary import Cause, StepStatus
 
 
 class FanOut:
@@ -43,13 +43,14 @@ class FanOut:
         limit = asyncio.Semaphore(spec.max_concurrency or max(1, ctx.options.max_concurrency))
         results: list[Any] = [None] * len(items)
         waiting: list[Waiting] = []
+        children: list[Any] = [None] * len(items)
         done = 0
 
         per_item = step.guard is not None and guard_reads_item(step.guard)
 
         async def one(index: int, item: Any) -> None:
             nonlocal done
-            child = ctx.child(f"[{index}]", item=item, index=index, name=spec.name)
+            child = children[index] = ctx.child(f"[{index}]", item=item, index=index, name=spec.name)
             if per_item and not child.holds():
                 results[index] = _LEFT_OUT  # its condition is false: the item is left out
             else:
@@ -65,6 +66,10 @@ class FanOut:
         await _gather_all([one(i, item) for i, item in enumerate(items)])
         if waiting:
             raise waiting[0]
+        # an item that failed leaves its failure value in the list: the list carries it (world.py)
+        failed = next((c.unit for c in children if c is not None and c.unit.status is StepStatus.FAILED), None)
+        if failed is not None:
+            ctx.unit.tainted = failed.id
         return _outcome(step, results, items)
 
     def _attempt(self, child: StepContext, step: Step) -> Awaitable[Any]:

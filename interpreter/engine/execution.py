@@ -428,12 +428,32 @@ class Execution:
             values = prepare_inputs(sub.plan, inputs)
         except Exception as exc:  # noqa: BLE001 - a RunError listing every bad input
             raise StepFailure(f"sub-plan {name}: {_message(exc)}") from exc
-        result = await Execution(sub.plan, values, self.scope, f"{unit_id}.").run()
+        child = Execution(sub.plan, values, self.scope, f"{unit_id}.")
+        result = await child.run()
         if result.status is RunStatus.WAITING:
             raise Waiting(result.waiting[0], registered=True)
         if result.status is not RunStatus.COMPLETED:
             raise StepFailure(f"sub-plan {name} {result.status}: {result.message or 'a step failed'}")
+        inside = child.failed_inside()
+        if inside is not None:  # a sub-plan is as failed (or refused) as what happened inside it (world.py)
+            what, cause = inside
+            raise StepFailure(f"sub-plan {name}: {what}", cause)
         return result.result
+
+    def failed_inside(self) -> tuple[str, Cause | None] | None:
+        """What makes this (child) execution's result a failure: a gate a person refused (the cause
+        ``refused``), else a step that failed or a result carrying a failure; None when nothing did."""
+        found: tuple[str, Cause | None] | None = None
+        for unit in self.units.values():
+            if unit.status is StepStatus.FAILED:
+                if unit.step.gate is not None or (unit.error or {}).get("cause") == Cause.REFUSED:
+                    return f"a person refused {unit.id}", Cause.REFUSED
+                if found is None:
+                    error = unit.error or {}
+                    found = f"{unit.id} failed: {error.get('type')}: {error.get('message')}", None
+            elif unit.tainted and found is None:
+                found = f"{unit.id} carries the failure of {unit.tainted}", None
+        return found
 
     # --- settling -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from . import attempts
 from .attempts import StepFailure, Waiting
 from .resume import Recorded
 from .scope import RunScope, Unit
+from .world import tainted_by
 
 
 class UnitContext(StepContext, Protocol):
@@ -125,7 +126,7 @@ class UnitLife:
         """The started event; a side effect never starts before its intent is durable (a fan-out's or a
         loop's own start is not an attempt: each child commits its own)."""
         ctx.emit(EventType.STEP_STARTED, attempt=unit.attempts + 1, description=unit.step.label, **ctx.labels)
-        if self._journal is not None and not per_child and self.scope.purity(unit.step) == "side_effect":
+        if self._journal is not None and not per_child and self.scope.acts(unit.step):
             await self._journal.commit()
 
     async def settle_child(self, ctx: UnitContext, once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
@@ -216,11 +217,13 @@ class UnitLife:
                               trace=unit.trace)  # fmt: skip
             return attempts.Caught(entry.alternative, info)
         unit.status, unit.error = StepStatus.FAILED, info
+        self.troubled = True  # world.py: what holds this failure (a fan-out's list) carries it
         self._emit_failed(unit.id, unit.duration, info, unit.attempts, 0, exc is None, trace=unit.trace)
         if stopping:
             self.scope.abort(info["message"], _stopped_at(unit.id, info))
         if not failure_value or self.plan.on_failure == "abort":
-            raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}")
+            cause = Cause.REFUSED if info.get("cause") == Cause.REFUSED else None  # a refusal stays one
+            raise StepFailure(f"{unit.id} failed: {info['type']}: {info['message']}", cause)
         self.scope.child_failures += 1  # the run reports had_errors
         return attempts.failure_text(info)
 
@@ -246,10 +249,12 @@ class UnitLife:
         unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, value, alternative
         if precomputed:
             unit.attempts = 0
+        if self.troubled and unit.tainted is None:  # else nothing failed: nothing to carry (the hot path)
+            unit.tainted = tainted_by(self.run, step)
         if self.scope.sinks:
             self._emit_completed(
                 unit, unit.attempts, output=value, alternative=alternative, replayed=False, precomputed=precomputed,
-                **({"routes": routes} if routes else {}),
+                **({"routes": routes} if routes else {}), **({"tainted": unit.tainted} if unit.tainted else {}),
             )  # fmt: skip
 
     def _emit_completed(self, unit: Unit, attempts: int, **data: Any) -> None:
@@ -291,6 +296,11 @@ class UnitLife:
         self._write_routes(unit.step.output, recorded.routes or {})
         unit.status, unit.output, unit.alternative = recorded.status, recorded.output, recorded.alternative
         unit.error = recorded.error
+        unit.tainted = recorded.tainted
+        if recorded.tainted:
+            self.troubled = True
+        elif self.troubled and recorded.status is StepStatus.COMPLETED:
+            unit.tainted = tainted_by(self.run, unit.step)
         if recorded.status is StepStatus.HANDLED:
             self._replayed_handled(unit.id, unit.error, unit.attempts, unit.alternative, unit.output)
         else:

@@ -5,8 +5,8 @@ step (``sub.fetch``), a loop iteration's step (``poll[2].check``):
 
 - completed (or handled) units replay their recorded result and call nothing;
 - pending, failed, skipped and waiting units run (a gate finds its recorded answer);
-- an interrupted unit (started, never settled) follows the policy for its purity
-  (``Config.resume``): ``retry`` runs it again (at least once), ``adopt`` records it as
+- an interrupted unit (started, never settled) follows the policy for its class
+  (``Config.resume``, :func:`dsl.ir.resume_class`: every step that can act is ``side_effect``): ``retry`` runs it again (at least once), ``adopt`` records it as
   completed with no output, ``ask`` asks ``on_interrupted(unit, purity)``. With no one to
   ask (no terminal, CI, a worker) nothing is guessed: the run stops before anything runs, in the
   durable ``needs_decision`` state, until an operator says ``retry`` or ``adopt``; so a side effect
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ...dsl.errors import RunError
-from ...dsl.ir import Plan, Step, purity_of  # noqa: F401 - the one purity rule (scope.py reads it here)
+from ...dsl.ir import Plan, Step, can_act, purity_of, resume_class  # noqa: F401 - the one purity rule (scope.py reads it here)
 from ...dsl.schedule import analysis_of
 from ..core.config import RESUME_DEFAULTS
 from ..core.progress import Progress
@@ -50,6 +50,7 @@ def action_for(
         status is StepStatus.INTERRUPTED
         or status is StepStatus.RUNNING
         or (status is StepStatus.FAILED and (error or {}).get("type") == INTERRUPTED_ERROR)
+        or (status is StepStatus.FAILED and (error or {}).get("outcome") == "unknown")
     ):
         return policy.get(purity or "undeclared", RETRY)
     return RUN
@@ -113,7 +114,7 @@ def resume_plan(
         found = progress.steps.get(step.id)
         status = found.status if found is not None else StepStatus.PENDING
         classes[step.id] = status
-        action = action_for(status, purity_of(step, tools or {}), policy, found.error if found else None)
+        action = action_for(status, resume_class(step, tools or {}), policy, found.error if found else None)
         actions[step.id] = RUN if action in (ADOPT, ASK, RETRY) and is_composite(step) else action
     return ResumePlan(policy["default"], classes, actions)
 
@@ -133,6 +134,7 @@ class Recorded:
     usage: Mapping[str, Any] | None = None
     routes: Mapping[str, list] | None = None  # a fan-out's catch paths: alternative -> error objects
     fingerprint: str | None = None  # what determined the result (reuse.py), as recorded
+    tainted: str | None = None  # the failed unit whose failure its value carries (world.py), as recorded
 
 
 class Replay:
@@ -177,13 +179,14 @@ class Replay:
             step = step_at(plan, unit_id)
             if step is None:
                 continue
-            action = action_for(found.status, purity_of(step, tools), policy, found.error)
+            kind = resume_class(step, tools)
+            action = action_for(found.status, kind, policy, found.error)
             if action in (ADOPT, ASK, RETRY) and _composite_unit(step, unit_id):
                 continue  # a composition step runs again: its children decide
             if action == ASK:
-                action = ask(unit_id, purity_of(step, tools) or "undeclared") if ask is not None else DECIDE
+                action = ask(unit_id, kind) if ask is not None else DECIDE
             if action == DECIDE:
-                undecided[unit_id] = purity_of(step, tools) or "undeclared"
+                undecided[unit_id] = kind
                 continue
             decided = _decided(journal, unit_id, found, action, adopted_output)
             if decided is not None:
@@ -215,6 +218,7 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str, adopted_output
             found.fields.get("usage"),
             found.fields.get("routes"),
             found.fields.get("fingerprint"),
+            found.fields.get("tainted"),
         )
     if action == ADOPT:
         journal.record(
@@ -242,7 +246,7 @@ def side_effects_again(progress: Any, plan: Plan, tools: Mapping[str, Any], from
         found, step = progress.steps.get(unit_id), step_at(plan, unit_id)
         if found is None or step is None or found.status in (StepStatus.PENDING, StepStatus.SKIPPED):
             continue
-        if purity_of(step, tools) == "side_effect" and not is_composite(step):
+        if can_act(step, tools) and not is_composite(step):
             again.append(unit_id)
     return again
 

@@ -128,6 +128,7 @@ class Unit:
         "fingerprint",
         "reused",
         "trace",
+        "tainted",
     )
 
     def __init__(self, scope: "RunScope", unit_id: str, step: Step):
@@ -144,6 +145,7 @@ class Unit:
         self.fingerprint: str | None = None  # what determined its result (reuse.py), when the run keeps them
         self.reused: str | None = None  # the run its result was taken from (`--reuse`)
         self.trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
+        self.tainted: str | None = None  # the failed unit whose failure its value carries (world.py), if any
 
     # the attempt policy's view (attempts.Attempted)
 
@@ -153,6 +155,9 @@ class Unit:
     def retry_on(self) -> tuple[type[BaseException], ...]:
         tool = self.scope.tools.get(self.step.tool or "")
         return tool.retry_on if tool is not None else ()
+
+    def acts(self) -> bool:
+        return self.scope.acts(self.step)
 
     def pause(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(seconds * self.scope.options.backoff_scale)

@@ -11,10 +11,17 @@ loop holding one, act). Such a step is held back, whatever its plan says (``trig
 - after a person's refusal: a gate before it was refused (failed, took its refusal branch, or answered a
   refusal a ``when:`` reads), unless on every path from the step up to that gate a step reads what the
   gate decided (the refusal's branch, the decision a ``when:`` compares): the plan then chose what follows;
-- on a failure: under its default rule (``all_succeeded``) when a step it depends on failed; under an
-  explicit ``trigger:`` (``all_done``, ``none_failed``, ``one_succeeded``) when a step whose output it
-  reads failed. A step that acts never receives a failure value (``(FAILED: ...)``); a step that only
-  reads may, and reason about it.
+- on a failure: under its default rule (``all_succeeded``) when a step it depends on failed or *carries*
+  a failure; under an explicit ``trigger:`` (``all_done``, ``none_failed``, ``one_succeeded``) when a step
+  whose output it reads does. A step that acts never receives a failure value (``(FAILED: ...)``); a step
+  that only reads may, and reason about it.
+
+A failure travels with the value (:func:`tainted_by`): a step that read a failure (or a value carrying one)
+completes carrying it (``Unit.tainted``: the unit it came from, journaled with its result, so a resume
+keeps it); a fan-out whose items failed carries the first; a sub-plan or loop iteration in which a step
+failed, or a gate was refused, fails (``Execution.run_plan``), a refusal as ``refused``, which holds what
+follows as a gate's refusal would. Only a route the plan writes takes a failure off a value: a ``catch:``
+entry, the error branch of an ``a || b`` output (the step is then ``handled``, not failed).
 
 Held back, it is skipped with the cause ``refused`` or ``input-failed``, naming the step; the run then
 ends with errors (exit 1).
@@ -37,16 +44,45 @@ def held_back(execution: Any, step: Step) -> tuple[str, Cause] | None:
     if refused is not None:
         return f"it acts on the world, and a person refused {refused} before it", Cause.REFUSED
     units = execution.units
-    failed = [dep for dep in execution.analysis.deps[step.id] if units[dep].status is StepStatus.FAILED]
+    failed = [dep for dep in execution.analysis.deps[step.id] if units[dep].status is StepStatus.FAILED
+              or units[dep].tainted]  # fmt: skip
     if not failed:
         return None
     if step.trigger == "all_succeeded":
-        return f"it acts on the world, and {failed[0]}, which it depends on, failed", Cause.INPUT_FAILED
+        return f"it acts on the world, and {_failed_text(units[failed[0]])}", Cause.INPUT_FAILED
     reads = read_from(execution.analysis, step)
     read_failed = [dep for dep in failed if dep in reads]
     if read_failed:
-        return (f"it acts on the world, and it would act on the failure of {read_failed[0]} "
+        return (f"it acts on the world, and it would act on the failure of {_origin(units[read_failed[0]])} "
                 f"(its trigger {step.trigger} runs it, but never on a failure value)"), Cause.INPUT_FAILED  # fmt: skip
+    return None
+
+
+def _origin(unit: Any) -> str:
+    return unit.tainted if unit.status is not StepStatus.FAILED and unit.tainted else unit.id
+
+
+def _failed_text(unit: Any) -> str:
+    if unit.status is StepStatus.FAILED:
+        return f"{unit.id}, which it depends on, failed"
+    return f"{unit.id}, which it depends on, carries the failure of {unit.tainted}"
+
+
+def tainted_by(execution: Any, step: Step) -> str | None:
+    """The failed unit whose failure ``step``'s value carries, or None: a dependency that failed or carries
+    one (under ``all_succeeded`` every dependency, else those it reads). A handled failure (``catch:``, an
+    error branch) is a route the plan wrote: it carries nothing."""
+    units = execution.units
+    deps = execution.analysis.deps[step.id]
+    reads = None if step.trigger == "all_succeeded" else read_from(execution.analysis, step)
+    for dep in deps:
+        if reads is not None and dep not in reads:
+            continue
+        unit = units[dep]
+        if unit.status is StepStatus.FAILED:
+            return unit.id
+        if unit.tainted:
+            return unit.tainted
     return None
 
 
@@ -59,6 +95,10 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
     units = execution.units  # the plan's gates (cached with it), each by its own unit here: no walk of every step
     gates = {
         g.id for g in execution.plan.gate_steps if g.id in units and units[g.id].step is g and refused(units[g.id])
+    }
+    gates |= {  # a sub-plan or loop a refusal failed: a gate refused inside it, held as that gate would be
+        s.id for s in execution.plan.nesting_steps
+        if s.id in units and units[s.id].step is s and refused_inside(units[s.id])
     }
     if not gates:
         return None
@@ -79,6 +119,11 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
                 continue  # this path reads the decision: the plan chose what follows a refusal here
             todo.append(parent)
     return None
+
+
+def refused_inside(unit: Any) -> bool:
+    """Whether a sub-plan's or loop's unit failed because a person refused a gate inside it."""
+    return unit.status is StepStatus.FAILED and (unit.error or {}).get("cause") == Cause.REFUSED
 
 
 def refused(unit: Any) -> bool:
