@@ -199,7 +199,10 @@ _OPERATOR_RE = re.compile(r"[ \t]*(\|\||&&)[ \t]*")
 
 
 def _scan_template(text: str) -> Template | None:
+    """A template's parts in one pass, linear in the text: literal pieces gathered in a list and joined once
+    (appending to a string would copy the text so far at every ``$``, ``#`` or escape)."""
     parts: list = []
+    pending: list[str] = []  # literal pieces since the last reference or placeholder
     pos, end = 0, len(text)
     while pos < end:
         m = _TOKEN_RE.match(text, pos)
@@ -210,18 +213,23 @@ def _scan_template(text: str) -> Template | None:
             if text.startswith("[", m.end()):
                 return None
             ref_end = m.end()
+            if pending:
+                parts.append("".join(pending))
+                pending.clear()
             parts.append(_ref_from(text, pos, ref_end))
         elif kind == "ph":
+            if pending:
+                parts.append("".join(pending))
+                pending.clear()
             parts.append(_placeholder_from(m.group("ph"), m.group("view"), pos))
         else:
             chunk = m.group("esc") or m.group("text")
             if chunk == "\u2020":
                 return None
-            if parts and isinstance(parts[-1], str):
-                parts[-1] += chunk
-            else:
-                parts.append(chunk)
+            pending.append(chunk)
         pos = m.end()
+    if pending:
+        parts.append("".join(pending))
     return Template(tuple(parts))
 
 

@@ -36,10 +36,11 @@ from .yaml_reader import _full_limits
 _CALL = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?#(E\d+)(?:\*\*)?[ \t]*=[ \t]*([A-Za-z_][\w.-]*)"
                    r"[ \t]*\[", re.M)  # fmt: skip
 _PLAN = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?Plan(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*"
-                   r"(.*?)[ \t]*$", re.M | re.I)  # fmt: skip
+                   r"(.*)", re.M | re.I)  # fmt: skip  (greedy to the line end, blanks stripped after: linear)
 _PAIR = re.compile(r"\s*([A-Za-z_][\w-]*)\s*=(?!=)\s*")
 _WHOLE_REF = re.compile(r"#(E\d+)")
 _OWN_PLACEHOLDER = re.compile(r"\\(#E\d+)")
+_OWN = re.compile(r"#E\d")
 MODEL = "llm"  # LLM[...] (any case): a model step
 POSITIONAL = "input"  # one text argument, until the catalog says which parameter it is
 
@@ -96,7 +97,7 @@ def _unescaped(written: str, offset: int) -> int:
     for match in _NEEDS_ESCAPE.finditer(written):
         if match.start() + added >= offset:
             break
-        if not re.match(r"#E\d", written[match.start() :]):  # an own placeholder is not escaped
+        if not _OWN.match(written, match.start()):  # an own placeholder is not escaped (matched in place)
             added += 1
     return max(0, offset - added)
 
@@ -141,8 +142,9 @@ def _step(call: re.Match, end: int, index: int, plan: re.Match | None, where: Wr
                                 "close them with ] before the next #E line"))  # fmt: skip
     body = text[opened:closed]
     step: dict[str, Any] = {"id": sid}
-    if plan is not None and plan.group(1):
-        step["description"] = plan.group(1)
+    described = plan.group(1).rstrip(" \t\r") if plan is not None else ""
+    if plan is not None and described:
+        step["description"] = described
         where.at(base + ("description",), plan.start(1))
     if tool.lower() == MODEL:
         prompt = body.strip()
@@ -201,8 +203,9 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
                 line, col = where._line_col(start + lead)
                 raise failure.relocated(Span(where.name, line=line, col=col))
             out = {}
+            keys = _key_offsets(body, lead)
             for key, value in found.items():
-                at = body.find(json.dumps(key), lead)
+                at = keys.get(key, -1)
                 out[str(key)] = _value(value)
                 where.at(path + (str(key),), start + (at if at >= 0 else lead), key=start + at if at >= 0 else None)
             return out
@@ -210,7 +213,12 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
     if pairs:
         out = {}
         for key, named, at, written in pairs:
-            out[key] = _value(_literal(written))
+            literal = _literal(written)
+            failure = _full_limits(literal, where.name, where.limits)  # depth first: _value walks it
+            if failure is not None:
+                line, col = where._line_col(start + at)
+                raise failure.relocated(Span(where.name, line=line, col=col))
+            out[key] = _value(literal)
             where.at(path + (key,), start + at, written, key=start + named)
         return out
     value = _value(_unquoted(stripped))
@@ -246,10 +254,38 @@ def _pairs(body: str):
         yield key, named, at, written.strip()
 
 
+def _key_offsets(body: str, lead: int) -> dict[str, int]:
+    """Where each key of the JSON object at ``body[lead]`` is written (the last of a repeated key, as JSON
+    keeps its value), in one pass: each key read where it stands, each value skipped by the decoder (a key
+    written with escapes is found too)."""
+    decoder, found = json.JSONDecoder(), {}
+    at = _blank(body, lead + 1)
+    while at < len(body) and body[at] == '"':
+        key, after = json.decoder.scanstring(body, at + 1)
+        found[key] = at
+        at = _blank(body, after)
+        if at >= len(body) or body[at] != ":":
+            break
+        _, at = decoder.raw_decode(body, _blank(body, at + 1))
+        at = _blank(body, at)
+        if at >= len(body) or body[at] != ",":
+            break
+        at = _blank(body, at + 1)
+    return found
+
+
+def _blank(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
+
+
 def _literal(written: str) -> Any:
     """A pair's value: JSON where it reads as JSON (numbers, true, a quoted string, a list), else its text."""
     try:
         return json.loads(written)
+    except RecursionError:
+        return _unquoted(written)  # nested past what JSON reads: taken as text (the depth limit is for values)
     except ValueError:
         return _unquoted(written)
 

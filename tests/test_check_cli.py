@@ -359,31 +359,42 @@ def test_a_commit_that_changes_only_the_tools_checks_every_plan_against_them(tmp
     assert "invalid/bad.yaml" not in broken.stdout and "compose" not in broken.stdout, broken.stdout
 
 
-def test_the_hook_snippet_names_the_release_tag_of_this_version(tmp_path):
-    """`rev:` is a tag (`scripts/release` makes it from pyproject's version, and refuses a snippet that names
-    another, or a changelog without the version's section): on a copy of this repository, it tags v<version>
-    once and refuses a second time."""
+def test_the_hook_snippet_names_a_commit_every_clone_of_main_has(tmp_path):
+    """`rev:` names a commit of main, not a tag (a tag made on a developer's machine does not travel with main,
+    and pre-commit then fails with `pathspec 'v0.1.0' did not match`): a clone without tags checks it out,
+    as pre-commit does, and finds the hooks there. `scripts/release` tags the version, refuses a snippet
+    whose rev the history lacks, and refuses a second tag of one version (issue 58)."""
     import tomllib
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     (snippet,) = re.findall(r"```yaml\n- repo: .*?```", (ROOT / "docs" / "guide" / "checking.md").read_text(), re.S)
-    assert f"  rev: v{version}\n" in snippet and "id: dagplan-check" in snippet
+    (rev,) = re.findall(r"^  rev: ([0-9a-f]{40})\b", snippet, re.M)
+    assert "id: dagplan-check" in snippet
     assert json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())["version"] == version
     copy = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", "--no-tags", str(ROOT), str(copy)], check=True)
+    git = ["git", "-C", str(copy)]
+    assert subprocess.run([*git, "tag", "-l"], capture_output=True, text=True).stdout == ""
+    hooks = subprocess.run([*git, "show", f"{rev}:.pre-commit-hooks.yaml"], capture_output=True, text=True)
+    assert hooks.returncode == 0 and "id: dagplan-check\n" in hooks.stdout, hooks.stderr
     for path in ("docs/guide/checking.md", "CHANGELOG.md", "pyproject.toml", "editors/vscode/package.json",
                  "scripts/release"):  # fmt: skip
         (copy / path).parent.mkdir(parents=True, exist_ok=True)
         (copy / path).write_bytes((ROOT / path).read_bytes())  # this tree's, committed or not
     who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     env = {**os.environ, **who}  # a fresh machine has no git identity
-    git = ["git", "-C", str(copy)]
     subprocess.run([*git, "commit", "-qam", "release", "--allow-empty"], check=True, env=env)
     first = subprocess.run(["bash", str(copy / "scripts" / "release")], capture_output=True, text=True, env=env)
     assert first.returncode == 0 and f"tagged v{version}" in first.stdout, first.stderr
     assert subprocess.run([*git, "tag", "-l"], capture_output=True, text=True).stdout.split() == [f"v{version}"]
     again = subprocess.run(["bash", str(copy / "scripts" / "release")], capture_output=True, text=True, env=env)
     assert again.returncode == 2 and "exists already" in again.stderr
+    checking = copy / "docs" / "guide" / "checking.md"
+    checking.write_text(checking.read_text().replace(rev, "0" * 40))
+    subprocess.run([*git, "commit", "-qam", "a rev nobody has"], check=True, env=env)
+    subprocess.run([*git, "tag", "-d", f"v{version}"], check=True, capture_output=True)
+    stranger = subprocess.run(["bash", str(copy / "scripts" / "release")], capture_output=True, text=True, env=env)
+    assert stranger.returncode == 2 and "a clone of main would not have it" in stranger.stderr, stranger.stderr
 
 
 def test_the_hook_says_so_when_a_project_has_no_plan(tmp_path):

@@ -9,8 +9,9 @@ only stricter, a destructive MCP tool acting; an LLM step with acting tools, and
 loop holding one, act). Such a step is held back, whatever its plan says (``trigger``, ``on_failure``):
 
 - after a person's refusal: a gate before it was refused (failed, took its refusal branch, or answered a
-  refusal a ``when:`` reads), unless on every path from the step up to that gate a step reads what the
-  gate decided (the refusal's branch, the decision a ``when:`` compares): the plan then chose what follows;
+  refusal a ``when:`` reads), unless on every path from the step up to that gate a step routes what the
+  gate decided (:func:`routes_decision`: it reads the refusal's branch, or its ``when:`` compares the
+  decision; quoting the decision in an argument or a text is no route): the plan then chose what follows;
 - on a failure: under its default rule (``all_succeeded``) when a step it depends on failed or *carries*
   a failure; under an explicit ``trigger:`` (``all_done``, ``none_failed``, ``one_succeeded``) when a step
   whose output it reads does. A step that acts never receives a failure value (``(FAILED: ...)``); a step
@@ -31,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...dsl.ir import Step
-from ...dsl.schedule import read_from
+from ...dsl.ir import Placeholder, Step
+from ...dsl.schedule import read_from, refs_of, step_reads, writers_of
 from ..core.vocabulary import Cause, StepStatus
 
 
@@ -111,14 +112,38 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
         seen.add(current)
         for parent in deps[current]:
             if parent in gates:
-                routed = units[parent].status is not StepStatus.FAILED and parent in read_from(
-                    analysis, execution.plan.by_id[current]
+                routed = units[parent].status is not StepStatus.FAILED and routes_decision(
+                    analysis, execution.plan.by_id[current], parent
                 )
                 if not routed:
                     return parent
                 continue  # this path reads the decision: the plan chose what follows a refusal here
             todo.append(parent)
     return None
+
+
+def routes_decision(analysis: Any, step: Step, gate_id: str) -> bool:
+    """Whether ``step`` routes what the gate ``gate_id`` decided: its ``when:`` compares a value the gate
+    wrote, or it reads the gate's refusal branch (an output alternative past the first). Reading the decision
+    as data (an argument, a placeholder in a text, a prompt) is not a route: it would act on a refusal."""
+    from ...dsl.condition import condition_refs
+
+    if step.guard is not None:
+        for node in condition_refs(step.guard.condition):
+            if isinstance(node, Placeholder):
+                if node.step == gate_id:
+                    return True
+                continue
+            for ref in refs_of(node):
+                if ref.root == "state" and any(writer == gate_id for writer, _ in writers_of(analysis, ref)):
+                    return True
+    for node in step_reads(step, guard=False):
+        if isinstance(node, Placeholder):
+            continue
+        for ref in refs_of(node):
+            if ref.root == "state" and any(w == gate_id and alt > 0 for w, alt in writers_of(analysis, ref)):
+                return True
+    return False
 
 
 def refused_inside(unit: Any) -> bool:

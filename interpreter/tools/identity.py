@@ -8,7 +8,9 @@ tool's code is a hash of:
   an installed package), and of every module of the user's code that file uses, followed through their
   own uses (files outside dagplan, the standard library and the installed packages: the rule of
   :mod:`..core.trace`), whether imported as a module (``import helpers``) or by name (``from helpers
-  import act``);
+  import act``, ``from rates import FACTOR``: a number binds its module too), at the top of the file or
+  inside a function's body, or by ``importlib.import_module("literal")``: each file's import statements are
+  read from its source (:func:`_imports`), so a module the tool imports only when it runs counts as well;
 - the function's qualified name, its defaults, and what its closure holds (a value as its ``repr`` when
   that says nothing of where it sits in memory; a function by its own identity);
 - for a ``functools.partial``, the function's identity and the arguments it binds;
@@ -91,8 +93,16 @@ def _module_files(module: ModuleType | None, filename: str, digest: Any, files: 
     if not users and not always:
         return
     files.add(path)
-    digest.update(b"file:" + _file_hash(path).encode())
-    if not users or module is None:
+    content = _file_bytes(path)
+    digest.update(b"file:" + (hashlib.sha256(content).hexdigest() if content is not None else "missing").encode())
+    if not users:
+        return
+    package = getattr(module, "__package__", None) or ""
+    for name in _imports(content, package) if content is not None else ():
+        found = _module_file(name)
+        if found is not None:
+            _module_files(sys.modules.get(name), found, digest, files)
+    if module is None:
         return
     for value in list(vars(module).values()):
         used = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
@@ -101,14 +111,82 @@ def _module_files(module: ModuleType | None, filename: str, digest: Any, files: 
             _module_files(used, path, digest, files)
 
 
-def _file_hash(path: str) -> str:
-    """The file's content hash, read each time: a cache keyed by modification time would miss an edit of the
+_IMPORTS: dict[bytes, tuple[str, ...]] = {}  # a file's content hash -> the modules its source imports
+
+
+def _imports(content: bytes, package: str) -> tuple[str, ...]:
+    """The modules a file's source imports, wherever the statement is (a function's body too): ``import a.b``
+    (``a`` and ``a.b``), ``from a import b`` (``a``, and ``a.b`` in case ``b`` is a module), relative ones
+    resolved against ``package``, and ``importlib.import_module("a")`` / ``__import__("a")`` with a literal."""
+    key = hashlib.sha256(content + b"\0" + package.encode()).digest()
+    found = _IMPORTS.get(key)
+    if found is not None:
+        return found
+    import ast
+
+    names: list[str] = []
+    try:
+        tree = ast.parse(content)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                names += [".".join(parts[: i + 1]) for i in range(len(parts))]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module or "", node.level, package)
+            if base is None:
+                continue
+            if base:
+                names.append(base)
+            names += [f"{base}.{alias.name}" if base else alias.name for alias in node.names if alias.name != "*"]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names.append(node.args[0].value)
+    found = _IMPORTS[key] = tuple(dict.fromkeys(n for n in names if n))
+    return found
+
+
+def _absolute(module: str, level: int, package: str) -> str | None:
+    if not level:
+        return module
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _module_file(name: str) -> str | None:
+    """Where the module ``name`` is: its loaded module's file, else where the import system would find it
+    (without running it); None for a name that is no module (an attribute ``from a import b`` imported)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        path = getattr(module, "__file__", None)
+        return path if isinstance(path, str) else None
+    import importlib.util
+
+    parent = name.rpartition(".")[0]
+    if parent and parent not in sys.modules:
+        return None  # a submodule of a package nobody imported: finding it would run the package
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    return origin if isinstance(origin, str) and origin.endswith(".py") else None
+
+
+def _file_bytes(path: str) -> bytes | None:
+    """The file's content, read each time: a cache keyed by modification time would miss an edit of the
     same size within the file system's clock resolution, and an approval must not (tool files are small)."""
     try:
         with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
+            return handle.read()
     except OSError:
-        return "missing"
+        return None
 
 
 def _value(value: Any) -> str:
