@@ -37,6 +37,7 @@ def submit_each(
     cfg = config or load_config()
     plan = _as_plan(plan, tools, cfg)
     name = os.fspath(each)
+    holds = _database_holds(state_dir, cfg)
     rows, problems = [], []
     for number, given in read_json_lines(each):
         if isinstance(given, LoadError):
@@ -48,6 +49,7 @@ def submit_each(
         values = {**(inputs or {}), **given}
         try:
             prepare_inputs(plan, values, strict=True)
+            holds(values)  # what the run database can store (PostgreSQL: no NUL character)
         except RunError as exc:
             problems += [error(d.code, f"{name}:{number}: {d.message}", hint=d.hint) for d in exc.diagnostics]
             continue
@@ -58,6 +60,16 @@ def submit_each(
         raise RunError.make("bad-input", f"{name} has no line of inputs", hint="one JSON object of inputs a line")
     return [submit(plan, tools=tools, tool_sources=tool_sources, inputs=row, state_dir=state_dir, config=cfg)
             for row in rows]  # fmt: skip
+
+
+def _database_holds(state_dir: Any, config: Any) -> Any:
+    """The check of what the configured run database can store (a :class:`RunError` when it cannot)."""
+    state = _state(state_dir, config)
+    if isinstance(state, str) and state.startswith(("postgresql://", "postgres://")):
+        from .interpreter.stores.pgstore import refuse_nul
+
+        return refuse_nul
+    return lambda values: None
 
 
 def submit(

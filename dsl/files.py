@@ -7,6 +7,9 @@ Anything else named as an output is written *through*, never replaced: a symlink
 replaced atomically, the link stays a link), and a FIFO, ``/dev/stdout`` or another device is opened and
 written as it is (renaming over it would turn it into a regular file, or, as root, replace a device node).
 A directory, an empty name or a name holding a NUL byte is refused with a clear error.
+
+A file that must be new (``dagplan init``'s) is created by :func:`create_file`: anything already at the
+name, a dangling symlink included, is left alone (``O_EXCL``: a link is never followed out of the folder).
 """
 
 from __future__ import annotations
@@ -52,6 +55,27 @@ def write_file(path: str | os.PathLike, data: bytes, *, what: str = "file") -> N
                 f.write(data)
     except OSError as exc:
         raise DagplanError(error("io", f"cannot write the {what} {name!r}: {exc.strerror or exc}")) from None
+
+
+def create_file(path: str | os.PathLike, data: bytes, *, what: str = "file") -> None:
+    """Create ``path`` holding ``data``; a :class:`DagplanError` (``io``) when anything is there already,
+    a symlink (dangling or not) included, never written through."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        raise DagplanError(error("io", f"cannot create the {what} {name!r}: something is there already")) from None
+    except OSError as exc:
+        raise DagplanError(error("io", f"cannot create the {what} {name!r}: {exc.strerror or exc}")) from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as exc:
+        raise DagplanError(error("io", f"cannot write the {what} {name!r}: {exc.strerror or exc}")) from None
+    finally:
+        os.close(fd)
 
 
 def replace_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

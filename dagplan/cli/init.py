@@ -8,6 +8,7 @@ overwrites a file: any of them already there, and nothing is written (exit 2).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from .common import EXIT_USAGE, die
 
 TOOLS = '''"""The tools the plans of this project may call: plain Python functions, typed and documented."""
 
+import os
 from pathlib import Path
 
 import dagplan
@@ -121,17 +123,22 @@ FILES = {
 @click.argument("folder", default=".", type=click.Path(file_okay=False))
 def init(folder: str) -> None:
     """Start a project in FOLDER (default: here): tools, a plan, its test, the configuration, a pre-commit hook."""
+    from ..dsl.errors import DagplanError
+    from ..dsl.files import create_file
+
     root = Path(folder)
-    there = [name for name in FILES if (root / name).exists()]
+    there = [name for name in FILES if os.path.lexists(root / name)]  # a dangling link is something there too
     if there:
         die(f"dagplan init: {', '.join(there)} already in {folder}: nothing written (init never overwrites)",
             EXIT_USAGE)  # fmt: skip
     try:
         root.mkdir(parents=True, exist_ok=True)
         for name, text in FILES.items():
-            (root / name).write_text(text, encoding="utf-8")
+            create_file(root / name, text.encode("utf-8"))  # never through a link that appeared since
     except OSError as exc:
         die(f"dagplan init: cannot write in {folder}: {exc.strerror or exc}", EXIT_USAGE)
+    except DagplanError as exc:
+        die(f"dagplan init: {exc.headline.message}", EXIT_USAGE)
     go = "" if folder == "." else f"cd {folder}\n  "
     click.echo(f"A dagplan project in {folder}: {', '.join(FILES)}.\nNext:\n  {go}dagplan check plan.yaml\n"
                "  dagplan test\n  dagplan run plan.yaml -i order_id=A17      # asks you at the gate")  # fmt: skip

@@ -24,9 +24,32 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
 from . import configured as _configured
+
+# the `redact` patterns of the project whose run this is (set by the run for its own tasks and threads: two
+# projects running in one process each mask their own secrets); None outside a run: the configuration loaded
+_PATTERNS: ContextVar[tuple[str, ...] | None] = ContextVar("dagplan_redact", default=None)
+
+
+@contextmanager
+def project_patterns(patterns: Iterable[str] | None) -> Iterator[None]:
+    """Within the block (and the tasks and threads it starts), ``redact`` applies these patterns: the run's
+    project's, not whichever configuration the process loaded last."""
+    token = _PATTERNS.set(tuple(patterns) if patterns is not None else None)
+    try:
+        yield
+    finally:
+        _PATTERNS.reset(token)
+
+
+def project_redact() -> tuple[str, ...]:
+    """The patterns in force here: the run's project's, else the configuration this process loaded."""
+    found = _PATTERNS.get()
+    return found if found is not None else _configured.REDACT
 
 REDACTED = "[REDACTED]"
 SECRET_KEY = re.compile(
@@ -151,7 +174,7 @@ def redact(value: Any, patterns: Iterable[str] = (), also: Iterable[str] = ()) -
     between calls (a tool call's arguments are redacted on the hot path), renewed when the environment
     gains or loses a variable or the configured patterns (:mod:`.configured`) change."""
     global _DEFAULT
-    configured = _configured.REDACT  # the project's patterns (the configuration loaded: every sink applies them)
+    configured = project_redact()  # the project's patterns (its run's, else the configuration loaded)
     patterns, also = tuple(patterns), tuple(also)
     if patterns or also:
         return Redactor(dict.fromkeys((*configured, *patterns)), also)(value)

@@ -156,6 +156,14 @@ class Execution:
     # --- the run ------------------------------------------------------------------------
 
     async def run(self) -> RunResult:
+        if self.root:  # the project's secrets, for every redaction of this run (its tasks and threads inherit)
+            from ..core.redact import project_patterns
+
+            with project_patterns(self.scope.options.redact):
+                return await self._run()
+        return await self._run()
+
+    async def _run(self) -> RunResult:
         self._loop = asyncio.get_running_loop()
         self._finished = self._loop.create_future()
         self.scope.executions.append(self)

@@ -49,6 +49,7 @@ class Options:
     person_gates: bool = False  # every gate only a person may answer (a plan from a model: MCP, the planner)
     reuse: Any = None  # a reuse.Reuse: results of earlier runs by step fingerprint (`run --reuse RUN`)
     gate_acting: bool = False  # a streamed plan runs with a person's gate before what acts (ops/approval.py)
+    redact: tuple[str, ...] | None = None  # the project's `redact` patterns (None: the configuration loaded)
 
     def recorded(self) -> dict[str, Any]:
         """What a durable run keeps of the options it was given, so that a resume runs the same way."""
@@ -86,6 +87,7 @@ class Options:
             executor=given.pop("executor", config.executor),
             ray=dict(config.ray),
             notifiers=dict(getattr(config, "notify", {}) or {}),
+            redact=tuple(getattr(config, "redact", ()) or ()),
             **given,
         )
 
@@ -99,6 +101,10 @@ def bad_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
         problem = argument_problem(tool.parameters, name, value)
         if problem is not None:
             raise StepFailure(f"bad-argument: {problem} (tool {tool.name})")
+
+
+# what an event tells a person, never a value the run reads back: an error, a gate's request, a message
+_TOLD = frozenset(("error", "request", "waiting", "message", "reason"))
 
 
 # execution options a run records and a resume keeps (never hooks, keys or completion arguments: secrets)
@@ -213,6 +219,8 @@ class RunScope:
             return
         if type_ is EventType.TOOL_CALLED:  # a record of the call, not a value the run needs: no secrets in it
             data["args"] = redact(data.get("args"))
+        for told in _TOLD.intersection(data):  # what people read of a failure or a gate, masked once, here
+            data[told] = redact(data[told])
         event = Event(type_, self.run_id, step, time.time(), duration, data)
         if self.journal is not None and type_.journaled:
             self.journal.record(event)

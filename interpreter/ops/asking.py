@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -77,16 +79,40 @@ async def ask_here_or_elsewhere(journal: Any, request: Mapping[str, Any],
                 return Answered(typed.result(), Channel.TERMINAL)
             given = _read(answer)
             if given is not None:
-                return Answered(given["value"], Channel(given.get("channel") or Channel.ANSWER), given.get("who"))
+                return given
     finally:
         cancelled.set()
         mark.unlink(missing_ok=True)
         answer.unlink(missing_ok=True)
 
 
-def _read(path: Path) -> dict | None:
+_MAX_ANSWER = 1 << 20  # an answer file is a few hundred bytes; more is not one
+
+
+def _read(path: Path) -> Answered | None:
+    """The answer a file holds, or None while there is none: a missing file, or anything that is not a regular
+    file holding ``{"value": ..., "channel": <a known channel>, "who": <text or null>}``. It is opened without
+    waiting (a FIFO put there never blocks the run) and without following a link; a file that holds no valid
+    answer is ignored, so the person asked here still answers."""
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
         return None
-    return found if isinstance(found, dict) and "value" in found else None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _MAX_ANSWER + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        found = json.loads(data.decode("utf-8")) if len(data) <= _MAX_ANSWER else None
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or "value" not in found:
+        return None
+    channel, who = found.get("channel") or Channel.ANSWER, found.get("who")
+    if channel not in Channel.__members__.values() or not (who is None or isinstance(who, str)):
+        return None
+    return Answered(found["value"], Channel(channel), who)

@@ -106,6 +106,33 @@ def _artifact(plan_doc: dict, plan_name: str, inputs: dict, meta: dict) -> dict:
     return {"plan": plan_doc, "plan_name": plan_name, "inputs": inputs, "meta": meta, "created": time.time()}
 
 
+def nul_at(value: Any) -> str | None:
+    """Where ``value`` holds a NUL character (``\\u0000``, in a text or a key), which PostgreSQL's ``jsonb`` cannot
+    store, as a path (``name``, ``rows[2].text``); None when nowhere. Walked without recursion."""
+    todo: list[tuple[str, Any]] = [("", value)]
+    while todo:
+        path, current = todo.pop()
+        if isinstance(current, str):
+            if "\0" in current:
+                return path or "the value"
+        elif isinstance(current, Mapping):
+            for key, item in current.items():
+                if "\0" in str(key):
+                    return f"{path}.{key!r}".lstrip(".")
+                todo.append((f"{path}.{key}".lstrip("."), item))
+        elif isinstance(current, (list, tuple)):
+            todo.extend((f"{path}[{index}]", item) for index, item in enumerate(current))
+    return None
+
+
+def refuse_nul(inputs: Any, where: str = "") -> None:
+    """A :class:`RunError` (``bad-input``, at ``where``) when the inputs hold what the run database cannot."""
+    found = nul_at(inputs)
+    if found is not None:
+        raise RunError.make("bad-input", f"{where}input {found} holds a NUL character (\\u0000), which the run "
+                            "database cannot store", hint="remove it from the value (it is seldom meant)")  # fmt: skip
+
+
 def _run_row(run_id: str, artifact: dict, queued: bool) -> tuple:
     """The values of :data:`_INSERT_RUN` for a new run (``queued``: in the pool's queue from its first row)."""
     queue = RunStatus.QUEUED if queued else RunStatus.RUNNING
@@ -260,6 +287,7 @@ class PgRegistry:
                queued: bool = False) -> "PgRun":  # fmt: skip
         """A new run; ``queued``: in the pool's queue from its first row (one statement, so a submit
         interrupted half-way never leaves a run that nobody will take up)."""
+        refuse_nul(inputs)  # a checked error, before any row is written
         conn = self.connection()
         artifact = _artifact(plan_doc, plan_name, inputs, meta or {})
         while True:
