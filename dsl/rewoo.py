@@ -35,8 +35,11 @@ from .yaml_reader import _full_limits
 # "#E1 = Tool[", at a line's start (after a list bullet or bold markers a model may add)
 _CALL = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?#(E\d+)(?:\*\*)?[ \t]*=[ \t]*([A-Za-z_][\w.-]*)"
                    r"[ \t]*\[", re.M)  # fmt: skip
-_PLAN = re.compile(r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?Plan(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*"
-                   r"(.*)", re.M | re.I)  # fmt: skip  (greedy to the line end, blanks stripped after: linear)
+_PLAN = re.compile(
+    r"^[ \t]*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:\*\*)?Plan(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*"
+    r"(.*)",
+    re.M | re.I,
+)  # fmt: skip  (greedy to the line end, blanks stripped after: linear)
 _PAIR = re.compile(r"\s*([A-Za-z_][\w-]*)\s*=(?!=)\s*")
 _WHOLE_REF = re.compile(r"#(E\d+)")
 _OWN_PLACEHOLDER = re.compile(r"\\(#E\d+)")

@@ -28,8 +28,14 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 # which of pyproject.toml's extras each lock installs (and requirements/build.in, what the package builds with)
-EXTRAS = {"main": (), "test": ("test",), "local": ("local",), "serve": ("serve",), "docs": ("docs",),
-          "test-core": ("test-core",)}
+EXTRAS = {
+    "main": (),
+    "test": ("test",),
+    "local": ("local",),
+    "serve": ("serve",),
+    "docs": ("docs",),
+    "test-core": ("test-core",),
+}
 _ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?\s*$")
 
 

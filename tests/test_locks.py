@@ -46,7 +46,9 @@ def test_every_lock_takes_the_suites_versions():
         suite.setdefault(entry.name, set()).add(entry.version)
     for lock in LOCKS:
         for entry in lockcheck.entries(lock.read_text()):
-            assert entry.version in suite.get(entry.name, ()), f"{lock.name}:{entry.line}: {entry.name}=={entry.version}"
+            assert entry.version in suite.get(entry.name, ()), (
+                f"{lock.name}:{entry.line}: {entry.name}=={entry.version}"
+            )
 
 
 @pytest.mark.parametrize(
@@ -97,4 +99,6 @@ def test_the_readmes_two_commands_check_what_they_installed():
     for command in commands:
         parts = command.split(" && ")
         lock = next(i for i, p in enumerate(parts) if "-r requirements/" in p)
-        assert "--no-deps" in parts[lock] and parts[lock + 1].endswith("-e .") and parts[lock + 2] == ".venv/bin/pip check"
+        assert (
+            "--no-deps" in parts[lock] and parts[lock + 1].endswith("-e .") and parts[lock + 2] == ".venv/bin/pip check"
+        )

@@ -51,6 +51,7 @@ def project_redact() -> tuple[str, ...]:
     found = _PATTERNS.get()
     return found if found is not None else _configured.REDACT
 
+
 REDACTED = "[REDACTED]"
 SECRET_KEY = re.compile(
     r"(?i)(api[_-]?key|apikey|authorization|password|passwd|passphrase|secret|token(?!s(?![a-z])|iz)|credential|cookie|"

@@ -197,7 +197,7 @@ class Execution:
             message = "waiting for an answer at " + ", ".join(w["step"] for w in self.scope.waiting)
             return self._ended(RunStatus.WAITING, False, None, message, tuple(self.scope.waiting))
         result = self._result()
-        failed = any(u.status is StepStatus.FAILED for u in self.units.values())
+        failed = any(u.status is StepStatus.FAILED or u.held is not None for u in self.units.values())
         if self.root:
             failed = failed or self.scope.child_failures > 0
         status = (
@@ -368,6 +368,7 @@ class Execution:
         if self.life.troubled:  # else nothing failed and no gate was answered: nothing to hold back (the hot path)
             held = held_back(self, step)
             if held is not None:
+                self.units[step.id].held = held[1]  # the run ends with errors (_finish), a sub-plan fails
                 return held
         deps = self.analysis.deps[step.id]
         if step.trigger != "all_succeeded":
@@ -453,6 +454,8 @@ class Execution:
         ``refused``), else a step that failed or a result carrying a failure; None when nothing did."""
         found: tuple[str, Cause | None] | None = None
         for unit in self.units.values():
+            if unit.held is Cause.REFUSED:
+                return f"a person refused before {unit.id}, which acts on the world", Cause.REFUSED
             if unit.status is StepStatus.FAILED:
                 if unit.step.gate is not None or (unit.error or {}).get("cause") == Cause.REFUSED:
                     return f"a person refused {unit.id}", Cause.REFUSED
@@ -461,6 +464,8 @@ class Execution:
                     found = f"{unit.id} failed: {error.get('type')}: {error.get('message')}", None
             elif unit.tainted and found is None:
                 found = f"{unit.id} carries the failure of {unit.tainted}", None
+            elif unit.held is not None and found is None:
+                found = f"{unit.id} was held back: {unit.reason}", None
         return found
 
     # --- settling -----------------------------------------------------------------------

@@ -6,10 +6,11 @@ step (``sub.fetch``), a loop iteration's step (``poll[2].check``):
 - completed (or handled) units replay their recorded result and call nothing;
 - pending, failed, skipped and waiting units run (a gate finds its recorded answer);
 - an interrupted unit (started, never settled) follows the policy for its class
-  (``Config.resume``, :func:`dsl.ir.resume_class`: every step that can act is ``side_effect``): ``retry`` runs it again (at least once), ``adopt`` records it as
-  completed with no output, ``ask`` asks ``on_interrupted(unit, purity)``. With no one to
-  ask (no terminal, CI, a worker) nothing is guessed: the run stops before anything runs, in the
-  durable ``needs_decision`` state, until an operator says ``retry`` or ``adopt``; so a side effect
+  (``Config.resume``, :func:`dsl.ir.resume_class`: every step that can act is ``side_effect``):
+  ``retry`` runs it again (at least once), ``adopt`` records it as completed with no output,
+  ``ask`` asks ``on_interrupted(unit, purity)``. With no one to ask (no terminal, CI, a worker)
+  nothing is guessed: the run stops before anything runs, in the durable ``needs_decision`` state,
+  until an operator says ``retry`` or ``adopt``; so a side effect
   is never repeated silently, and no later step acts on a failure nobody saw. An interrupted composition
   step (fan-out, sub-plan, loop, gate) always runs again: its children decide.
 

@@ -20,7 +20,7 @@ from ..core.printed import routed
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
 from ..core.values import MISSING, json_value
-from ..core.vocabulary import Answered, Channel, Event, EventType, StepStatus, Subscriber, answer_refused
+from ..core.vocabulary import Answered, Cause, Channel, Event, EventType, StepStatus, Subscriber, answer_refused
 
 LimitHook = Callable[[str, BaseException, int], "bool | Awaitable[bool]"]
 AskGate = Callable[[Mapping[str, Any]], Any]
@@ -135,6 +135,7 @@ class Unit:
         "reused",
         "trace",
         "tainted",
+        "held",
     )
 
     def __init__(self, scope: "RunScope", unit_id: str, step: Step):
@@ -152,6 +153,7 @@ class Unit:
         self.reused: str | None = None  # the run its result was taken from (`--reuse`)
         self.trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
         self.tainted: str | None = None  # the failed unit whose failure its value carries (world.py), if any
+        self.held: Cause | None = None  # why the gate to the world held it back (refused, input-failed), if it did
 
     # the attempt policy's view (attempts.Attempted)
 

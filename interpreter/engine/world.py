@@ -98,7 +98,8 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
         g.id for g in execution.plan.gate_steps if g.id in units and units[g.id].step is g and refused(units[g.id])
     }
     gates |= {  # a sub-plan or loop a refusal failed: a gate refused inside it, held as that gate would be
-        s.id for s in execution.plan.nesting_steps
+        s.id
+        for s in execution.plan.nesting_steps
         if s.id in units and units[s.id].step is s and refused_inside(units[s.id])
     }
     if not gates:

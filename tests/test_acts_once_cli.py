@@ -1,0 +1,281 @@
+"""Round five's reproductions, as a user runs them (`python -m dagplan`, a folder of files, no terminal): a step
+that acts runs once, never on a failure, never after a refusal, however the value came to it (issues 59, 60),
+and what init, answers and submissions do with hostile files (issue 61's h-cases)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from as_user import run_dagplan
+
+TOOLS = '''import dagplan
+
+@dagplan.tool(purity="pure")
+def lookup(account: str = "acme") -> str:
+    """Look up the supplier's account."""
+    raise RuntimeError("account service down")
+
+@dagplan.tool(purity="pure")
+def fetch() -> str:
+    """Read the account."""
+    return "acct-1"
+
+@dagplan.tool(purity="pure")
+def tidy(text: str) -> str:
+    """Tidy a text."""
+    return str(text).strip()
+
+@dagplan.tool(purity="pure")
+def item(n: str) -> str:
+    """One item."""
+    if n == "bad":
+        raise ValueError("this item failed")
+    return n
+
+@dagplan.tool(purity="side_effect")
+def pay(account: object, amount: int = 10) -> str:
+    """Pay an account."""
+    with open("PAID", "a") as f:
+        f.write(f"{account}\\n")
+    return "paid"
+
+@dagplan.tool
+def pay_plain(account: object) -> str:
+    """Pay, declaring nothing (it counts as acting)."""
+    with open("PAID", "a") as f:
+        f.write(f"{account}\\n")
+    return "paid"
+
+@dagplan.tool(purity="side_effect")
+def pay_flaky(account: object) -> str:
+    """Pays, then the answer is lost on the way back."""
+    with open("PAID", "a") as f:
+        f.write(f"{account}\\n")
+    raise ConnectionError("connection reset")
+'''
+
+
+def project(tmp_path: Path, plan: str, tools: str = TOOLS) -> Path:
+    (tmp_path / "tools.py").write_text(tools)
+    (tmp_path / "plan.yaml").write_text(plan)
+    return tmp_path
+
+
+def paid(folder: Path) -> list[str]:
+    found = folder / "PAID"
+    return found.read_text().splitlines() if found.exists() else []
+
+
+def run(folder: Path, *args: str):
+    return run_dagplan(folder, "run", "plan.yaml", "--tools", "tools.py", "--no-input", *args, state="state",
+                       env={"NO_COLOR": "1"})  # fmt: skip
+
+
+def test_a_failure_through_a_pure_step_holds_back_what_acts(tmp_path):
+    """h05: a pure step passes the failure's text on; the payment after it is skipped, naming where it came from."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - {id: look, tool: lookup, output: †state.account}
+  - {id: clean, tool: tidy, args: {text: †state.account}, output: †state.clean}
+  - {id: p, tool: pay, args: {account: †state.clean}, output: †state.paid}
+""",
+    )
+    done = run(folder)
+    assert done.returncode == 1 and paid(folder) == [], done.stdout + done.stderr
+    assert "carries the failure of look" in done.stdout + done.stderr
+
+
+def test_a_sub_plan_whose_step_failed_fails(tmp_path):
+    """h12: the sub-plan does not complete with the failure's text as its result."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - id: s
+    plan:
+      steps:
+        - {id: look, tool: lookup, output: †state.acct}
+      result: †state.acct
+    output: †state.acct
+  - {id: p, tool: pay, args: {account: †state.acct}, output: †state.paid}
+""",
+    )
+    done = run(folder)
+    assert done.returncode == 1 and paid(folder) == [], done.stdout + done.stderr
+    assert "s.look failed" in done.stdout + done.stderr
+
+
+def test_a_fan_out_with_a_failed_item_does_not_reach_what_acts(tmp_path):
+    """h13: the list holds a failure value: the step that acts on the list is skipped."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - {id: each, tool: item, for_each: [a, bad, c], args: {n: †item}, output: †state.items}
+  - {id: p, tool: pay, args: {account: †state.items}, output: †state.paid}
+""",
+    )
+    done = run(folder)
+    assert done.returncode == 1 and paid(folder) == [], done.stdout + done.stderr
+
+
+def test_a_refusal_inside_a_sub_plan_or_a_loop_holds_back_what_follows(tmp_path):
+    """h14: the gate sits inside the sub-plan (the loop); a person refuses; the payment after it is skipped."""
+    inner = """{steps: [{id: ok, gate: {question: Pay?, choices: [approve, reject]}},
+                   {id: n, tool: tidy, deps: [ok], args: {text: approved}, output: †state.n}], result: †state.n}"""
+    for kind, answer, body in (
+        ("plan", "s.ok=reject", f"  - id: s\n    plan: {inner}\n    output: †state.approved\n"),
+        ("loop", "s[0].ok=reject", f"  - id: s\n    loop: {{max_iterations: 1, plan: {inner}}}\n    output: †state.approved\n"),
+    ):  # fmt: skip
+        folder = tmp_path / kind
+        folder.mkdir()
+        project(
+            folder,
+            "steps:\n" + body + "  - {id: p, tool: pay, args: {account: †state.approved}, output: †state.paid}\n",
+        )
+        done = run(folder, "--answer", answer)
+        assert done.returncode == 1 and paid(folder) == [], (kind, done.stdout + done.stderr)
+        assert "refused" in done.stdout + done.stderr, done.stdout
+
+
+def test_a_decision_quoted_as_text_is_not_a_route(tmp_path):
+    """g08: a `when:` elsewhere compares the decision; the payment only quotes it in its memo: held back."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - id: ok
+    gate: {question: Pay 10?, choices: [approve, reject]}
+    output: †state.decision
+  - {id: tell, when: '†state.decision == "reject"', tool: tidy, args: {text: refused}, output: †state.told}
+  - {id: p, tool: pay, args: {account: "decision: †state.decision"}, output: †state.paid}
+""",
+    )
+    done = run(folder, "--answer", "ok=reject")
+    assert done.returncode == 1 and paid(folder) == [], done.stdout + done.stderr
+    approved = tmp_path / "yes"
+    approved.mkdir()
+    project(approved, (folder / "plan.yaml").read_text())
+    assert run(approved, "--answer", "ok=approve").returncode == 0 and paid(approved) == ["decision: approve"]
+
+
+def test_resume_from_refuses_to_run_an_undeclared_tool_again(tmp_path):
+    """h01: a tool that declares nothing acts: `resume --from` names it and runs nothing (exit 2)."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - {id: a, tool: fetch, output: †state.acct}
+  - {id: p, tool: pay_plain, args: {account: †state.acct}, output: †state.paid}
+""",
+    )
+    assert run(folder).returncode == 0 and paid(folder) == ["acct-1"]
+    dry = run_dagplan(folder, "resume", "@last", "--from", "a", "--dry-run", "--tools", "tools.py", state="state")
+    again = run_dagplan(folder, "resume", "@last", "--from", "a", "--no-input", "--tools", "tools.py", state="state")
+    assert again.returncode == 2 and "rerun-side-effects" in again.stderr and " p" in again.stderr, again.stderr
+    assert paid(folder) == ["acct-1"], dry.stdout
+
+
+def test_a_side_effect_is_not_retried_unless_its_plan_says_so(tmp_path):
+    """h06: no `retry:` written: the payment whose answer was lost is called once, and the run says it failed."""
+    folder = project(
+        tmp_path,
+        """steps:
+  - {id: p, tool: pay_flaky, args: {account: acct-1}, output: †state.paid}
+""",
+    )
+    done = run(folder)
+    assert done.returncode == 1 and paid(folder) == ["acct-1"], done.stdout + done.stderr
+    written = tmp_path / "written"
+    written.mkdir()
+    project(
+        written,
+        """steps:
+  - {id: p, tool: pay_flaky, args: {account: acct-1}, output: †state.paid, retry: {limit: 2, backoff: 0}}
+""",
+    )
+    assert run(written).returncode == 1 and paid(written) == ["acct-1"] * 3  # the author asked for it
+
+
+def test_a_side_effect_that_timed_out_is_not_tried_again_and_resume_asks(tmp_path):
+    """h06: an attempt past its timeout may still be acting: no second attempt, whatever `retry:` says; the
+    outcome is unknown, so `resume` stops in needs_decision (exit 3) instead of paying again."""
+    tools = (
+        TOOLS
+        + '''
+import threading
+
+@dagplan.tool(purity="side_effect")
+def pay_slowly(account: object) -> str:
+    """Pays once the bank answers (it never does here)."""
+    threading.Event().wait(30)
+    return "paid"
+'''
+    )
+    folder = project(
+        tmp_path,
+        """steps:
+  - {id: p, tool: pay_slowly, args: {account: acct-1}, output: †state.paid, timeout: 1s, retry: {limit: 3, backoff: 0}}
+""",
+        tools,
+    )
+    done = run(folder)
+    assert done.returncode == 1, done.stdout + done.stderr
+    events = run_dagplan(folder, "events", "@last", "--format", "json", state="state").stdout
+    assert len(re.findall(r'"type": "plan_step_started"', events)) == 1 and "may or may not have acted" in events, (
+        events
+    )
+    again = run_dagplan(folder, "resume", "@last", "--no-input", "--tools", "tools.py", state="state")
+    assert again.returncode == 3 and "needs a decision" in again.stderr, again.stderr
+
+
+def test_an_approval_binds_a_value_the_tool_file_imports(tmp_path):
+    """g06/g07: `from rates import FACTOR` (a number), and a module imported inside the tool's body: an edit of
+    either after the approval is refused (not-approved, exit 1)."""
+    (tmp_path / "rates.py").write_text("FACTOR = 1\n")
+    (tmp_path / "bank.py").write_text("def send(n):\n    return n\n")
+    tools = '''import dagplan
+from rates import FACTOR
+
+@dagplan.tool(purity="side_effect")
+def pay(amount: int) -> str:
+    """Pay."""
+    from bank import send
+    return f"paid {send(amount * FACTOR)}"
+'''
+    folder = project(tmp_path, "steps:\n  - {id: p, tool: pay, args: {amount: 10}, output: †state.paid}\n", tools)
+    approve = run_dagplan(folder, "preview", "plan.yaml", "--tools", "tools.py", "--approve", "-o", "approval.json")
+    assert approve.returncode == 0, approve.stderr
+    for module, edit in (("rates.py", "FACTOR = 100\n"), ("bank.py", "def send(n):\n    return n * 100\n")):
+        before = (folder / module).read_text()
+        (folder / module).write_text(edit)
+        done = run(folder, "--approved", "approval.json")
+        assert done.returncode == 1 and "not-approved" in done.stderr + done.stdout, (module, done.stderr)
+        (folder / module).write_text(before)
+    assert run(folder, "--approved", "approval.json").returncode == 0
+
+
+def test_init_never_writes_through_a_dangling_link(tmp_path):
+    """h11: a dangling `tools.py` link is something there: nothing is written, outside the folder least of all."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    os.symlink(tmp_path / "outside" / "planted.py", folder / "tools.py")
+    (tmp_path / "outside").mkdir()
+    done = run_dagplan(folder, "init")
+    assert done.returncode == 2 and "tools.py already in" in done.stderr, done.stderr
+    assert not (tmp_path / "outside" / "planted.py").exists() and not (folder / "plan.yaml").exists()
+
+
+def test_an_answer_file_that_holds_no_valid_answer_is_ignored(tmp_path):
+    """h09/h10: a FIFO, or an answer naming a channel this dagplan does not know, at the gate's answer file: the
+    reader neither blocks nor fails the gate."""
+    from dagplan.interpreter.ops.asking import _read
+
+    fifo = tmp_path / "x.answer.json"
+    os.mkfifo(fifo)
+    assert _read(fifo) is None  # no writer: it would block a plain open()
+    odd = tmp_path / "odd.answer.json"
+    odd.write_text(json.dumps({"value": "approve", "channel": "phone", "who": "ada"}))
+    assert _read(odd) is None
+    odd.write_text(json.dumps({"value": "approve", "channel": "answer", "who": "ada"}))
+    assert _read(odd) is not None and _read(odd).value == "approve"
