@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .dsl import check as _check
 from .dsl.errors import DagplanError, PlanInvalid
 from .dsl.ir import Plan
-from .dsl.files import write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
+from .dsl.files import create_file, write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
 
 ToolsArg = Iterable[Any] | Mapping[str, Any] | None

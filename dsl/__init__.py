@@ -342,15 +342,15 @@ def _locate(diags: list[Diagnostic], document: "Document") -> list[Diagnostic]:
         except Exception:  # noqa: BLE001 - diagnostics must still be shown, at the file level
             return span
 
-    return [as_written(d, document) for d in located(diags, locate)]
+    dollars = _dollar_spelling(document)  # once a document: it reads the whole text
+    return [as_written(d, dollars) for d in located(diags, locate)]
 
 
-def as_written(diagnostic: Diagnostic, document: "Document") -> Diagnostic:
+def as_written(diagnostic: Diagnostic, dollars: bool) -> Diagnostic:
     """A diagnostic that quotes references as its document writes them: an author who types ``$state.x``
-    (the dagger is on no keyboard) reads ``$state.x`` in the message and the hint, not ``\u2020state.x``."""
-    if SIGIL not in diagnostic.message and SIGIL not in (diagnostic.hint or ""):
-        return diagnostic
-    if not _dollar_spelling(document):
+    (the dagger is on no keyboard) reads ``$state.x`` in the message and the hint, not ``\u2020state.x``
+    (``dollars``: the document spells them so, :func:`_dollar_spelling`)."""
+    if not dollars or (SIGIL not in diagnostic.message and SIGIL not in (diagnostic.hint or "")):
         return diagnostic
     from .record import replace
 

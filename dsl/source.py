@@ -42,6 +42,7 @@ class SourceMap:
         self.to_original: Callable[[DocPath], DocPath] = _identity
         self._index: Index | None = None
         self._line_starts: list[int] | None = None
+        self._walks: dict = {}  # _string_position's checkpoints, per string
 
     def locate(self, span: Span) -> Span:
         """Fill line/col (1-based) of the value at ``span.path`` (+ ``span.offset`` inside a string)."""
@@ -54,7 +55,7 @@ class SourceMap:
         while path not in index.values and path:
             path, offset = path[:-1], 0  # a missing key: point at the mapping that lacks it
         start, style = index.values.get(path, (0, ""))
-        position = _string_position(self.parse_text, start, style, offset) if offset else start
+        position = _string_position(self.parse_text, start, style, offset, self._walks) if offset else start
         line, col = self.line_col(position)
         return replace(span, file=span.file if span.file != "<string>" else self.name, line=line, col=col)
 
@@ -144,27 +145,46 @@ def _after_value(text: str, pos: int, stack: list[list], ws: re.Pattern) -> int:
 _ESCAPE_WIDTH = {"x": 4, "u": 6, "U": 10}
 
 
-def _string_position(text: str, start: int, style: str, offset: int) -> int:
-    """Source index of character ``offset`` of the string scalar starting at ``start``."""
-    pos = start
-    if style in ('"', "'"):
-        pos += 1
-    elif style in ("|", ">"):
-        return _block_position(text, start, offset)
-    seen = 0
-    while seen < offset and pos < len(text):
+def _string_position(text: str, start: int, style: str, offset: int, walks: dict | None = None) -> int:
+    """Source index of character ``offset`` of the string scalar starting at ``start``. ``walks`` keeps, per
+    string, checkpoints of the walk (every :data:`_EVERY` characters): the diagnostics of one long string are
+    then placed in time linear in the string, not once per diagnostic from its start."""
+    if style in ("|", ">"):
+        first, indent = _block_start(text, start)
+        if first < 0:
+            return start
+        step, pos = _block_step(text, indent), first + indent
+    else:
+        step, pos = _flow_step(text, style), start + (1 if style in ('"', "'") else 0)
+    marks = walks.setdefault((start, style), [(0, pos)]) if walks is not None else [(0, pos)]
+    at = bisect_right(marks, (offset, len(text) + 1)) - 1
+    seen, pos = marks[at]
+    end = len(text)
+    while seen < offset and pos < end:
+        pos = step(pos)
+        seen += 1
+        if seen % _EVERY == 0 and seen > marks[-1][0]:
+            marks.append((seen, pos))
+    return pos
+
+
+_EVERY = 512  # characters of a string between two checkpoints of its walk
+
+
+def _flow_step(text: str, style: str) -> Callable[[int], int]:
+    """The walk over a plain or quoted scalar: from one value character's source index to the next's."""
+
+    def step(pos: int) -> int:
         char = text[pos]
         if char == "\\" and style == '"':
-            nxt = text[pos + 1 : pos + 2]
-            pos += _ESCAPE_WIDTH.get(nxt, 2)
-        elif char == "'" and style == "'" and text.startswith("''", pos):
-            pos += 2
-        elif char in "\r\n":
-            pos = _skip_fold(text, pos)
-        else:
-            pos += 1
-        seen += 1
-    return pos
+            return pos + _ESCAPE_WIDTH.get(text[pos + 1 : pos + 2], 2)
+        if char == "'" and style == "'" and text.startswith("''", pos):
+            return pos + 2
+        if char in "\r\n":
+            return _skip_fold(text, pos)
+        return pos + 1
+
+    return step
 
 
 def _skip_fold(text: str, pos: int) -> int:
@@ -174,23 +194,30 @@ def _skip_fold(text: str, pos: int) -> int:
     return pos
 
 
-def _block_position(text: str, start: int, offset: int) -> int:
-    """``|`` / ``>`` scalars: content starts on the line after the header; one source line
-    per value line (exact for ``|``, the right line for ``>``)."""
+_SPACES = re.compile(" *")
+
+
+def _block_start(text: str, start: int) -> tuple[int, int]:
+    """``|`` / ``>`` scalars: where the content starts (the line after the header), and its indentation."""
     line_end = text.find("\n", start)
     if line_end < 0:
-        return start
+        return -1, 0
     first = line_end + 1
     while first < len(text) and text.startswith("\n", first):
         first += 1
-    indent = len(text[first:]) - len(text[first:].lstrip(" "))
-    # The value's own text is the source with the indentation removed.
-    pos, seen = first + indent, 0
-    while seen < offset and pos < len(text):
-        if text[pos] == "\n":
-            pos += 1
-            pos += min(indent, len(text[pos : pos + indent]) - len(text[pos : pos + indent].lstrip(" ")))
-        else:
-            pos += 1
-        seen += 1
-    return pos
+    spaces = _SPACES.match(text, first)
+    return first, (spaces.end() - first) if spaces else 0
+
+
+def _block_step(text: str, indent: int) -> Callable[[int], int]:
+    """The walk over a block scalar: one source line per value line (exact for ``|``, the right line for
+    ``>``), the indentation removed."""
+
+    def step(pos: int) -> int:
+        if text[pos] != "\n":
+            return pos + 1
+        pos += 1
+        spaces = _SPACES.match(text, pos, pos + indent)
+        return spaces.end() if spaces else pos
+
+    return step

@@ -36,7 +36,7 @@ def _die_once(point):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@dagplan.tool
+@dagplan.tool(purity="pure")  # reads: runs again after a kill
 def prepare() -> str:
     _die_once("before-intent")
     return "draft"
@@ -53,7 +53,7 @@ def post(text: str, idempotency_key: str) -> str:
     return "posted"
 
 
-@dagplan.tool
+@dagplan.tool(purity="idempotent")  # declared safe to repeat: runs again after a kill (undeclared, it would ask)
 def notify(what: object) -> str:
     _die_once("after")
     with open(os.path.join(HERE, "notified.log"), "a") as f:

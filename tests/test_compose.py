@@ -429,7 +429,7 @@ def kill_then_resume(tmp_path: Path, purity: str, *resume_args: str) -> tuple[di
 
 
 def test_kill_9_in_the_middle_of_a_fan_out_resumes_only_the_unfinished_items(tmp_path):
-    report, calls = kill_then_resume(tmp_path, "")
+    report, calls = kill_then_resume(tmp_path, "idempotent")  # declared safe to repeat (undeclared acts: it asks)
     assert report["result"] == [x * x for x in range(20)]
     assert calls == list(range(11)) + list(range(10, 20))  # 0-9 once, 10 again (it was cut), 11-19 once
 
@@ -472,6 +472,7 @@ def test_kill_9_inside_a_sub_plan_resumes_at_the_unfinished_child_step(tmp_path)
         "DAGPLAN_STATE_DIR": str(tmp_path / "state"),
         "FANOUT_LOG": str(log),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PURITY": "idempotent",  # declared safe to repeat: the cut step runs again (undeclared, it would ask)
     }
     run = [sys.executable, "-m", "dagplan"]
     first = subprocess.run(

@@ -276,7 +276,7 @@ steps:
 
 
 def test_timeout_is_transient_and_reported():
-    @tool
+    @tool(purity="pure")
     async def slow():
         await asyncio.sleep(5)
 
@@ -285,6 +285,20 @@ def test_timeout_is_transient_and_reported():
     step = result.steps["s"]
     assert step.status == "failed" and step.attempts == 2
     assert step.error["type"] == "TimeoutError" and "0.05s" in step.error["message"]
+
+
+def test_a_step_that_acts_is_never_tried_again_after_a_timeout():
+    """Its attempt may still be acting (issue 60): one attempt, whatever `retry:` says; the error says the
+    outcome is unknown (a resume asks)."""
+
+    @tool
+    async def slow_act():  # declares nothing: it acts
+        await asyncio.sleep(5)
+
+    plan = plan_of("steps:\n  - {id: s, tool: slow_act, timeout: 50ms, retry: {limit: 3, backoff: 0}}")
+    step = dagplan.run(plan, tools=[slow_act]).steps["s"]
+    assert step.status == "failed" and step.attempts == 1
+    assert step.error["outcome"] == "unknown" and "may or may not have acted" in step.error["message"]
 
 
 def test_fallback_and_join_expressions():

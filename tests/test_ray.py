@@ -12,7 +12,7 @@ TOOLS = textwrap.dedent('''
     import os, time
     import dagplan
 
-    @dagplan.tool(executor="ray", resources={"num_cpus": 1})
+    @dagplan.tool(executor="ray", resources={"num_cpus": 1}, purity="pure")
     def square(x: int) -> dict:
         return {"x": x, "sq": x * x, "pid": os.getpid()}
 
@@ -24,11 +24,11 @@ TOOLS = textwrap.dedent('''
             raise TimeoutError("first call times out")
         return "ok"
 
-    @dagplan.tool(executor="ray")
+    @dagplan.tool(executor="ray", purity="pure")
     async def broken(x: int) -> int:
         raise ValueError(f"bad {x}")
 
-    @dagplan.tool(executor="ray")
+    @dagplan.tool(executor="ray", purity="pure")  # reads: a timeout is an ordinary failure
     def sleepy(s: float) -> str:
         time.sleep(s)
         return "woke"

@@ -20,24 +20,24 @@ import dagplan
 LOG = os.environ["SIDE_LOG"]
 
 
-@dagplan.tool
+@dagplan.tool(purity="pure")  # reads: run again after a kill, retried
 async def fail_now() -> str:
     raise ValueError("boom")
 
 
-@dagplan.tool
+@dagplan.tool(purity="pure")  # reads: run again after a kill, retried
 async def fail_later(delay: float) -> str:
     await asyncio.sleep(delay)
     raise ValueError("boom")
 
 
-@dagplan.tool
+@dagplan.tool(purity="pure")  # reads: run again after a kill, retried
 async def slow(n: int) -> int:
     await asyncio.sleep(0.3)
     return n
 
 
-@dagplan.tool
+@dagplan.tool(purity="pure")  # reads: run again after a kill, retried
 def slow_sync(n: int) -> int:
     time.sleep(0.3)
     return n

@@ -534,10 +534,17 @@ def test_resume_plan_follows_purity_policy(store):
     progress = store.open(run.id).progress()
     plan = resume_plan(progress, plan_of(DOC))
     assert plan.classes == {"a": "completed", "b": "interrupted", "c": "interrupted", "d": "interrupted"}
-    assert plan.actions == {"a": "replay", "b": "ask", "c": "retry", "d": "retry"}
-    assert plan.asking() == ["b"]
-    adopted = resume_plan(progress, plan_of(DOC), None, {"side_effect": "adopt", "undeclared": "adopt"})
-    assert adopted.actions == {"a": "replay", "b": "adopt", "c": "retry", "d": "adopt"}
+    # a tool that declares nothing acts (the one rule, dsl.ir.can_act), and a step's `purity:` never makes it
+    # laxer: without the tools, every interrupted step is a side effect whose fate a person decides
+    assert plan.actions == {"a": "replay", "b": "ask", "c": "ask", "d": "ask"}
+    assert plan.asking() == ["b", "c", "d"]
+    adopted = resume_plan(progress, plan_of(DOC), None, {"side_effect": "adopt", "undeclared": "retry"})
+    assert adopted.actions == {"a": "replay", "b": "adopt", "c": "adopt", "d": "adopt"}
+    from dagplan.interpreter.tools.catalog import Tool
+
+    pure = {"t": Tool("t", lambda: None, purity="pure")}  # the tool's word: only the step's own makes it stricter
+    known = resume_plan(progress, plan_of(DOC), pure)
+    assert known.actions == {"a": "replay", "b": "ask", "c": "retry", "d": "retry"}
 
 
 def test_clear_from_keeps_earlier_results_and_drops_memo(store):

@@ -123,8 +123,7 @@ FILES = {
 @click.argument("folder", default=".", type=click.Path(file_okay=False))
 def init(folder: str) -> None:
     """Start a project in FOLDER (default: here): tools, a plan, its test, the configuration, a pre-commit hook."""
-    from ..dsl.errors import DagplanError
-    from ..dsl.files import create_file
+    from ..api import DagplanError, create_file
 
     root = Path(folder)
     there = [name for name in FILES if os.path.lexists(root / name)]  # a dangling link is something there too

@@ -37,6 +37,12 @@ class StepContext(Protocol):
     def emit(self, type_: EventType, **data: Any) -> None:
         """An event about this unit, to the journal and every subscriber."""
 
+    def failed(self) -> bool:
+        """Whether this unit (a fan-out's item, once settled) failed."""
+
+    def carries_failure_of(self, unit_id: str) -> None:
+        """This unit's value holds the failure of ``unit_id`` (a fan-out's list): it carries it (engine/world.py)."""
+
     def memo(self) -> Any:
         """The memo of completed calls for this unit (None in a run without a journal)."""
 

@@ -17,7 +17,7 @@ from ...dsl.condition import guard_reads_item
 from .attempts import Caught, Routed, StepFailure, Waiting
 from ..core.context import Runner, StepContext
 from ..core.values import MISSING, get_path
-from ..core.vocabulary import Cause, StepStatus
+from ..core.vocabulary import Cause
 
 
 class FanOut:
@@ -67,9 +67,9 @@ class FanOut:
         if waiting:
             raise waiting[0]
         # an item that failed leaves its failure value in the list: the list carries it (world.py)
-        failed = next((c.unit for c in children if c is not None and c.unit.status is StepStatus.FAILED), None)
+        failed = next((c.unit_id for c in children if c is not None and c.failed()), None)
         if failed is not None:
-            ctx.unit.tainted = failed.id
+            ctx.carries_failure_of(failed)
         return _outcome(step, results, items)
 
     def _attempt(self, child: StepContext, step: Step) -> Awaitable[Any]:

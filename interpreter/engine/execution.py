@@ -625,6 +625,12 @@ class StepContext:
         resolver = _ItemResolver(self.resolver, item, index or 0)
         return StepContext(self.execution, unit, resolver, {"item": index, "name": name})
 
+    def failed(self) -> bool:
+        return self.unit.status is StepStatus.FAILED
+
+    def carries_failure_of(self, unit_id: str) -> None:
+        self.unit.tainted = unit_id
+
     async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
         return await self.execution.life.settle_child(self, once, failure_value)
 
