@@ -84,21 +84,47 @@ CASES = [
     Case("JSON plan: a prompt of # and \\", 3_000, _json_prompt("#x \\\\ "), _check("p.json")),
     Case("JSON plan: a prompt of [ and {", 200_000, _json_prompt("[{"), _check("p.json")),
     Case("JSON plan: a prompt of quotes", 150_000, _json_prompt("\"'"), _check("p.json")),
-    Case("YAML plan: a prompt of blanks", 400_000, lambda n: "steps:\n  - id: a\n    llm: 'x" + " " * n + "y'\n",
-         _check("p.yaml")),  # fmt: skip
+    Case(
+        "YAML plan: a prompt of blanks",
+        400_000,
+        lambda n: "steps:\n  - id: a\n    llm: 'x" + " " * n + "y'\n",
+        _check("p.yaml"),
+    ),  # fmt: skip
     Case("YAML plan: many keys", 2_000, _yaml_many_keys, _check("p.yaml")),
-    Case("ReWOO: a Plan: line of blanks", 200_000, lambda n: "Plan: a" + " " * n + "b\n#E1 = Search[x]\n",
-         _check("p.txt")),  # fmt: skip
-    Case("ReWOO: a diagnostic after many #words", 10_000,
-         lambda n: "Plan: answer.\n#E1 = LLM[" + "see #a " * n + "and #E9]\n", _check("p.txt")),  # fmt: skip
-    Case("ReWOO: JSON arguments, many escaped keys", 3_000,
-         lambda n: "#E1 = Search[{" + ", ".join(f'"\\u006b{i}": 1' for i in range(n)) + "}]\n", _check("p.txt")),  # fmt: skip
-    Case("ReWOO: name=value arguments, many pairs", 3_000,
-         lambda n: "#E1 = Search[" + ", ".join(f"k{i}=v" for i in range(n)) + "]\n", _check("p.txt")),  # fmt: skip
-    Case("ReWOO: many calls", 500, lambda n: "".join(f"#E{i} = Search[q{i}]\n" for i in range(1, n + 1)),
-         _check("p.txt")),  # fmt: skip
-    Case("when: a long condition (2,000 characters at most)", 10,
-         lambda n: " and ".join(f'\u2020state.x{i} == "v"' for i in range(n)), _condition, loops=50),  # fmt: skip
+    Case(
+        "ReWOO: a Plan: line of blanks",
+        200_000,
+        lambda n: "Plan: a" + " " * n + "b\n#E1 = Search[x]\n",
+        _check("p.txt"),
+    ),  # fmt: skip
+    Case(
+        "ReWOO: a diagnostic after many #words",
+        10_000,
+        lambda n: "Plan: answer.\n#E1 = LLM[" + "see #a " * n + "and #E9]\n",
+        _check("p.txt"),
+    ),  # fmt: skip
+    Case(
+        "ReWOO: JSON arguments, many escaped keys",
+        3_000,
+        lambda n: "#E1 = Search[{" + ", ".join(f'"\\u006b{i}": 1' for i in range(n)) + "}]\n",
+        _check("p.txt"),
+    ),  # fmt: skip
+    Case(
+        "ReWOO: name=value arguments, many pairs",
+        3_000,
+        lambda n: "#E1 = Search[" + ", ".join(f"k{i}=v" for i in range(n)) + "]\n",
+        _check("p.txt"),
+    ),  # fmt: skip
+    Case(
+        "ReWOO: many calls", 500, lambda n: "".join(f"#E{i} = Search[q{i}]\n" for i in range(1, n + 1)), _check("p.txt")
+    ),  # fmt: skip
+    Case(
+        "when: a long condition (2,000 characters at most)",
+        10,
+        lambda n: " and ".join(f'\u2020state.x{i} == "v"' for i in range(n)),
+        _condition,
+        loops=50,
+    ),  # fmt: skip
     Case("JSON Lines: many lines", 5_000, lambda n: '{"name": "x"}\n' * n, _json_lines),
 ]
 
@@ -142,7 +168,8 @@ def main() -> None:
     print(f"{'reader':48} {'n':>8} {'t(n)':>9} {'t(8n)':>9} {'ratio':>6}")
     for case in CASES:
         small, large, ratio = growth(case, args.repeat, args.scale)
-        print(f"{case.name:48} {int(case.n * args.scale):>8} {small * 1000:>7.1f}ms {large * 1000:>7.1f}ms {ratio:>6.1f}")
+        size = int(case.n * args.scale)
+        print(f"{case.name:48} {size:>8} {small * 1000:>7.1f}ms {large * 1000:>7.1f}ms {ratio:>6.1f}")
 
 
 if __name__ == "__main__":
