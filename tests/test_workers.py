@@ -132,7 +132,7 @@ def test_a_gate_answered_from_anywhere_wakes_the_run_for_any_worker(tmp_path, po
 
 def test_sigterm_hands_running_runs_back(tmp_path, postgres):
     (tmp_path / "slow.py").write_text(
-        "import asyncio, dagplan\n\n@dagplan.tool(purity=\"pure\")\nasync def nap(n: int) -> int:\n    await asyncio.sleep(0.4)\n"
+        'import asyncio, dagplan\n\n@dagplan.tool(purity="pure")\nasync def nap(n: int) -> int:\n    await asyncio.sleep(0.4)\n'
         "    return n\n"
     )
     steps = [{"id": f"s{i}", "tool": "nap", "args": {"n": i}, "output": f"†state.v{i}",
