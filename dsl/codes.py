@@ -15,6 +15,7 @@ WARNINGS = frozenset(
         "foreign-template",
         "length-key",
         "maybe-unset",
+        "misspelt-choice",
         "misspelt-reference",
         "parallel-groups-mismatch",
         "unbounded-cost",
@@ -86,6 +87,11 @@ PLAN_CODES: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("bad-condition", "constant-condition"),
         "a `when:` that does not parse, compares types its inputs rule out, or reads nothing",
+    ),
+    (
+        ("misspelt-choice", "unknown-choice"),
+        "a `when:` compares a gate's decision with a value that is not one of its `choices` (it never holds): "
+        "close to one (a warning, with did-you-mean), or to none",
     ),
 )
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .errors import Diagnostic, Span, did_you_mean, error, warning
 from .condition import atom, condition_rules
-from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, format_path, purity_of
+from .ir import AnyOf, BoolOp, Guard, Placeholder, Plan, Ref, Step, Template, ToolSpec, acts_as_known, format_path
 from .schema import surely_valid_schema
 from .refschema import MISSING, input_schema, ref_schema
 from .validate_tools import acting_triggers, destructive_overrides, tool_arguments, tool_names
@@ -486,6 +486,40 @@ def conditions(facts: Facts) -> Iterator[Diagnostic]:
             yield from condition_rules(step.guard, facts.plan.inputs, step.id)
 
 
+def gate_choices(facts: Facts) -> Iterator[Diagnostic]:
+    """A ``when:`` that compares a gate's decision with a value the gate cannot answer (``"aprove"`` for
+    ``choices: [approve, reject]``) never holds, or always does: a warning with a did-you-mean, an error when
+    no choice is close. The run would complete and the step guarded by it would silently never act."""
+    from .condition import children
+    from .ir import Compare, Const
+
+    by_id = facts.plan.by_id
+    for step in facts.plan.steps:
+        if step.guard is None:
+            continue
+        todo = [step.guard.condition]
+        while todo:
+            node = todo.pop()
+            todo.extend(children(node))
+            if not isinstance(node, Compare) or node.op not in ("==", "!="):
+                continue
+            for ref, const in ((node.left, node.right), (node.right, node.left)):
+                if not isinstance(ref, Ref) or not isinstance(const, Const) or not isinstance(const.value, str):
+                    continue
+                for writer, alternative in facts.writers(ref) if ref.root == "state" else ():
+                    gate = by_id[writer].gate if writer in by_id else None
+                    if gate is None or not gate.choices or alternative != 0 or const.value in gate.choices:
+                        continue
+                    choices = ", ".join(gate.choices)
+                    close = did_you_mean(const.value, gate.choices)
+                    where = const.span if const.span.path else step.guard.span
+                    message = f"step {step.id}: gate {writer} answers one of {choices}, never {const.value!r}"
+                    if close:
+                        yield warning("misspelt-choice", message, where, close)
+                    else:
+                        yield error("unknown-choice", message, where, f"compare with one of {choices}")
+
+
 # --- graph ----------------------------------------------------------------------------------
 
 
@@ -769,7 +803,7 @@ def unused_outputs(facts: Facts) -> Iterator[Diagnostic]:
     """An output nobody reads, unless the step acts on the world (its effect is the point: a payment's
     receipt may go unread)."""
     for step in facts.plan.steps:
-        if step.id in facts.unused and _purity(step, facts) != "side_effect":
+        if step.id in facts.unused and not _acts(step, facts):
             yield warning(
                 "unused-output",
                 f"nothing reads the output of step '{step.id}' ({step.output})",
@@ -824,7 +858,7 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
         live.add(step_id)
         todo.extend(facts.deps[step_id])
     for step in plan.steps:
-        if step.id not in live and _purity(step, facts) != "side_effect" and step.id not in facts.unused:
+        if step.id not in live and not _acts(step, facts) and step.id not in facts.unused:
             yield warning(
                 "dead-step",
                 f"step '{step.id}' cannot affect the result",
@@ -833,8 +867,10 @@ def dead_steps(facts: Facts) -> Iterator[Diagnostic]:
             )
 
 
-def _purity(step: Step, facts: Facts) -> str | None:
-    return purity_of(step, facts.tools)
+def _acts(step: Step, facts: Facts) -> bool:
+    """Whether the step acts on the world by the one rule (:func:`.ir.can_act`) where the tools are known;
+    without them, where the plan itself says so."""
+    return acts_as_known(step, facts.tools) is True
 
 
 RULES: tuple[Rule, ...] = (
@@ -847,6 +883,7 @@ RULES: tuple[Rule, ...] = (
     unknown_inputs,
     input_schemas,
     conditions,
+    gate_choices,
     foreign_templates,
     misspelt_references,
     length_keys,

@@ -279,3 +279,28 @@ def test_an_answer_file_that_holds_no_valid_answer_is_ignored(tmp_path):
     assert _read(odd) is None
     odd.write_text(json.dumps({"value": "approve", "channel": "answer", "who": "ada"}))
     assert _read(odd) is not None and _read(odd).value == "approve"
+
+
+def test_check_knows_a_gates_choices(tmp_path):
+    """Issue 59: `when: †state.decision == "aprove"` never holds: check says so at its column, with a
+    did-you-mean (a warning), and an error when no choice is close; the plan with the right word is clean."""
+    plan = """steps:
+  - id: ok
+    gate: {question: Pay?, choices: [approve, reject]}
+    output: †state.decision
+  - id: p
+    when: †state.decision == "WORD"
+    tool: pay
+    args: {account: acct-1}
+    output: †state.paid
+result: †state.paid
+"""
+    folder = project(tmp_path, plan.replace("WORD", "aprove"))
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert "plan.yaml:6:30: warning misspelt-choice" in done.stdout and "did you mean 'approve'?" in done.stdout
+    (folder / "plan.yaml").write_text(plan.replace("WORD", "maybe"))
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 1 and "error unknown-choice" in done.stdout, done.stdout
+    (folder / "plan.yaml").write_text(plan.replace("WORD", "approve"))
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 0 and "choice" not in done.stdout, done.stdout

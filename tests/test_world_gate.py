@@ -365,3 +365,32 @@ def test_the_streamed_door_holds_the_same_rule(stub, tmp_path):
             acting = [v for n, v in CALLS if case.acts and n == f"act_{case.tool}"]
             assert not acting, (case.describe(), "acted though the person refused the whole plan", CALLS)
         assert not problems, (case.describe(), problems, status)
+
+
+def test_one_predicate_decides_whether_a_step_acts():
+    """Issue 60: whether a step acts is asked of one function (dsl.ir.can_act) everywhere a decision depends on
+    it. No second test of it remains in the code: no comparison of a purity (``purity_of(...)``, a step's or a
+    tool's) with ``"side_effect"`` outside can_act (and resume_class, which asks it), walked in the source."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for folder in ("dsl", "interpreter", "dagplan"):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            owners = {}
+            for fn in ast.walk(tree):
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for node in ast.walk(fn):
+                        owners.setdefault(id(node), fn.name)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                sides = [node.left, *node.comparators]
+                if not any(isinstance(s, ast.Constant) and s.value == "side_effect" for s in sides):
+                    continue
+                called = [s for s in sides if isinstance(s, ast.Call)]
+                names = {getattr(c.func, "id", getattr(c.func, "attr", "")) for c in called}
+                if names & {"purity_of", "purity", "_purity"} and owners.get(id(node)) != "can_act":
+                    found.append(f"{path.relative_to(root)}:{node.lineno} (in {owners.get(id(node))})")
+    assert not found, "a second test of 'does this step act' (ask dsl.ir.can_act): " + ", ".join(found)

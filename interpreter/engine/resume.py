@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ...dsl.errors import RunError
-from ...dsl.ir import Plan, Step, can_act, purity_of, resume_class  # noqa: F401 - the one purity rule (scope.py reads it here)
+from ...dsl.ir import Plan, Step, can_act, resume_class
 from ...dsl.schedule import analysis_of
 from ..core.config import RESUME_DEFAULTS
 from ..core.progress import Progress

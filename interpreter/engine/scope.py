@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from ...dsl.ir import Plan, Step, can_act
 from .attempts import GateTimeout, StepFailure, Waiting, no_answer_within
-from .resume import Replay, purity_of
+from .resume import Replay
 from ..core.printed import routed
 from ..core.redact import redact
 from ..tools.catalog import Tool, WorkerThreads
@@ -316,9 +316,6 @@ class RunScope:
         """What a tool printed while its unit ran (core/printed.py ``Printed``), kept with the unit, redacted."""
         if self.sinks:
             self.emit(EventType.STEP_PRINTED, unit_id, text=redact(buffer.text()))
-
-    def purity(self, step: Step) -> str | None:
-        return purity_of(step, self.tools)
 
     def acts(self, step: Step) -> bool:
         """Whether running ``step`` can act on the world (the one purity rule, :func:`dsl.ir.can_act`),
