@@ -247,6 +247,8 @@ async def arun(
     )
     from .interpreter.tools.sources import source_record
 
+    if not durable and settings.ask_gate is None and plan.gate_steps:
+        durable = True  # it can stop at a gate: kept, so that answer() and resume() of its id find its work
     return await start(
         RunRequest(
             plan,
@@ -307,8 +309,9 @@ def run(plan: Plan | str | os.PathLike, **kwargs: Any):
     ``tools``: decorated functions, :class:`Tool` objects, or a ``{name: callable}``
     mapping; the plan may call only these. ``inputs``: values of ``†input``.
     ``approve(preview) -> bool`` is asked before a ``mode: lazy`` plan runs.
-    ``ask_gate(request) -> answer`` answers approval gates (``gate:`` steps); without it a
-    durable run stops in the ``waiting`` state (answer later: :func:`answer`).
+    ``ask_gate(request) -> answer`` answers approval gates (``gate:`` steps); without it a run
+    that has a gate is durable whatever ``durable`` says (its work is never lost at a gate) and stops in
+    the ``waiting`` state: answer it later (:func:`answer`, ``dagplan answer``), then :func:`resume`.
     ``subscribers``: callables receiving every :class:`Event`. ``durable=True``
     checkpoints the run under ``state_dir`` (a directory, or a registry such as
     ``MemoryRegistry()``) so it can be resumed.

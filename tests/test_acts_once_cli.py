@@ -304,3 +304,73 @@ result: †state.paid
     (folder / "plan.yaml").write_text(plan.replace("WORD", "approve"))
     done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
     assert done.returncode == 0 and "choice" not in done.stdout, done.stdout
+
+
+def test_a_run_through_the_api_never_loses_its_work_at_a_gate(tmp_path, monkeypatch):
+    """Issue 60: `dagplan.run(plan)` (no `durable=`, no `ask_gate`) stops at a gate with a run id that
+    `dagplan.answer` and `dagplan.resume` find, and `dagplan runs` (the CLI) lists; the step before the gate is
+    not run again."""
+    import dagplan
+
+    monkeypatch.chdir(tmp_path)
+    reads: list[str] = []
+
+    @dagplan.tool(purity="pure")
+    def read() -> str:
+        reads.append("read")
+        return "acct-1"
+
+    @dagplan.tool(purity="side_effect")
+    def pay(v: str) -> str:
+        reads.append(f"paid {v}")
+        return "paid"
+
+    text = """steps:
+  - {id: r, tool: read, output: †state.r}
+  - id: ok
+    gate: {question: Pay?, choices: [approve, reject]}
+  - {id: p, tool: pay, deps: [ok], args: {v: †state.r}, output: †state.p}
+"""
+    plan = dagplan.load(text=text, name="g.yaml", tools=[read, pay])
+    first = dagplan.run(plan, tools=[read, pay])
+    assert str(first.status) == "waiting" and first.run_id
+    listed = run_dagplan(tmp_path, "runs", "--format", "json")
+    assert first.run_id in listed.stdout, listed.stdout + listed.stderr
+    dagplan.answer(first.run_id, "ok", "approve")
+    done = dagplan.resume(first.run_id, tools=[read, pay])
+    assert str(done.status) == "completed" and reads == ["read", "paid acct-1"]
+
+
+def test_every_gate_of_a_fan_out_waits_at_once_and_one_pattern_answers_them(tmp_path):
+    """Issue 60: a fan-out over a sub-plan (a read, a gate, a payment): the run waits at each item's gate, not
+    the first item's only; `dagplan answer RUN 'each[*].ok' approve` settles all three; nothing pays before."""
+    tools = TOOLS + '''
+
+@dagplan.tool(purity="pure")
+def look(x: str) -> str:
+    """Look an item up."""
+    return f"looked {x}"
+'''
+    folder = project(tmp_path, """steps:
+  - id: each
+    for_each: [a, b, c]
+    max_items: 3
+    plan:
+      inputs: {x: {}}
+      steps:
+        - {id: r, tool: look, args: {x: †input.x}, output: †state.r}
+        - id: ok
+          gate: {question: "Pay for †state.r?", choices: [approve, reject]}
+        - {id: p, tool: pay, deps: [ok], args: {account: †state.r}, output: †state.p}
+      result: †state.p
+    args: {x: †item}
+    output: †state.all
+""", tools)
+    first = run(folder)
+    assert first.returncode == 3 and paid(folder) == [], first.stdout + first.stderr
+    listed = json.loads(run_dagplan(folder, "runs", "--format", "json", state="state").stdout)
+    assert sorted(w["step"] for w in listed[0]["waiting"]) == ["each[0].ok", "each[1].ok", "each[2].ok"]
+    answered = run_dagplan(folder, "answer", "@last", "each[*].ok", "approve", state="state")
+    assert answered.returncode == 0, answered.stderr
+    done = run_dagplan(folder, "resume", "@last", "--tools", "tools.py", "--no-input", state="state")
+    assert done.returncode == 0 and sorted(paid(folder)) == ["looked a", "looked b", "looked c"], done.stderr

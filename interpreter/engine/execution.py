@@ -310,10 +310,10 @@ class Execution:
     def _start(self, sid: str) -> tuple | None:
         """What to do with a ready step: ``(unit, runner, context, prepared)`` to run it, ``_SETTLED``
         when it was settled without running (skipped, replayed, failed early), None to leave it pending."""
-        if self.scope.waiting:
-            return None  # waiting for a person: start nothing new, leave it pending (not settled)
         unit = self.units[sid]
         step = unit.step
+        if self.scope.waiting and not self._asks_or_reads(step):
+            return None  # waiting for a person: start nothing that acts or costs, leave it pending (not settled)
         blocked = (self.skip_reason, Cause.ABORTED) if self._aborted else self._blocked_by(step)
         recorded = self.scope.replay.units.get(unit.id) if self.scope.replay.units else None
         if blocked:
@@ -341,6 +341,12 @@ class Execution:
             except (BadReference, StepFailure) as exc:
                 self.life.fail(unit, exc)
         return _SETTLED
+
+    def _asks_or_reads(self, step: Step) -> bool:
+        """What may still start while the run waits for a person: another gate (every gate of a run waits at
+        once, each fan-out item's too), or a step that neither acts nor calls a model (it only reads, and a
+        resume replays it); what acts or costs waits for the answers."""
+        return step.gate is not None or (step.llm is None and not self.scope.acts(step))
 
     def _fingerprint(self, step: Step, prepared: Any) -> str:
         """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model."""
