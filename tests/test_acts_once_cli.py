@@ -344,14 +344,19 @@ def test_a_run_through_the_api_never_loses_its_work_at_a_gate(tmp_path, monkeypa
 def test_every_gate_of_a_fan_out_waits_at_once_and_one_pattern_answers_them(tmp_path):
     """Issue 60: a fan-out over a sub-plan (a read, a gate, a payment): the run waits at each item's gate, not
     the first item's only; `dagplan answer RUN 'each[*].ok' approve` settles all three; nothing pays before."""
-    tools = TOOLS + '''
+    tools = (
+        TOOLS
+        + '''
 
 @dagplan.tool(purity="pure")
 def look(x: str) -> str:
     """Look an item up."""
     return f"looked {x}"
 '''
-    folder = project(tmp_path, """steps:
+    )
+    folder = project(
+        tmp_path,
+        """steps:
   - id: each
     for_each: [a, b, c]
     max_items: 3
@@ -365,7 +370,9 @@ def look(x: str) -> str:
       result: †state.p
     args: {x: †item}
     output: †state.all
-""", tools)
+""",
+        tools,
+    )
     first = run(folder)
     assert first.returncode == 3 and paid(folder) == [], first.stdout + first.stderr
     listed = json.loads(run_dagplan(folder, "runs", "--format", "json", state="state").stdout)
