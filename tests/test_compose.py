@@ -812,6 +812,7 @@ def test_resume_from_a_fan_out_step_runs_its_items_again(tmp_path):
     assert again.result == [2, 4, 6] and sorted(calls) == [1, 1, 2, 2, 3, 3]  # children cleared with their parent
 
 
+@pytest.mark.extra  # needs an extra (litellm, mcp): not in the core run (requirements/test-core.txt)
 def test_fan_out_of_an_llm_prompt_and_a_gate_inside_a_sub_plan(stub, stub_model, tmp_path):
     from llm_stub import text
 

@@ -518,6 +518,7 @@ def test_trigger_rules_decide_by_what_the_dependencies_did():
     assert status["acts"][0] == "skipped" and "would act on the failure of bad" in result.steps["acts"].reason
 
 
+@pytest.mark.extra  # needs an extra (litellm, mcp): not in the core run (requirements/test-core.txt)
 def test_a_library_a_step_needs_is_loaded_before_the_run_s_clock_starts(tmp_path):
     """A step's duration is its own work: litellm (about 3 s to import) is loaded before the run starts."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

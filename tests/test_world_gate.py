@@ -284,6 +284,7 @@ def act_{label}(value: object = None, n: object = None) -> str:
 )
 
 
+@pytest.mark.extra  # needs an extra (litellm, mcp): not in the core run (requirements/test-core.txt)
 def test_the_mcp_door_holds_the_same_rule(tmp_path):
     """`dagplan mcp --allow-run`: a client's plan (its own trigger and on_failure), the server's person gate
     answered approve or reject by a person (`dagplan answer`), then `resume_run`: the same invariant."""
@@ -329,6 +330,7 @@ def test_the_mcp_door_holds_the_same_rule(tmp_path):
             assert acted, (case, made)  # and a yes lets the clean case act
 
 
+@pytest.mark.extra  # needs an extra (litellm, mcp): not in the core run (requirements/test-core.txt)
 def test_the_streamed_door_holds_the_same_rule(stub, tmp_path):
     """The same plans as a model's answer, streamed (`dagplan.plan(..., run=True, stream=True)`): a step may
     start while the plan is written only on its tool's own word, the whole plan is approved or refused by a
