@@ -137,6 +137,14 @@ async def _timed(seconds: float, attempt: Awaitable[Any]) -> Any:
         raise
 
 
+def _unknown(error: Exception) -> Exception:
+    """An acting unit's last failure: when the call itself failed (not a verdict of dagplan's own, made before
+    any call), nobody knows whether it acted: the error says so, and a resume asks a person (resume.py)."""
+    if not isinstance(error, (StepFailure, Waiting, DagplanError)):
+        error.outcome_unknown = True  # type: ignore[attr-defined]
+    return error
+
+
 def timed_out(exc: BaseException) -> bool:
     """Whether an attempt ended because the step's ``timeout`` passed (the attempt may still be running)."""
     return bool(getattr(exc, "timed_out", False))
@@ -181,16 +189,15 @@ async def retry(unit: Attempted, once: Callable[[], Awaitable[Any]], error: Exce
     acting = unit.acts()
     while True:
         if acting and timed_out(error):
-            error.outcome_unknown = True  # type: ignore[attr-defined]
-            raise error
+            raise _unknown(error)
         rule = retry_rule(unit.step, error, unit.retry_on(), acting)
         if rule is None:
-            raise error
+            raise _unknown(error) if acting else error
         key = id(rule)
         used[key] = used.get(key, 0) + 1
         if used[key] > allowed.setdefault(key, rule.limit):
             if rule.limit == 0 or not await unit.extend(error, unit.attempts):
-                raise error
+                raise _unknown(error) if acting else error
             allowed[key] += rule.limit
         delay = backoff(rule, used[key])
         trace = frames(error)
@@ -283,8 +290,9 @@ def error_info(unit_id: str, step: Step, exc: BaseException) -> dict[str, Any]:
     if isinstance(cause, Cause):
         info["cause"] = str(cause)
     if getattr(exc, "outcome_unknown", False):
-        info["outcome"] = "unknown"  # an acting attempt that may still be running: a resume asks
-        info["message"] += "; it may or may not have acted, and was not tried again"
+        info["outcome"] = "unknown"  # an acting call that failed, or may still be running: a resume asks
+        if timed_out(exc):
+            info["message"] += "; it may or may not have acted, and was not tried again"
     return info
 
 
