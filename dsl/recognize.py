@@ -3,12 +3,16 @@ server check, and what they leave alone (a GitHub workflow, a compose file, ``pa
 
 A file is a plan when any of these says so, in this order:
 
-1. its name: under a ``plans/`` (or ``plan/``) or ``examples/`` folder, or named ``*.plan.yaml``,
-   ``*.plan.yml``, ``*.plan.json`` (the documented places: always checked, whatever is in them);
+1. its name: ``*.plan.yaml``, ``*.plan.yml``, ``*.plan.json`` (it says so: always checked);
 2. its first lines: the editor modeline ``# yaml-language-server: $schema=...plan.schema.json``, or a
    ``"$schema"`` naming ``plan.schema.json``, or a top-level ``dagplan:`` key;
 3. its shape: a mapping whose ``steps`` (or ``calls``) list holds at least one step that names a tool, a
    model call, a gate, a sub-plan, a loop or an agent (any accepted dialect), or a list of ``_tool`` calls.
+
+Content decides everywhere else. A ``plans/`` (or ``plan/``) or ``examples/`` folder only makes the
+recognizer readier to call a *broken* plan one (a top-level ``steps:`` / ``calls:`` whose items name no step
+yet, or a text that does not load but has such a key): a ``docker-compose.yml`` or a Kubernetes manifest
+there is left alone, never turned into an error.
 
 A plan test file (``*.test.yaml``, ``*.test.json``) is ours too (:func:`is_ours`): ``check`` checks it.
 
@@ -25,7 +29,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-NAMED = re.compile(r"(^|[/\\])(plans?|examples)[/\\]|\.plan\.(ya?ml|json)$", re.I)
+NAMED = re.compile(r"\.plan\.(ya?ml|json)$", re.I)  # a file that says it is a plan
+FOLDER = re.compile(r"(^|[/\\])(plans?|examples)[/\\]", re.I)  # where plans live: readier for a broken one
+_TOP_STEPS = re.compile(r'^(steps|calls)\s*:|^\s*\{?\s*"(steps|calls)"\s*:', re.M)
 MODELINE = re.compile(r"\$schema[\"']?\s*[=:]\s*[\"']?[^\s\"']*plan\.schema\.json")
 STEP_KEYS = ("tool", "llm", "gate", "plan", "loop", "agent", "_tool")
 _JSON_TOP = re.compile(r'"(dagplan|steps|calls)"\s*:')
@@ -54,20 +60,24 @@ def is_plan(text: str, name: str = "") -> bool:
         return True
     if "steps" not in text and "_tool" not in text and "calls" not in text:
         return False  # the common case of a file that is no plan: no parse
+    ready = bool(name and FOLDER.search(name.replace("\\", "/")))
     if text.lstrip().startswith(("{", "[")):
-        return _judged(text, name, _json_text_says_plan)
-    return any(_judged(document, name, _yaml_text_says_plan) for document in _documents(text))
+        return _judged(text, name, _json_text_says_plan, ready)
+    return any(_judged(document, name, _yaml_text_says_plan, ready) for document in _documents(text))
 
 
-def _judged(text: str, name: str, by_text: Any) -> bool:
-    """By the loader's reading of ``text`` when it loads, else by its text."""
+def _judged(text: str, name: str, by_text: Any, ready: bool = False) -> bool:
+    """By the loader's reading of ``text`` when it loads, else by its text; ``ready`` (a plans folder): a
+    top-level ``steps`` / ``calls`` is enough, whatever its items hold (a plan being written)."""
     from .errors import DagplanError
     from .load import load_text
 
     try:
         data = load_text(text, name or "<text>").data
     except DagplanError:
-        return by_text(text)
+        return by_text(text) or (ready and _TOP_STEPS.search(text) is not None)
+    if ready and isinstance(data, dict) and isinstance(data.get("steps", data.get("calls")), list):
+        return True
     return shaped_like_a_plan(data)
 
 

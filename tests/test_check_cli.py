@@ -397,6 +397,21 @@ def test_the_hook_snippet_names_a_commit_every_clone_of_main_has(tmp_path):
     assert stranger.returncode == 2 and "a clone of main would not have it" in stranger.stderr, stranger.stderr
 
 
+def test_the_hook_leaves_a_manifest_in_a_plans_folder_alone(tmp_path):
+    """Issue 63: a docker-compose.yml under examples/ and a Kubernetes manifest under plans/ are not plans: the
+    hook passes them (it failed ordinary commits with unknown-dialect), and still checks the plan beside them."""
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "examples" / "docker-compose.yml").write_text(COMPOSE)
+    (tmp_path / "plans" / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n"
+                                                 "spec:\n  containers: [{name: web, image: nginx}]\n")  # fmt: skip
+    assert run_hook(tmp_path).returncode == 0
+    (tmp_path / "plans" / "triage.yaml").write_text(BROKEN_PLAN)
+    broken = run_hook(tmp_path)
+    assert broken.returncode == 1 and "plans/triage.yaml" in broken.stdout and "compose" not in broken.stdout
+    assert "pod.yaml" not in broken.stdout, broken.stdout
+
+
 def test_the_hook_says_so_when_a_project_has_no_plan(tmp_path):
     (tmp_path / "compose.yaml").write_text(COMPOSE)
     (tmp_path / "package.json").write_text("{}")
@@ -408,7 +423,11 @@ def test_the_hook_says_so_when_a_project_has_no_plan(tmp_path):
 def test_plans_are_recognised_by_folder_name_modeline_and_shape():
     from dagplan.dsl.recognize import is_plan
 
-    assert is_plan("anything: at all\n", "plans/x.yaml") and is_plan("{}", "a/b/c.plan.json")
+    assert is_plan("{}", "a/b/c.plan.json")  # a name that says so
+    # a folder where plans live makes the recognizer readier for a broken plan, never takes a manifest for one
+    assert not is_plan("anything: at all\n", "plans/x.yaml") and not is_plan(COMPOSE, "examples/compose.yaml")
+    assert is_plan("steps:\n  - {id: a, tol: x}\n", "plans/typo.yaml")
+    assert not is_plan("steps:\n  - {id: a, tol: x}\n", "ci/typo.yaml")
     assert is_plan("# yaml-language-server: $schema=../schemas/plan.schema.json\nsteps: []\n", "x.yaml")
     assert is_plan(json.dumps([{"_tool": "a", "_outputPath": "$state.x"}]), "calls.json")
     assert is_plan(json.dumps({"steps": [{"id": "E1", "agent": "search", "task": "x"}]}), "x.json")
