@@ -264,7 +264,7 @@ def _key_offsets(body: str, lead: int) -> dict[str, int]:
     decoder, found = json.JSONDecoder(), {}
     at = _blank(body, lead + 1)
     while at < len(body) and body[at] == '"':
-        key, after = json.decoder.scanstring(body, at + 1)
+        key, after = json.decoder.scanstring(body, at + 1)  # type: ignore[attr-defined]
         found[key] = at
         at = _blank(body, after)
         if at >= len(body) or body[at] != ":":

@@ -43,6 +43,12 @@ def slow_sync(n: int) -> int:
     return n
 
 
+@dagplan.tool  # declares nothing: it acts, so a plan test must mock it
+async def slow_plain(n: int) -> int:
+    await asyncio.sleep(0.3)
+    return n
+
+
 @dagplan.tool(purity="side_effect")
 def post(text: str, idempotency_key: str) -> str:
     with open(LOG, "a") as f:
@@ -84,7 +90,11 @@ def test_abort_ends_the_run_whenever_the_failure_comes(tmp_path, failing, siblin
 
 def test_dagplan_test_with_two_unmocked_parallel_steps_ends(tmp_path):
     write(tmp_path, "tools.py", TOOLS)
-    write(tmp_path, "p.yaml", "steps:\n  - {id: b, tool: slow, args: {n: 1}}\n  - {id: c, tool: slow, args: {n: 2}}\n")
+    write(
+        tmp_path,
+        "p.yaml",
+        "steps:\n  - {id: b, tool: slow_plain, args: {n: 1}}\n  - {id: c, tool: slow_plain, args: {n: 2}}\n",
+    )
     write(tmp_path, "p.test.yaml", "plan: p.yaml\ntools: [tools.py]\ncases:\n  - name: none mocked\n")
     proc = dagplan_cli(tmp_path, "test", "p.test.yaml")
     assert proc.returncode == 1 and "unmocked call" in proc.stdout, proc.stdout + proc.stderr

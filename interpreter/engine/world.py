@@ -114,7 +114,7 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
         for parent in deps[current]:
             if parent in gates:
                 routed = units[parent].status is not StepStatus.FAILED and routes_decision(
-                    analysis, execution.plan.by_id[current], parent
+                    analysis, execution.plan.by_id[current], units[parent].step
                 )
                 if not routed:
                     return parent
@@ -123,26 +123,26 @@ def _refusal_before(execution: Any, step_id: str) -> str | None:
     return None
 
 
-def routes_decision(analysis: Any, step: Step, gate_id: str) -> bool:
-    """Whether ``step`` routes what the gate ``gate_id`` decided: its ``when:`` compares a value the gate
-    wrote, or it reads the gate's refusal branch (an output alternative past the first). Reading the decision
-    as data (an argument, a placeholder in a text, a prompt) is not a route: it would act on a refusal."""
+def routes_decision(analysis: Any, step: Step, gate: Step) -> bool:
+    """Whether ``step`` routes what ``gate`` decided: its ``when:`` compares a value the gate wrote, or it
+    reads one of the gate's branches (``†state.ok || †state.no``: a branch is written only when its answer
+    came). Reading the decision as data (an argument, a placeholder in a text, a prompt) is not a route: it
+    would act on a refusal."""
     from ...dsl.condition import condition_refs
 
+    gate_id = gate.id
+    branching = gate.output is not None and len(gate.output.alternatives) > 1
+
     if step.guard is not None:
-        for node in condition_refs(step.guard.condition):
-            if isinstance(node, Placeholder):
-                if node.step == gate_id:
-                    return True
-                continue
-            for ref in refs_of(node):
-                if ref.root == "state" and any(writer == gate_id for writer, _ in writers_of(analysis, ref)):
-                    return True
+        for compared in condition_refs(step.guard.condition):
+            if compared.root == "state" and any(writer == gate_id for writer, _ in writers_of(analysis, compared)):
+                return True
     for node in step_reads(step, guard=False):
         if isinstance(node, Placeholder):
             continue
         for ref in refs_of(node):
-            if ref.root == "state" and any(w == gate_id and alt > 0 for w, alt in writers_of(analysis, ref)):
+            if ref.root == "state" and any(w == gate_id and (branching or alt > 0)
+                                           for w, alt in writers_of(analysis, ref)):  # fmt: skip
                 return True
     return False
 
