@@ -110,7 +110,10 @@ class Project:
     def load(self, source: Any = None, *, text: Any = None, name: str | None = None) -> Any:
         return api.load(source, text=text, name=name, tools=self.tools, config=self.config)
 
-    def check(self, paths: Iterable[str | os.PathLike]) -> list:
+    def check(self, paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list:
+        """``dagplan check`` of one file or several (a path alone is one file, never its characters)."""
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
         return api.check_files(paths, tool_sources=self.tool_sources, config=self.config)
 
     def check_text(self, text: str, name: str = "plan.yaml", *, test_file: bool = False,

@@ -212,6 +212,7 @@ class UnitLife:
         stopping = _stopping(exc, info)
         entry = attempts.catch_entry(unit.step, exc, info["type"]) if failure_value and not stopping else None
         if entry is not None:  # a fan-out item's failure a `catch:` entry takes: handled, collected on its path
+            info = _routed(info)
             unit.status, unit.error = StepStatus.HANDLED, info
             self._emit_failed(unit.id, unit.duration, info, unit.attempts, entry.alternative, exc is None, output=info,
                               trace=unit.trace)  # fmt: skip
@@ -324,10 +325,12 @@ class UnitLife:
         alternative of an ``a || b`` output (handled either way; unless not ``routable``), else the plan's
         failure policy."""
         step = unit.step
-        unit.error = info
         self.troubled = True  # world.py: from now on, a step that acts is asked what it would act on
         handler = route.alternative if route is not None else step.output.error_alternative if step.output else None
         handler = handler if routable else None
+        if handler is not None:
+            info = _routed(info)
+        unit.error = info
         if handler is not None and step.output is not None:
             unit.alternative = handler
             self._write(step.output, handler, dict(info))
@@ -459,3 +462,9 @@ def _stopped_at(unit_id: str, info: Mapping[str, Any]) -> str:
     """Why the steps a stopping failure never started are skipped: where it stopped (its message, often
     long, is the run's, told once)."""
     return f"the run stopped at step {unit_id} ({info['type']})"
+
+
+def _routed(info: dict) -> dict:
+    """The error object a route of the plan receives (``catch:``, an ``a || b`` error branch): the failure as
+    the plan sees it, without the engine's own note for a resume (``outcome``: the plan chose what follows)."""
+    return {k: v for k, v in info.items() if k != "outcome"} if "outcome" in info else info
