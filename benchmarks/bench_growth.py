@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
@@ -75,6 +76,81 @@ def _template(text: str) -> object:
         return exc
 
 
+def _in_file(name: str, read: Callable[[Path], object]) -> Callable[[str], object]:
+    """A reader of files: the text written to ``name`` in a fresh folder, then read."""
+
+    def reading(text: str) -> object:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_text(text)
+            try:
+                return read(path)
+            except Exception as exc:  # noqa: BLE001 - a refusal is an answer too
+                return exc
+
+    return reading
+
+
+def _steps_yaml(n: int) -> str:
+    """A chain of n steps, each reading the one before it."""
+    lines = ["initial_state: {v0: start}", "steps:"]
+    for i in range(1, n + 1):
+        lines.append(f"  - {{id: s{i}, tool: t, args: {{x: \u2020state.v{i - 1}}}, output: \u2020state.v{i}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(text: str) -> object:
+    from dagplan.dsl.fmt import format_document
+    from dagplan.dsl.load import load_text
+
+    return format_document(load_text(text, "p.yaml"))
+
+
+def _diff(text: str) -> object:
+    import dagplan
+    from dagplan.dsl.diff import diff
+
+    before = dagplan.load(text=text, name="a.yaml")
+    after = dagplan.load(text=text.replace("tool: t,", "tool: u,", 1), name="b.yaml")
+    return diff(before, after)
+
+
+def _streamed(text: str) -> object:
+    from dagplan.dsl.stream import StepStream
+
+    stream, found = StepStream(), 0
+    for at in range(0, len(text), 4):  # a model's tokens: a few characters each
+        found += len(stream.feed(text[at : at + 4]))
+    return found
+
+
+def _cassette(path: Path) -> object:
+    from dagplan.interpreter.testing.cassette import read
+
+    return read(path)
+
+
+def _cassette_text(n: int) -> str:
+    calls = [{"unit": f"s{i}", "kind": "tool", "name": "t", "args": {"x": i}, "output": i} for i in range(n)]
+    return json.dumps({"dagplan_cassette": 1, "calls": calls})
+
+
+def _config(path: Path) -> object:
+    from dagplan.interpreter.core.config import load_config
+
+    return load_config(path.parent)
+
+
+def _suite(path: Path) -> object:
+    from dagplan.interpreter.core.config import load_config
+    from dagplan.interpreter.testing.plantest import check_suite
+
+    (path.parent / "p.yaml").write_text("steps:\n  - {id: a, tool: t, output: \u2020state.a}\n")
+    return check_suite(path, load_config(path.parent))
+
+
 CASES = [
     Case("template: a run of $", 20_000, lambda n: "$ " * n, _template),
     Case("template: a run of #", 20_000, lambda n: "# " * n, _template),
@@ -126,7 +202,48 @@ CASES = [
         loops=50,
     ),  # fmt: skip
     Case("JSON Lines: many lines", 5_000, lambda n: '{"name": "x"}\n' * n, _json_lines),
+    Case("YAML plan: many steps", 300, _steps_yaml, _check("p.yaml")),
+    Case("fmt: many steps", 40, _steps_yaml, _fmt),
+    Case("diff: many steps", 200, _steps_yaml, _diff),
+    Case(
+        "streamed plan: a model's tokens",
+        200,
+        lambda n: json.dumps(
+            json.loads(json.dumps({"steps": [{"id": f"s{i}", "tool": "t", "args": {"x": i}} for i in range(n)]}))
+        ),
+        _streamed,
+    ),
+    Case("cassette: many calls", 2_000, _cassette_text, _in_file("c.json", _cassette)),
+    Case(
+        "configuration: many redact patterns",
+        2_000,
+        lambda n: "redact = [" + ", ".join(f'"acct_{i}[0-9]+"' for i in range(n)) + "]\n",
+        _in_file("dagplan.toml", _config),
+    ),  # fmt: skip
+    Case(
+        "plan test file: many cases",
+        300,
+        lambda n: "plan: p.yaml\ncases:\n" + "".join(f"  - name: case {i}\n    mocks: {{t: {i}}}\n" for i in range(n)),
+        _in_file("p.test.yaml", _suite),
+    ),  # fmt: skip
 ]
+
+# every reader of text dagplan did not write, by the name its cases start with: a reader added without
+# generators here fails tests/test_growth.py
+READERS = (
+    "template",
+    "JSON plan",
+    "YAML plan",
+    "ReWOO",
+    "when",
+    "JSON Lines",
+    "fmt",
+    "diff",
+    "streamed plan",
+    "cassette",
+    "configuration",
+    "plan test file",
+)
 
 
 def _forget() -> None:

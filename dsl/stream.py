@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 
-from .record import record
 
 _STEP_LISTS = frozenset({"steps", "calls"})  # the keys whose array's elements are steps
 _CLOSE = {"{": "}", "[": "]"}
@@ -29,30 +28,55 @@ _STEPS_LINE = re.compile(r"\s*[\"']?(steps|calls)[\"']?\s*:|-\s+[\"']?_tool\b") 
 _STEP_BOUNDARY = re.compile(r"\s*-(\s|$)|[A-Za-z_\"'][\w\"'-]*\s*:")  # a list item, or a key at the line's start
 
 
-@record(frozen=True)
 class Prefix:
-    """The plan's text so far, closed where it stands."""
+    """The plan's text so far, closed where it stands. Its text is made when asked for (a caller that keeps
+    only the newest prefix copies the text once, not once a step)."""
 
-    text: str
-    steps: int  # how many steps it holds whose text is complete (JSON); -1: all of what loads but the last
-    final: bool = False  # the whole answer (the stream ended)
+    __slots__ = ("_source", "_end", "_closing", "_text", "steps", "final")
+
+    def __init__(self, text: "str | StepStream", steps: int, final: bool = False, end: int = 0, closing: str = ""):
+        self._source, self._end, self._closing = text, end, closing
+        self._text: str | None = text if isinstance(text, str) else None
+        self.steps = steps  # how many steps it holds whose text is complete (JSON); -1: all that loads but the last
+        self.final = final  # the whole answer (the stream ended)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            assert isinstance(self._source, StepStream)
+            self._text = self._source.text_between(0, self._end) + self._closing
+        return self._text
 
     @property
     def last_open(self) -> bool:
         return self.steps < 0 and not self.final
 
+    def __eq__(self, other: object) -> bool:
+        mine, theirs = (self.text, self.steps, self.final), None
+        if isinstance(other, Prefix):
+            theirs = (other.text, other.steps, other.final)
+        return mine == theirs
+
+    def __repr__(self) -> str:
+        return f"Prefix(steps={self.steps}, final={self.final}, text={self.text[:40]!r}...)"
+
+
+_KEPT = 256  # characters of a string the scan keeps (a key is short: only `steps` / `calls` matter)
+
 
 class StepStream:
-    """Feed the model's text as it comes (:meth:`feed`); each call answers the prefixes that complete a step."""
+    """Feed the model's text as it comes (:meth:`feed`); each call answers the prefixes that complete a step.
+    Each piece is scanned once, on its own: the time is linear in the text, whatever the size of the pieces."""
 
     def __init__(self) -> None:
-        self.text = ""
+        self._pieces: list[str] = []  # the text, as fed (joined when the whole of it is asked for)
+        self._size = 0
         self._at = 0  # where scanning resumes
         self._mode: str | None = None  # "json" | "lines", decided at the first character that says
         self._stack: list[tuple[str, str | None]] = []  # open brackets and the key each was opened under
         self._string = False
         self._escaped = False
-        self._string_start = 0
+        self._string_kept: list[str] | None = []  # the open string's text so far (None: longer than a key)
         self._last_string: str | None = None
         self._key: str | None = None  # the key whose value comes next
         self._steps = 0
@@ -61,8 +85,34 @@ class StepStream:
         self._line_at = 0  # lines mode: where the next complete line begins
         self._steps_seen = False  # lines mode: a `steps:` / `calls:` line was seen
 
+    @property
+    def text(self) -> str:
+        """All that was fed."""
+        if len(self._pieces) > 1:
+            self._pieces = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
+
+    def text_between(self, begin: int, end: int) -> str:
+        """``text[begin:end]``, reading only the pieces it spans from the end (the recent text is what a scan
+        asks for)."""
+        out: list[str] = []
+        stop = self._size
+        for piece in reversed(self._pieces):
+            first = stop - len(piece)
+            if first < end and stop > begin:
+                out.append(piece[max(begin - first, 0) : min(end, stop) - first])
+            if first <= begin:
+                break
+            stop = first
+        return "".join(reversed(out))
+
     def feed(self, piece: str) -> list[Prefix]:
-        self.text += piece
+        if not piece:
+            return []
+        self._pieces.append(piece)
+        self._size += len(piece)
+        if len(self._pieces) > 4096:  # keep the list short: a join now and then, amortized linear
+            self._pieces = ["".join(self._pieces)]
         if self._mode is None:
             self._decide()
         if self._mode == "lines" and "\n" in piece:
@@ -76,7 +126,7 @@ class StepStream:
         return Prefix(self.text, self._steps if self._mode in ("json", "done") else -1, final=True)
 
     def _decide(self) -> None:
-        body = self.text[self._start :].lstrip()
+        body = self.text_between(self._start, self._size).lstrip()
         if len(body) < 3 and "```".startswith(body):
             return  # a fence may be starting
         if body.startswith("```"):  # a code fence: its language line first
@@ -88,41 +138,45 @@ class StepStream:
             return
         if body[0] in "{[":
             self._mode = "json"
-            self._at = len(self.text) - len(body)
+            self._at = self._size - len(body)
         else:
             self._mode = "lines"
-            self._line_at = len(self.text) - len(body)
+            self._line_at = self._size - len(body)
 
     def _lines(self) -> list[Prefix]:
         """The complete lines since the last call: a prefix when one of them may complete a step; a fence
         that opens hands the rest to its body's mode."""
-        end = self.text.rfind("\n")
+        base = self._line_at
+        segment = self.text_between(base, self._size)
+        end = segment.rfind("\n")
         offer = False
-        at = self._line_at
-        while at <= end:
-            stop = self.text.index("\n", at)
-            line = self.text[at:stop]
+        at = 0
+        while 0 <= at <= end:
+            stop = segment.index("\n", at)
+            line = segment[at:stop]
             at = stop + 1
             if not self._fence and line.lstrip().startswith("```"):  # the plan's fence, after prose
-                self._mode, self._start, self._line_at = None, stop + 1, at
+                self._mode, self._start, self._line_at = None, base + stop + 1, base + at
                 self._fence = True
                 self._decide()
                 if self._mode == "json":
                     return self._scan()
                 if self._mode is None:
                     return []
-                at = self._line_at
+                at = self._line_at - base
                 continue
             offer = offer or (self._steps_seen and _STEP_BOUNDARY.match(line) is not None)
             if _STEPS_LINE.match(line):
                 self._steps_seen = True
-        self._line_at = max(self._line_at, end + 1)
-        return [Prefix(self.text[: end + 1], -1)] if offer else []
+        self._line_at = max(self._line_at, base + end + 1)
+        return [Prefix(self, -1, end=base + end + 1)] if offer else []
 
     def _scan(self) -> list[Prefix]:
         found: list[Prefix] = []
-        text, stack = self.text, self._stack
-        i = self._at
+        base = self._at
+        text, stack = self.text_between(base, self._size), self._stack
+        i = 0
+        opened_at = 0  # where the open string's text begins in this segment
         while i < len(text):
             ch = text[i]
             if self._string:
@@ -132,9 +186,12 @@ class StepStream:
                     self._escaped = True
                 elif ch == '"':
                     self._string = False
-                    self._last_string = text[self._string_start : i]
+                    kept = self._string_kept
+                    self._last_string = None if kept is None else "".join(kept) + text[opened_at:i]
+                    if self._last_string is not None and len(self._last_string) > _KEPT:
+                        self._last_string = None
             elif ch == '"':
-                self._string, self._string_start = True, i + 1
+                self._string, self._string_kept, opened_at = True, [], i + 1
             elif ch == ":":
                 self._key = self._last_string
             elif ch in "{[":
@@ -144,11 +201,11 @@ class StepStream:
                 if not stack:  # past the document's end (prose after it): nothing more is a step
                     self._mode = "done"
                     break
-                opened, _ = stack.pop()
+                stack.pop()
                 if ch == "}" and self._is_step_list(stack):
                     self._steps += 1
                     closing = "".join(_CLOSE[b] for b, _ in reversed(stack))
-                    found.append(Prefix(text[: i + 1] + closing, self._steps))
+                    found.append(Prefix(self, self._steps, end=base + i + 1, closing=closing))
                 if not stack:
                     self._mode = "done"
                     i += 1
@@ -156,7 +213,11 @@ class StepStream:
             elif ch == ",":
                 self._key = None
             i += 1
-        self._at = i
+        if self._string and self._string_kept is not None:  # a string still open: keep its text while short
+            self._string_kept.append(text[opened_at:i])
+            if sum(map(len, self._string_kept)) > _KEPT:
+                self._string_kept = None
+        self._at = base + i
         return found
 
     @staticmethod
