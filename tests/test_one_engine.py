@@ -33,7 +33,7 @@ class Flaky(Exception):
 
 
 def flaky_tool(fail_times: dict):
-    @dagplan.tool(name="clean", retry_on=[Flaky])
+    @dagplan.tool(name="clean", retry_on=[Flaky], purity="pure")  # reads: retried by default
     def clean(x: str) -> str:
         left = fail_times.get(x, 0)
         if left:
