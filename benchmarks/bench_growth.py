@@ -207,10 +207,8 @@ CASES = [
     Case("diff: many steps", 200, _steps_yaml, _diff),
     Case(
         "streamed plan: a model's tokens",
-        200,
-        lambda n: json.dumps(
-            json.loads(json.dumps({"steps": [{"id": f"s{i}", "tool": "t", "args": {"x": i}} for i in range(n)]}))
-        ),
+        1_000,
+        lambda n: json.dumps({"steps": [{"id": f"s{i}", "tool": "t", "args": {"x": i}} for i in range(n)]}),
         _streamed,
     ),
     Case("cassette: many calls", 2_000, _cassette_text, _in_file("c.json", _cassette)),
