@@ -64,8 +64,9 @@ def submit_each(
 
 def _database_holds(state_dir: Any, config: Any) -> Any:
     """The check of what the configured run database can store (a :class:`RunError` when it cannot)."""
-    state = _state(state_dir, config)
-    if isinstance(state, str) and state.startswith(("postgresql://", "postgres://")):
+    from .interpreter.core.state import is_url
+
+    if is_url(_state(state_dir, config)):  # the one test of a run database's state
         from .interpreter.stores.pgstore import refuse_nul
 
         return refuse_nul
