@@ -28,6 +28,7 @@ _EXPORTS = {
     "check_files": "dagplan.api",
     "preview": "dagplan.api",
     "diff": "dagplan.api",
+    "rerun": "dagplan.api",
     "estimate": "dagplan.api",
     "approve": "dagplan.api",
     "check_approval": "dagplan.api",

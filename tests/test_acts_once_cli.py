@@ -381,3 +381,46 @@ def look(x: str) -> str:
     assert answered.returncode == 0, answered.stderr
     done = run_dagplan(folder, "resume", "@last", "--tools", "tools.py", "--no-input", state="state")
     assert done.returncode == 0 and sorted(paid(folder)) == ["looked a", "looked b", "looked c"], done.stderr
+
+
+def test_a_preview_with_reuse_never_says_an_acting_step_is_skipped_when_the_run_runs_it(tmp_path):
+    """The newcomer's major: after an edit, `preview --reuse RUN` said the acting step `log` would be skipped
+    (`†state.summary.words was never written (branch not taken)`: the preview's stand-in answer has no such
+    field; the plan has no branch), and the run then executed it."""
+    tools = TOOLS + '''
+@dagplan.tool(purity="pure")
+def summarize(text: str) -> dict:
+    """Count a text's words."""
+    return {"words": len(str(text).split()), "text": str(text)}
+'''
+    plan = """steps:
+  - id: summary
+    tool: summarize
+    args: {text: "one two three"}
+    output: $state.summary
+  - id: log
+    tool: pay_plain
+    args: {account: $state.summary.words}
+    output: $state.logged
+  - id: done
+    tool: tidy
+    args: {text: " Done. "}
+    output: $state.done
+result: $state.done
+"""
+    folder = project(tmp_path, plan, tools)
+    first = run(folder, "--format", "json")
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    (folder / "plan.yaml").write_text(plan.replace("one two three", "one two three four"))
+    shown = run_dagplan(folder, "preview", "plan.yaml", "--tools", "tools.py", "--reuse", run_id, "--format",
+                        "json", state="state")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["id"]: row for row in json.loads(shown.stdout)["rerun"]["steps"]}
+    assert rows["log"]["action"] == "run", rows["log"]
+    assert rows["done"]["action"] == "reuse", rows["done"]
+    text = run_dagplan(folder, "preview", "plan.yaml", "--tools", "tools.py", "--reuse", run_id, state="state")
+    assert "never written" not in text.stdout, text.stdout
+    again = run(folder, "--reuse", run_id, "--format", "json")
+    assert again.returncode == 0, again.stderr
+    assert paid(folder) == ["3", "4"]  # it ran, as the preview said: once per run

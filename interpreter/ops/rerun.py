@@ -80,16 +80,26 @@ async def would_rerun(
     changed = _changed(before, plan, tools) if before is not None else None
     analysis = analysis_of(plan)
     rows, again = [], set()
+    # a step that failed here failed on a stand-in's answer; a run that stops on it skips what it had not started
+    failed = [sid for sid in analysis.order if result.steps[sid].status is StepStatus.FAILED]
     for sid in analysis.order:
         report, step = result.steps[sid], plan.by_id[sid]
         if report.reused:
             rows.append({"id": sid, "action": "reuse", "why": "the same step, reading the same values",
                          "from": report.reused})  # fmt: skip
             continue
-        if report.status is StepStatus.SKIPPED:
+        deciders = sorted({*(d for d in analysis.deps[sid] if d in again), *(f for f in failed if f != sid)})
+        if report.status is StepStatus.SKIPPED and not deciders:
+            # decided by what is known for certain: the inputs and the results taken from the runs
             rows.append({"id": sid, "action": "skip", "why": f"not reached here ({report.reason})"})
             continue
         again.add(sid)
+        if report.status is StepStatus.SKIPPED:
+            # skipped here on a stand-in's answer (nothing is called): what the run reads there decides, so it
+            # is counted as running, as the run may run it (a preview never says skipped of what then runs)
+            rows.append({"id": sid, "action": "run", "why": f"if reached: {', '.join(deciders)} runs again, and "
+                         "what it returns decides"})  # fmt: skip
+            continue
         why = _why(sid, step, analysis.deps[sid], again, changed)
         if why == _UNSAID and journals:
             why = _which_changed(sid, step, now, _reads_of(journals[0]))
