@@ -132,6 +132,15 @@ class Project:
             return check_suite(name, self.config, text)
         return api._checker(self.config, self.tool_sources)(text=text, name=name, root=root)
 
+    def format_document(self, document: Any, refs: bool = False) -> str:
+        """``dagplan fmt`` of a loaded document (:func:`dagplan.format_document`) with this project's tools: a
+        ReWOO text's ``Tool[text]`` goes to the parameter they name, as :meth:`check` and :meth:`run` read it
+        (the tools are loaded only for such a text)."""
+        from .dsl.fmt import format_document
+
+        tools = self.tools if document.dialect == "rewoo" and self.tools_known else None
+        return format_document(document, refs, {n: t.spec for n, t in tools.items()} if tools else None)
+
     def catalog(self) -> list:
         """The tools a plan may call here, as :class:`ToolSpec` values sorted by name (MCP servers' from the
         lock): what ``dagplan tools``, MCP's ``list_tools`` and the editor's completion show."""

@@ -91,14 +91,9 @@ def check_document(
     from .schedule import remember
     from .validate import validate_and_analyze
 
-    found: list[Diagnostic] = list(document.warnings)
     plan = analysis = None
-    if document.dialect == "rewoo" and tools:  # Tool[text]: the catalog says which parameter the text is for
-        from .record import replace
-        from .rewoo import bind
-
-        data, bound = bind(document.data, document.source_map, tools)
-        document, found = replace(document, data=data), found + bound
+    document, bound = bind_document(document, tools)
+    found: list[Diagnostic] = [*document.warnings, *bound]
     with no_gc_pauses():
         found += schema_errors(document)
         if not _has_error(found):
@@ -115,6 +110,18 @@ def check_document(
             plan, more = _compose(plan, document, tools, budget, includes, root)
             found += more
     return CheckResult(document.name, plan, analysis, tuple(_locate(found, document)), document)
+
+
+def bind_document(document: "Document", tools: Mapping[str, ToolSpec] | None) -> tuple["Document", list[Diagnostic]]:
+    """A ReWOO document's ``Tool[text]`` arguments given to the parameter the catalog says the text is for (the
+    one rule ``check``, ``run`` and ``fmt`` read them by); any other document as it is."""
+    if document.dialect != "rewoo" or not tools:
+        return document, []
+    from .record import replace
+    from .rewoo import bind
+
+    data, bound = bind(document.data, document.source_map, tools)
+    return replace(document, data=data), bound
 
 
 # Keys whose removal would make later stages report consequences, not mistakes (a read of an output that a

@@ -59,15 +59,27 @@ STEP_ORDER = (
 _TEMPLATE_KEYS = ("llm", "system")
 
 
-def format_document(doc: Any, refs: bool = False) -> str:
+def format_document(doc: Any, refs: bool = False, tools: Any = None, *, bound: bool = False) -> str:
     """Canonical YAML text of a loaded :class:`~.load.Document`, checked before it is returned: the
     text loads back to the same values, and formatting it again changes nothing. What YAML cannot
     carry faithfully is a ``cannot-format`` error, never a silent change.
 
     References keep the author's spelling (``$state`` stays ``$state``) unless ``refs`` asks for
-    ``†``; a document of another dialect always gets ``†``: the conversion made its references."""
+    ``†``; a document of another dialect always gets ``†``: the conversion made its references.
+    ``tools`` (their specs): a ReWOO text's ``Tool[text]`` gives its text to the parameter they name, as
+    ``check`` and ``run`` read it; without them such a text is refused (it would be written to a parameter
+    the tool may not have); ``bound``: they were given already (the document of a check's result)."""
     refs = refs or doc.dialect != "canonical"
+    from . import bind_document
     from .load import load_text
+
+    if doc.dialect == "rewoo" and not bound:
+        doc, unsaid = bind_document(doc, tools)
+        if unsaid:
+            raise _cannot(doc.name, unsaid[0].message)
+        if not tools and _unbound(doc.data):
+            raise _cannot(doc.name, f"{_unbound(doc.data)}[text] gives its text to a parameter only its tool says "
+                          "(give --tools, or name the tools in dagplan.toml)")  # fmt: skip
 
     text = _format(doc, refs)
     expected = _canonical(json.loads(json.dumps(doc.data)), refs)  # fmt's own rewrites, on plain data
@@ -90,6 +102,16 @@ def _format(doc: Any, refs: bool) -> str:
     else:
         data = _plain_to_commented(doc.data)
     return _dump(_quoted(_canonical(data, refs)))
+
+
+def _unbound(data: Any) -> str | None:
+    """The tool of the first ReWOO step whose one text argument is not yet given to a parameter."""
+    from .rewoo import POSITIONAL
+
+    for step in data.get("steps") or () if isinstance(data, dict) else ():
+        if isinstance(step, dict) and isinstance(step.get("args"), dict) and POSITIONAL in step["args"]:
+            return str(step.get("tool"))
+    return None
 
 
 def _cannot(name: str, why: str) -> DagplanError:

@@ -141,3 +141,29 @@ def test_fmt_w_keeps_a_json_file_json(tmp_path):
     written = json.loads((tmp_path / "o.json").read_text())  # JSON still, the canonical keys
     assert written["dagplan"] == 1 and written["steps"][0]["id"] == "E1"
     assert run_dagplan(tmp_path, "fmt", "--check", "o.json").returncode == 0  # and now canonical
+
+
+def test_fmt_keeps_a_valid_rewoo_plan_valid_with_the_projects_tools(tmp_path):
+    """Issue 62: `fmt -w` gave a ReWOO `Tool[text]`'s text to `input:`, where check, preview and run give it to
+    the parameter the configured tools name; fmt now reads it with the project's tools, and without tools it
+    refuses rather than write a plan that means something else."""
+    (tmp_path / "tools.py").write_text(
+        'import dagplan\n\n@dagplan.tool(purity="pure")\ndef search(query: str) -> str:\n'
+        '    """Search."""\n    return "found " + query\n'
+    )
+    text = "Plan: find it\n#E1 = search[cats and dogs]\n"
+    (tmp_path / "plan.txt").write_text(text)
+    refused = run_dagplan(tmp_path, "fmt", "-w", "plan.txt")
+    assert refused.returncode == 1 and "cannot-format" in refused.stderr and "--tools" in refused.stderr
+    assert (tmp_path / "plan.txt").read_text() == text  # left as it is
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    assert run_dagplan(tmp_path, "check", "plan.txt").returncode == 0
+    written = run_dagplan(tmp_path, "fmt", "-w", "plan.txt")
+    assert written.returncode == 0, written.stderr
+    assert "query: cats and dogs" in (tmp_path / "plan.txt").read_text()
+    again = run_dagplan(tmp_path, "check", "plan.txt")
+    assert again.returncode == 0, again.stdout + again.stderr
+    (tmp_path / "dagplan.toml").unlink()
+    (tmp_path / "other.txt").write_text(text)
+    given = run_dagplan(tmp_path, "fmt", "other.txt", "--tools", "tools.py")
+    assert given.returncode == 0 and "query: cats and dogs" in given.stdout, given.stderr

@@ -134,10 +134,13 @@ def test_many_lines_read_in_linear_time_and_within_the_limits():
 
 
 def test_fmt_writes_it_as_a_canonical_plan():
-    out = fmt.format_document(load.load_text(PAPER))
+    out = fmt.format_document(load.load_text(PAPER), tools=TOOLS)
     again = load.load_text(out)
     assert again.dialect == "canonical" and [s["id"] for s in again.data["steps"]] == ["E1", "E2"]
+    assert again.data["steps"][0]["args"] == {"query": "Colorado orogeny"}  # as check and run read it
     assert fmt.format_document(again) == out
+    with pytest.raises(LoadError, match="Wikipedia.text. gives its text to a parameter only its tool says"):
+        fmt.format_document(load.load_text(PAPER))  # without the catalog: refused, never another meaning
 
 
 def test_the_cli_checks_and_runs_a_rewoo_file(tmp_path):

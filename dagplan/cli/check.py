@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .checking import FORMATS, UsageFailure, expand, run_check
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish, project_of, tools_option
 
 
 @click.command("check")
@@ -76,9 +76,11 @@ def _load_or_exit(path: str):
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff instead of the formatted text.")
 @click.option("-w", "--write", is_flag=True, help="Rewrite the files in place.")
 @click.option("--dagger", is_flag=True, help="Spell references with \u2020 ($state.x -> \u2020state.x).")
-def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, dagger: bool) -> None:
-    """Rewrite plans (any dialect; files, globs, directories or - for stdin) as canonical YAML."""
-    from .. import format_document
+@tools_option
+def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, dagger: bool,
+        tool_sources: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Rewrite plans (any dialect; files, globs, directories or - for stdin) as canonical YAML, with the
+    project's tools (a ReWOO text's `Tool[text]` goes to the parameter they name, as `check` and `run` read it)."""
     from ..api import write_file
     from ..dsl.errors import DagplanError
 
@@ -88,10 +90,11 @@ def fmt(files: tuple[str, ...], check_only: bool, show_diff: bool, write: bool, 
         click.echo(f"dagplan fmt: {exc}", err=True)
         finish(EXIT_USAGE)
     status = EXIT_OK
+    project = project_of(tool_sources=tool_sources)
     for path in paths:
         document = _load_or_exit(path)
         try:
-            formatted = format_document(document, refs=dagger)
+            formatted = project.format_document(document, refs=dagger)
         except DagplanError as exc:  # cannot-format: the file stays as it is
             for diag in exc.diagnostics:
                 click.echo(diag.format(), err=True)

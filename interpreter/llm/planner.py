@@ -427,7 +427,7 @@ def canonical_yaml(result: Any) -> str:
     """The checked document as canonical YAML (``dagplan fmt``'s output)."""
     from ...dsl.fmt import format_document
 
-    return format_document(result.document, refs=True)
+    return format_document(result.document, refs=True, bound=True)  # checked: its arguments were given
 
 
 def _failed(attempts: list[PlanAttempt]) -> PlanningFailed:
