@@ -387,12 +387,15 @@ def test_a_preview_with_reuse_never_says_an_acting_step_is_skipped_when_the_run_
     """The newcomer's major: after an edit, `preview --reuse RUN` said the acting step `log` would be skipped
     (`†state.summary.words was never written (branch not taken)`: the preview's stand-in answer has no such
     field; the plan has no branch), and the run then executed it."""
-    tools = TOOLS + '''
+    tools = (
+        TOOLS
+        + '''
 @dagplan.tool(purity="pure")
 def summarize(text: str) -> dict:
     """Count a text's words."""
     return {"words": len(str(text).split()), "text": str(text)}
 '''
+    )
     plan = """steps:
   - id: summary
     tool: summarize

@@ -157,7 +157,9 @@ def edit(rng: random.Random, case: Case) -> Case:
     elif kind == "append":
         sid = f"s{len(steps)}"
         tool = rng.choice(["post", "log", "score"])
-        steps.append({"id": sid, "tool": tool, "args": {"tag": sid, "x": _value_of(rng, steps)}, "output": f"$state.{sid}"})
+        steps.append(
+            {"id": sid, "tool": tool, "args": {"tag": sid, "x": _value_of(rng, steps)}, "output": f"$state.{sid}"}
+        )
     return Case(steps, inputs, case.on_failure, case.answer, kind)
 
 

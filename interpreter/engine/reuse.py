@@ -12,12 +12,11 @@ are reused; compositions (fan-outs, sub-plans, loops) and gates run, and their c
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ...dsl.ir import Plan, Step, StepKind
+from ..core.digest import canonical, digest
 from ..core.vocabulary import EARLY, EventType, StepStatus
 from .resume import Recorded
 
@@ -46,7 +45,7 @@ def definition(step: Step) -> str:
 
     view = step_view(step)
     view.pop("description", None)  # what a person reads, not what it does
-    return _canonical(view)
+    return canonical(view)
 
 
 def definition_of(plan: Plan, step: Step) -> str:
@@ -63,12 +62,7 @@ def fingerprint(defined: str, read: Any, upstream: Iterable[str | None], tool: s
     """The fingerprint of one step's work (see the module doc): ``defined`` its :func:`definition`, ``read``
     what it resolved (arguments, or prompt and system), ``upstream`` its dependencies' fingerprints, ``tool``
     the tool's identity, ``model`` the model and answer parameters of a model step."""
-    blob = _canonical([defined, read, sorted(u or "" for u in upstream), tool, model])
-    return "fp:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_plain, separators=(",", ":"))
+    return "fp:" + digest([defined, read, sorted(u or "" for u in upstream), tool, model])[:32]
 
 
 def model_identity(model: str | None, completion_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,14 +72,6 @@ def model_identity(model: str | None, completion_kwargs: Mapping[str, Any]) -> d
 
     kept = {k: v for k, v in completion_kwargs.items() if k not in NOT_ANSWER_PARAMS and not SECRET_KEY.search(k)}
     return {"model": model, **dict(sorted(kept.items()))}
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "keys"):
-        return dict(value)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
-    return repr(value)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ...dsl.errors import DagplanError, Diagnostic, error
 from ...dsl.ir import Plan, ToolSpec
 from ..stores.journal import Journal, Registry, StepMemo, json_copy
 from ..stores.registry import open_registry
-from .conversation import NOT_JSON, Budget, Memo, complete, memo_key, parse_json
+from .conversation import NOT_JSON, Budget, Memo, complete, memo_key, parse_json, recall
 from .planner import repair_text, tool_catalog
 from ..core.values import thaw
 from ..core.vocabulary import Event, EventType, RunStatus
@@ -107,7 +107,7 @@ class _Loop:
 
     async def ask(self, messages: list[dict], turn: int, params: Mapping[str, Any] | None = None) -> str:
         key = memo_key("agent", f"turn-{turn}", self.model, messages)
-        hit, record = self.memo.memo_get(key) if self.memo else (False, {})
+        hit, record = recall(self.memo, key)
         if not hit:
             if self.budget:
                 self.budget.check("agent")

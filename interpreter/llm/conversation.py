@@ -221,10 +221,31 @@ def supports_schema(model: str) -> bool:
         return False
 
 
-def memo_key(kind: str, step_id: str, model: str, payload: Any) -> str:
+class MemoKey(str):
+    """A call's memo key (the one digest of what was asked), with the key a journal written before that digest
+    kept it under (``legacy``: the same call, spaced JSON), so a run interrupted then resumes without asking
+    again, or acting again for a tool call a model step made."""
+
+    legacy: str | None = None
+
+
+def memo_key(kind: str, step_id: str, model: str, payload: Any) -> MemoKey:
     """Content hash of a call: what was asked, never where or with which key."""
+    from ..core.digest import digest
+
+    key = MemoKey("llm:" + digest([kind, step_id, model, payload]))
     blob = json.dumps([kind, step_id, model, payload], sort_keys=True, ensure_ascii=False, default=str)
-    return "llm:" + hashlib.sha256(blob.encode()).hexdigest()
+    key.legacy = "llm:" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+    return key
+
+
+def recall(memo: Any, key: str) -> tuple[bool, Any]:
+    """What ``memo`` holds for ``key`` (a :class:`MemoKey`: under its legacy key too); no memo holds nothing."""
+    if memo is None:
+        return False, None
+    found = memo.memo_get(key)
+    legacy = getattr(key, "legacy", None)
+    return found if found[0] or legacy is None else memo.memo_get(legacy)
 
 
 async def complete(
@@ -362,7 +383,7 @@ class _Conversation:
     async def ask(self) -> dict:
         """The next assistant message: from the memo when this exact call completed before."""
         key = memo_key("completion", self.step_id, self.model, {"messages": self.messages, "params": self.params})
-        hit, record = self.memo.memo_get(key) if self.memo else (False, {})
+        hit, record = recall(self.memo, key)
         if hit:
             self.replayed += 1
         else:
@@ -411,7 +432,7 @@ class _Conversation:
     async def run_tool_calls(self, calls: list[dict], tools: Mapping[str, ToolFn]) -> None:
         for call in calls:
             key = memo_key("tool", self.step_id, self.model, {"messages": self.messages, "call": call})
-            hit, content = self.memo.memo_get(key) if self.memo else (False, None)
+            hit, content = recall(self.memo, key)
             if not hit:
                 started = time.perf_counter()
                 content = await _run_tool(call, tools)

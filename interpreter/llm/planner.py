@@ -254,11 +254,11 @@ async def _ask(model: str, messages: list, params: Mapping[str, Any], completion
                number: int, memo: Any, prefixes: "_Prefixes | None") -> dict:  # fmt: skip
     """One attempt's model call: from the memo when it holds it, else asked (streamed to ``prefixes``) and
     memoized once complete."""
-    from .conversation import memo_key
+    from .conversation import memo_key, recall
 
     key = memo_key("planner", f"attempt-{number}", model, [messages, dict(params)])
     if memo is not None:
-        hit, record = memo.memo_get(key)
+        hit, record = recall(memo, key)
         if hit:
             if prefixes is not None:
                 await prefixes.whole(record["message"].get("content") or "")

@@ -13,7 +13,6 @@ request is the plan CI runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -27,8 +26,9 @@ _HOW = "write it with: dagplan preview PLAN --approve -o FILE"
 
 
 def _hash(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    from ..core.digest import digest
+
+    return "sha256:" + digest(value)
 
 
 def _plain(value: Any) -> Any:

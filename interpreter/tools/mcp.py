@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -117,8 +116,9 @@ def expand(server: str, key: str, value: str) -> str:
 def tool_hash(entry: Mapping[str, Any]) -> str:
     """The hash of what a plan relies on in a tool's listing: its name, schemas and annotations."""
     relied = {k: entry.get(k) for k in ("name", "inputSchema", "outputSchema", "annotations")}
-    text = json.dumps(relied, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    from ..core.digest import digest
+
+    return "sha256:" + digest(relied)
 
 
 def _entry(tool: Any) -> dict[str, Any]:
