@@ -376,11 +376,12 @@ def resume(run_id: str, **kwargs: Any):
 # --- recorded runs ---------------------------------------------------------------------------
 
 
-def runs(state_dir: Any = None):
-    """Every recorded run, newest first: a list of :class:`RunInfo`."""
+def runs(state_dir: Any = None, *, limit: int | None = None, statuses: Iterable[str] = ()):
+    """The recorded runs, newest first: a list of :class:`RunInfo`; ``limit``: only the newest so many (only
+    those are read), ``statuses``: only runs in one of these."""
     from .interpreter.ops.runs import list_runs
 
-    return list_runs(_state(state_dir))
+    return list_runs(_state(state_dir), limit, tuple(statuses))
 
 
 def run_report(run_id: str, state_dir: Any = None):

@@ -171,8 +171,8 @@ class Project:
     def resume(self, run_id: str, **options: Any) -> Any:
         return api._sync(self.aresume(run_id, **options))
 
-    def runs(self) -> list:
-        return api.runs(self.state)
+    def runs(self, *, limit: int | None = None, statuses: Iterable[str] = ()) -> list:
+        return api.runs(self.state, limit=limit, statuses=statuses)
 
     def run_report(self, run_id: str) -> Any:
         return api.run_report(run_id, self.state)

@@ -339,3 +339,68 @@ def test_submit_each_queues_a_run_per_line_and_a_bad_line_queues_nothing(tmp_pat
     assert all(listed[i] == "queued" for i in ids)
     registry = open_registry(postgres)
     assert [registry.open(i).inputs["customerId"] for i in ids] == ["c1", "c2", "c3"]
+
+
+def test_a_claim_reads_only_the_rows_it_can_claim_whatever_the_history(postgres):
+    """Issue 64: finished runs are in no index a claim reads (the plan, not a timing: the claim's statements
+    use the partial indexes of claimable rows, and no sequential scan of the run table, with 20,000 finished)."""
+    import psycopg
+
+    from dagplan.interpreter.stores import pgstore
+
+    registry = pgstore.PgRegistry(postgres)
+    registry.connection()
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue) SELECT 'h-' || g, 'p', g, "
+            "'{}'::jsonb, true, 'completed' FROM generate_series(1::bigint, 20000::bigint) g"
+        )
+        conn.execute("ANALYZE dagplan_runs")
+        statements = {
+            "ready": (
+                f"SELECT r.id FROM dagplan_runs r WHERE {pgstore._READY} AND NOT r.plan_name = ANY(%s) "
+                "ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                (0.0, []),
+            ),  # fmt: skip
+            "orphans": (
+                f"SELECT r.id FROM dagplan_runs r WHERE {pgstore._ORPHANED} AND NOT {pgstore._HELD} AND NOT "
+                "r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                ([],),
+            ),  # fmt: skip
+        }
+        for name, (query, args) in statements.items():
+            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, args))
+            assert "Seq Scan on dagplan_runs" not in plan, (name, plan)
+            assert "dagplan_runs_ready" in plan or "dagplan_runs_running" in plan, (name, plan)
+    assert registry.claim() is None and registry.claimable() == 0
+
+
+def test_an_idle_worker_is_told_of_new_work_instead_of_polling(tmp_path, postgres):
+    """An idle worker waits on LISTEN: with its polls set to ten minutes, a run submitted after it went idle is
+    still taken up at once (only the NOTIFY can have woken it)."""
+    import asyncio
+    import threading
+
+    import psycopg
+
+    import dagplan
+
+    for name in ("weather.yaml", "tools.py"):
+        shutil.copy(EXAMPLES / name, tmp_path)
+    pool = dagplan.worker_pool(postgres)
+    pool.poll = pool.idle_poll = 600.0
+    done = threading.Thread(target=lambda: asyncio.run(pool.run()), daemon=True)
+    done.start()
+    deadline = time.monotonic() + 120
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        while not conn.execute("SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN dagplan_runs'").fetchone():
+            assert time.monotonic() < deadline, "the worker never listened"
+            time.sleep(0.05)
+    run_id = submit("weather.yaml", "--tools", "tools.py", "-i", "city=Oslo", cwd=tmp_path, url=postgres)
+    registry = open_registry(postgres)
+    while registry.open(run_id).progress().status != "completed":
+        assert time.monotonic() < deadline, registry.open(run_id).progress().status
+        time.sleep(0.05)
+    pool.stop()
+    done.join(30)
+    assert not done.is_alive()

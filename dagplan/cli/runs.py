@@ -78,14 +78,21 @@ def _cut(text: str, width: int = 60) -> str:
 # --- dagplan runs [show] ---------------------------------------------------------------------
 
 
+LIMIT = 50  # runs a plain `dagplan runs` lists: a big history is paged, never read whole
+
+
 @click.group(invoke_without_command=True)
 @state_dir_option
 @format_option("json")
 @click.option("--status", "statuses", multiple=True, metavar="STATUS",
               help="Only runs in this status (repeatable): running, waiting, failed, completed...")  # fmt: skip
+@click.option("--limit", "limit", type=click.IntRange(min=1), default=LIMIT, show_default=True,
+              help="The newest so many runs (only those are read).")  # fmt: skip
+@click.option("--all", "every", is_flag=True, help="Every run, however many.")
 @click.pass_context
-def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[str, ...]) -> None:
-    """List active, interrupted and recent runs (newest first)."""
+def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[str, ...], limit: int = LIMIT,
+         every: bool = False) -> None:  # fmt: skip
+    """List active, interrupted and recent runs (newest first; the newest 50 unless --limit or --all)."""
     from .. import api
 
     ctx.obj = {"state_dir": state_dir}
@@ -93,9 +100,12 @@ def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[st
         return
     _known_statuses(statuses)
     try:
-        infos = [i for i in api.runs(state_dir) if not statuses or str(i.status) in statuses]
+        infos = api.runs(state_dir, limit=None if every else limit + 1, statuses=statuses)
     except DagplanError as exc:
         reject(exc)
+    if not every and len(infos) > limit:
+        infos = infos[:limit]
+        click.echo(f"the newest {limit} runs shown; more with --limit N, or --all", err=True)
     if fmt == "json":
         click.echo(_dump([i.to_json() for i in infos]))
     elif not infos:

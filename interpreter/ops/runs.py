@@ -31,9 +31,20 @@ from ..core.vocabulary import (
 )
 
 
-def list_runs(state: Any = None) -> list[RunInfo]:
-    """Every run of the registry, newest first."""
-    return open_registry(state).list()
+def list_runs(state: Any = None, limit: int | None = None, statuses: Any = ()) -> list[RunInfo]:
+    """The newest ``limit`` runs of the registry (every run: None) in one of ``statuses`` (any: empty), newest
+    first. Only as many runs as it takes are read: pages, each four times the last, until ``limit`` match."""
+    registry = open_registry(state)
+    wanted = {str(s) for s in statuses}
+    if limit is None:
+        return [i for i in registry.list() if not wanted or str(i.status) in wanted]
+    page = limit
+    while True:
+        found = registry.list(page)
+        matched = [i for i in found if not wanted or str(i.status) in wanted]
+        if len(matched) >= limit or len(found) < page:
+            return matched[:limit]
+        page *= 4
 
 
 @dataclass(frozen=True)

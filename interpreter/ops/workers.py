@@ -21,6 +21,7 @@ interrupted and their locks released, so another worker resumes them; nothing is
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -90,7 +91,8 @@ class Pool:
     url: str
     config: Any
     concurrency: int = 1
-    poll: float = 0.2  # seconds between looks at the queue when it is empty
+    poll: float = 0.2  # seconds between looks at the queue when it is empty and nobody tells (no LISTEN, schedules)
+    idle_poll: float = 2.0  # ... when idle workers are told of new work (LISTEN): a look for orphans and deadlines
     load_tools: Callable[[list[str]], Any] | None = None
     on_interrupted: str | None = None  # retry | adopt | fail: an interrupted side effect where the policy says ask
     on_event: Callable[[str, str], None] | None = None  # (run id, what happened): for the CLI's lines
@@ -109,12 +111,17 @@ class Pool:
         running: set[asyncio.Task] = set()
         backoff = Backoff()
         scheduler = Scheduler(self.config, registry, self.submission) if self.submission is not None else None
+        listener = None
         try:
             while not self._stopping:
                 try:
+                    if listener is None:
+                        listener = await asyncio.to_thread(_listener, registry)
                     if scheduler is not None and scheduler.wants(clock.now()):
                         for fired in await asyncio.to_thread(scheduler.tick):
                             self._said_fired(fired)
+                    if listener is not None:
+                        listener.looked()  # what was announced until now, this look answers
                     while len(running) < self.concurrency and not self._stopping:
                         journal = await asyncio.to_thread(registry.claim, Limits.of(self.config))
                         if journal is None:
@@ -129,20 +136,37 @@ class Pool:
                     delay = backoff.next()
                     self._say("-", f"the run database is unreachable ({_first_line(exc)}); again in {delay:.1f}s")
                     registry.forget_connection()
+                    listener = _closed(listener)
                     await asyncio.sleep(delay)
                     continue
                 if idle:
                     break
-                if running:
-                    done, running = await asyncio.wait(running, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
-                else:
-                    await asyncio.sleep(self.poll)
+                # wait for a run to end, or to be told of a claimable one (LISTEN: an idle worker costs the
+                # database nothing), or the slow poll's time (orphans and gate deadlines are not announced)
+                timed = scheduler is not None and bool(scheduler.schedules)  # its times are the clock's: looked at
+                slow = self.poll if listener is None or timed else max(self.poll, self.idle_poll)
+                waiter = asyncio.ensure_future(self._told(listener, slow))
+                await asyncio.wait({*running, waiter}, timeout=slow, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                running = {task for task in running if not task.done()}
         finally:
+            _closed(listener)
             for task in running:
                 task.cancel()  # handed back: the engine records the run interrupted and lets it go
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
         return self.finished
+
+    async def _told(self, listener: Any, seconds: float) -> None:
+        """Until ``listener`` is told of a claimable run, or ``seconds`` pass, or the pool stops (looked at in
+        slices, so that a stop is seen soon); without a listener, the plain wait."""
+        if listener is None:
+            await asyncio.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while not self._stopping and time.monotonic() < end:
+            if await asyncio.to_thread(listener.wait, min(0.25, max(0.0, end - time.monotonic()))):
+                return
 
     async def _one(self, journal: Any) -> None:
         from .driver import ResumeRequest, resume
@@ -184,3 +208,21 @@ class Pool:
     def _say(self, run_id: str, what: str) -> None:
         if self.on_event is not None:
             self.on_event(run_id, what)
+
+
+def _listener(registry: Any) -> Any:
+    """A LISTEN connection for an idle worker, or None where the database cannot (a pooler in transaction
+    mode): the worker then polls every ``poll`` seconds, as before."""
+    try:
+        return registry.listen()
+    except Exception:  # noqa: BLE001 - any refusal falls back to polling
+        return None
+
+
+def _closed(listener: Any) -> None:
+    if listener is not None:
+        try:
+            listener.close()
+        except Exception:  # noqa: BLE001 - a connection already gone
+            pass
+    return None

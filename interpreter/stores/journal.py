@@ -93,7 +93,8 @@ class Registry(Protocol):
 
     def open(self, run_id: str) -> Journal: ...
 
-    def list(self) -> list[RunInfo]: ...
+    def list(self, limit: int | None = None) -> list[RunInfo]:
+        """The newest ``limit`` runs (every run: None), newest first, reading only those."""
 
     def discard(self, run_id: str) -> str:
         """Stop the run's owner, record ``plan_aborted``, forget the run; returns its full id."""
@@ -410,9 +411,9 @@ class MemoryRegistry:
             return self._runs[found[0]]
         raise unknown_run(run_id, self.location)
 
-    def list(self) -> list[RunInfo]:
+    def list(self, limit: int | None = None) -> list[RunInfo]:
         out = []
-        for run_id in sorted(self._runs, key=lambda r: (self._runs[r].created, r), reverse=True):
+        for run_id in sorted(self._runs, key=lambda r: (self._runs[r].created, r), reverse=True)[:limit]:
             journal = self._runs[run_id]
             p = journal.progress()
             out.append(

@@ -44,7 +44,11 @@ from ..core.progress import Progress, RunInfo, empty_state, fold, plan_step_ids,
 from .journal import RUN_ID, new_run_id
 from ..core.vocabulary import STOPPED, Event, EventType, RunStatus
 
-SCHEMA_VERSION = 5
+# what a worker may take without asking whether anyone holds it: queued or handed back, in the pool. Written as the
+# ready index's predicate, literally, so that the planner reads that index (a finished run is in no index a
+# claim reads: its cost does not grow with history)
+_READY_ROW = "pooled AND queue IN ('queued', 'interrupted')"
+SCHEMA_VERSION = 6
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         """CREATE TABLE IF NOT EXISTS dagplan_runs (
@@ -82,6 +86,12 @@ MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (name, fire_at)
         )""",
     ],
+    6: [  # a claim reads only the rows it can claim, whatever the history (issue 64): an index of each kind
+        "DROP INDEX IF EXISTS dagplan_runs_claimable",  # every pooled run, finished ones included
+        f"CREATE INDEX IF NOT EXISTS dagplan_runs_ready ON dagplan_runs (created) WHERE {_READY_ROW}",
+        "CREATE INDEX IF NOT EXISTS dagplan_runs_running ON dagplan_runs (created) WHERE queue = 'running'",
+        "CREATE INDEX IF NOT EXISTS dagplan_runs_wake ON dagplan_runs (wake) WHERE queue = 'waiting'",
+    ],
 }
 LOCK_CLASS = 1684107377  # the first key of every run's advisory lock (the second: hashtext of its id)
 # where a run stands for the pool (a RunStatus), from the last lifecycle event committed: the vocabulary's
@@ -93,9 +103,12 @@ _QUEUE = {
     **STOPPED,
 }
 CLAIMABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED)  # with no owner holding the run's lock
-# a run of the pool in a claimable status, or any run waiting at a gate whose deadline passed (like an answer,
-# it puts the run in the pool): parameters, the claimable statuses and now
-_CLAIMABLE = "((r.pooled AND r.queue = ANY(%s)) OR (r.queue = 'waiting' AND r.wake <= %s))"
+# a queued or handed-back run of the pool, or any run waiting at a gate whose deadline passed (like an answer, it
+# puts the run in the pool); parameter: now. Each arm is an index's predicate (migration 6).
+_READY = f"((r.{_READY_ROW.replace(' AND queue', ' AND r.queue')}) OR (r.queue = 'waiting' AND r.wake <= %s))"
+_ORPHANED = "(r.pooled AND r.queue = 'running')"  # running, its owner maybe gone: claimable when nobody holds it
+ORPHAN_SWEEP = 2.0  # seconds between a worker's looks for runs whose owner died (the only claim reading pg_locks)
+CHANNEL = "dagplan_runs"  # NOTIFY'd when a run becomes claimable: idle workers wait for it instead of polling
 
 
 _INSERT_RUN = "INSERT INTO dagplan_runs (id, plan_name, created, artifact, pooled, queue)"
@@ -215,9 +228,37 @@ def upgrade(url: str) -> tuple[int, int]:
 
 
 _HELD = (
-    "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
-    f"AND l.classid = {LOCK_CLASS} AND l.objid::bigint = (hashtext(r.id)::bigint & 4294967295))"
-)  # whether a session holds run r's lock (its owner is alive)
+    "(hashtext(r.id)::bigint & 4294967295) IN (SELECT l.objid::bigint FROM pg_locks l WHERE l.locktype = "
+    f"'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = {LOCK_CLASS})"
+)  # whether a session holds run r's lock (its owner is alive): pg_locks read once per statement, as a hashed set
+
+
+_NOTIFY = f"NOTIFY {CHANNEL}"
+
+
+class Listener:
+    """A connection of its own that LISTENs on :data:`CHANNEL`: an idle worker waits here, costing the database
+    nothing, and looks at the queue when told (or after its slow poll: orphaned runs and gate deadlines are
+    not announced)."""
+
+    def __init__(self, url: str):
+        self.conn = _connect(url)
+        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.told = False  # a notification arrived that no look at the queue has answered yet
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a notification; whether one came (now or before, unanswered)."""
+        if not self.told:
+            for _ in self.conn.notifies(timeout=seconds, stop_after=1):
+                self.told = True
+        return self.told
+
+    def looked(self) -> None:
+        """The queue was looked at: what was announced until now is answered."""
+        self.told = False
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 @_translating
@@ -231,6 +272,7 @@ class PgRegistry:
         self._checked = False
         self._idle: list[Any] = []  # writers' connections given back, their run's lock released
         self._idle_lock = threading.Lock()
+        self._sweep_at = 0.0  # when a claim next looks for orphaned runs (time.monotonic)
 
     def writer_connection(self) -> Any:
         """A connection for a run's writer: an idle one given back by a run that ended, else a new one (a
@@ -295,6 +337,8 @@ class PgRegistry:
             inserted = conn.execute(f"{_INSERT_RUN} VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
                                     _run_row(run_id, artifact, queued)).rowcount  # fmt: skip
             if inserted:
+                if queued:
+                    conn.execute(_NOTIFY)  # idle workers are told (committed: the row is there when they look)
                 return PgRun(self, run_id, artifact)
 
     def _newest(self) -> str | None:
@@ -305,7 +349,10 @@ class PgRegistry:
         run_id = newest_if_asked(run_id, self._newest, self.location)
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
             raise not_a_run_id(run_id)
-        rows = (
+        exact = self.connection().execute("SELECT id FROM dagplan_runs WHERE id = %s", (run_id,)).fetchone()
+        if exact is not None:  # by the primary key: what every open of a whole id costs, whatever the history
+            return run_id
+        rows = (  # a prefix a person typed: a scan, only then
             self.connection()
             .execute(
                 "SELECT id FROM dagplan_runs WHERE id = %s OR starts_with(id, %s) ORDER BY id LIMIT 6", (run_id, run_id)
@@ -329,11 +376,14 @@ class PgRegistry:
             raise unknown_run(run_id, self.location)
         return PgRun(self, found, row[0])
 
-    def list(self) -> list[RunInfo]:
+    def list(self, limit: int | None = None) -> list[RunInfo]:
         conn = self.connection()
-        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY created DESC, id DESC").fetchall()
+        runs = conn.execute("SELECT id, artifact, queue FROM dagplan_runs ORDER BY created DESC, id DESC LIMIT %s",
+                            (limit,)).fetchall()  # fmt: skip  # LIMIT NULL: every run
         lines: dict[str, list[str]] = {}
-        for run_id, line in conn.execute("SELECT run_id, line FROM dagplan_events ORDER BY run_id, seq"):
+        events = conn.execute("SELECT run_id, line FROM dagplan_events WHERE run_id = ANY(%s) ORDER BY run_id, seq",
+                              ([r[0] for r in runs],))  # fmt: skip  # the events of those runs only
+        for run_id, line in events:
             lines.setdefault(run_id, []).append(line)
         live = self._live()
         out = []
@@ -399,6 +449,7 @@ class PgRegistry:
             except psycopg.errors.UniqueViolation:  # another worker fired it this very moment
                 return None
             if row is not None:
+                self.connection().execute(_NOTIFY)
                 return row[0]
             fired = (
                 self.connection()
@@ -420,8 +471,9 @@ class PgRegistry:
         with conn.transaction():
             if max_running is not None or per_plan:
                 conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))  # claims one after another
-                running = dict(conn.execute(
-                    f"SELECT r.plan_name, count(*) FROM dagplan_runs r WHERE {_HELD} GROUP BY r.plan_name"
+                running = dict(conn.execute(  # a claimed run is 'running' from its claim (below)
+                    f"SELECT r.plan_name, count(*) FROM dagplan_runs r WHERE r.queue = 'running' AND {_HELD} "
+                    "GROUP BY r.plan_name"
                 ).fetchall())  # fmt: skip
                 if max_running is not None and sum(running.values()) >= max_running:
                     return None
@@ -429,10 +481,17 @@ class PgRegistry:
             else:
                 full = []
             rows = conn.execute(
-                f"SELECT r.id FROM dagplan_runs r WHERE {_CLAIMABLE} AND NOT {_HELD} "
-                "AND NOT r.plan_name = ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
-                ([str(s) for s in CLAIMABLE], time.time(), full),
+                f"SELECT r.id FROM dagplan_runs r WHERE {_READY} AND NOT r.plan_name = ANY(%s) "
+                "ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                (time.time(), full),
             ).fetchall()
+            if not rows and time.monotonic() >= self._sweep_at:  # now and then: runs whose owner died
+                self._sweep_at = time.monotonic() + ORPHAN_SWEEP
+                rows = conn.execute(
+                    f"SELECT r.id FROM dagplan_runs r WHERE {_ORPHANED} AND NOT {_HELD} AND NOT r.plan_name = "
+                    "ANY(%s) ORDER BY r.created LIMIT 8 FOR UPDATE SKIP LOCKED",
+                    (full,),
+                ).fetchall()  # fmt: skip
             claimed = None
             for (run_id,) in rows:
                 run = self.open(run_id)
@@ -440,16 +499,22 @@ class PgRegistry:
                     run.acquire(note_owner=False)  # the row is locked by this transaction: noted by it below
                 except RunError:
                     continue  # taken meanwhile by a process not going through the queue
-                conn.execute("UPDATE dagplan_runs SET owner = %s WHERE id = %s", (owner_name(), run_id))
+                conn.execute("UPDATE dagplan_runs SET owner = %s, queue = 'running' WHERE id = %s",
+                             (owner_name(), run_id))  # fmt: skip
                 run._owner_noted = True
                 claimed = run  # its owner noted in the claim's transaction: one commit, not two
                 break
         return claimed
 
     def claimable(self) -> int:
+        """How many runs a claim could take now (queued, handed back, due, or orphaned)."""
         conn = self.connection()
-        query = f"SELECT count(*) FROM dagplan_runs r WHERE {_CLAIMABLE} AND NOT {_HELD}"
-        return int(conn.execute(query, ([str(s) for s in CLAIMABLE], time.time())).fetchone()[0])
+        query = f"SELECT count(*) FROM dagplan_runs r WHERE ({_READY} OR {_ORPHANED}) AND NOT {_HELD}"
+        return int(conn.execute(query, (time.time(),)).fetchone()[0])
+
+    def listen(self) -> "Listener":
+        """What an idle worker waits on: told when a run becomes claimable (:data:`CHANNEL`)."""
+        return Listener(self.url)
 
     def owner(self, run_id: str) -> int | None:
         return self._live().get(run_id)
@@ -651,6 +716,8 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
                 conn.execute("UPDATE dagplan_runs SET queue = %s, pooled = pooled OR %s, wake = %s, owner = CASE "
                              "WHEN %s THEN NULL ELSE owner END WHERE id = %s",
                              (str(queue), queue == RunStatus.QUEUED, self._wake, ended, self.id))  # fmt: skip
+                if queue in (RunStatus.QUEUED, RunStatus.INTERRUPTED):
+                    conn.execute(_NOTIFY)  # claimable from this commit: delivered with it
                 self._owner_noted = not ended
         self._durable_seq = max(self._durable_seq, rows[-1][0])
 

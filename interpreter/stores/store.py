@@ -142,10 +142,14 @@ class RunStore:
         run_dir = self.resolve(run_id)
         return Run(run_dir, _read_artifact(run_dir))
 
-    def list(self) -> list[RunInfo]:
-        """Every run, newest first (by start: two runs started in the same second too). Reads without
-        locks; tolerates runs being written."""
-        return sorted((self._info(d) for d in self._run_dirs()), key=lambda i: (i.started, i.id), reverse=True)
+    def list(self, limit: int | None = None) -> list[RunInfo]:
+        """The newest ``limit`` runs (every run: None), newest first (by start: two runs started in the same
+        second too). Only those are read (the newest by their artifact, written once when each was created).
+        Reads without locks; tolerates runs being written."""
+        dirs = self._run_dirs()
+        if limit is not None and len(dirs) > limit:
+            dirs = sorted(dirs, key=lambda p: (_mtime(p / "plan.json"), p.name), reverse=True)[:limit]
+        return sorted((self._info(d) for d in dirs), key=lambda i: (i.started, i.id), reverse=True)
 
     def _newest(self) -> str | None:
         """The run started last: its artifact, written once when it was created, is the newest."""
