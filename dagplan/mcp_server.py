@@ -134,8 +134,11 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     from mcp_types import ToolAnnotations
 
     here = Here(os.path.realpath(root or os.getcwd()), state, tuple(tool_sources))
+    from . import __version__
+
     server = MCPServer(
         "dagplan",
+        version=__version__,  # what `initialize` reports as serverInfo.version
         log_level="WARNING",  # the SDK's INFO chatter is not for the host's log
         instructions="Write plans as dagplan YAML; check them with check_plan and repair every error it "
         "reports (each has a hint) before preview_plan or run_plan. Read dagplan://reference first.",

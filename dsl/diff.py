@@ -57,6 +57,7 @@ class PlanDiff:
     side_effects_removed: list[str] = field(default_factory=list)
     side_effects_changed: list[str] = field(default_factory=list)  # steps that act on the world, and changed
     purity_unknown: list[str] = field(default_factory=list)  # added or changed, and no tools to tell if they act
+    gates_lost: dict[str, list[str]] = field(default_factory=dict)  # a step that acts -> the gates no longer before it
     plan_changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     cost: tuple[Any, Any] | None = None  # the worst case before and after, when a caller priced them
 
@@ -74,6 +75,7 @@ class PlanDiff:
             "side_effects_removed": self.side_effects_removed,
             "side_effects_changed": self.side_effects_changed,
             "purity_unknown": self.purity_unknown,
+            "gates_lost": {sid: list(gates) for sid, gates in self.gates_lost.items()},
             "added": self.added,
             "removed": self.removed,
             "renamed": [{"from": a, "to": b} for a, b in self.renamed],
@@ -120,12 +122,29 @@ def diff(before: Plan, after: Plan, tools: Mapping[str, ToolSpec] | None = None)
     out.side_effects_added = sorted(acting_new - acting_old)
     out.side_effects_removed = sorted(acting_old - acting_new)
     out.side_effects_changed = sorted(s for s in out.changed if s in acting_new and s in acting_old)
+    guarded_old, guarded_new = _gated(before, analysis_of(before)), _gated(after, analysis_of(after))
+    for sid in sorted(acting_new & acting_old):
+        was = {name.get(g, g) for g in guarded_old.get(next((o for o in old if name[o] == sid), sid), ())}
+        if was and not guarded_new.get(sid):  # every gate before it is gone: nobody is asked before it acts
+            out.gates_lost[sid] = sorted(was)
     # without tools, a step whose purity only its tool knows is said to be unknown, never left out silently
     out.purity_unknown = sorted(s for s in (*out.added, *out.changed)
                                 if _leaf(new[s]) and acts_as_known(new[s], tools) is None)  # fmt: skip
     plan_old, plan_new = _plan_view(before), _plan_view(after)
     out.plan_changed = _changed(plan_old, plan_new)
     return out
+
+
+def _gated(plan: Plan, analysis: Any) -> dict[str, set[str]]:
+    """Each top-level step -> the gates it comes after (its dependencies', transitively)."""
+    gates = {s.id for s in plan.steps if s.gate is not None}
+    before: dict[str, set[str]] = {}
+    for sid in analysis.order:
+        found: set[str] = set()
+        for dep in analysis.deps[sid]:
+            found |= before.get(dep, set()) | ({dep} & gates)
+        before[sid] = found
+    return before
 
 
 def _edges(plan: Plan, analysis: Any, prefix: str = "") -> Any:

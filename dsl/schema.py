@@ -385,6 +385,9 @@ def _example(schema: Any, depth: int) -> Any:
         properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         required = [k for k in schema.get("required") or () if k in properties]
         shown = required + [k for k in properties if k not in required]
+        if not shown:  # any keys: one written out, not an empty `{}` that reads as "nothing needed"
+            extra = schema.get("additionalProperties")
+            return {"key": _example(extra, depth + 1) if isinstance(extra, Mapping) else "value"}
         return {k: _example(properties[k], depth + 1) for k in shown[:3]}
     if kind == "array":
         return [_example(schema.get("items"), depth + 1)] if isinstance(schema.get("items"), Mapping) else []

@@ -309,8 +309,17 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
                 "unknown-input",
                 f"{ref} is not declared in `inputs`",
                 ref.span,
-                did_you_mean(str(ref.path[0]), inputs) if ref.path else None,
+                did_you_mean(str(ref.path[0]), inputs, _declared(inputs)) if ref.path else _declared(inputs),
             )
+
+
+def _declared(inputs: Any) -> str:
+    """What an unknown input's hint lists: the inputs the plan declares, or how to declare one."""
+    names = [str(name) for name in inputs] if isinstance(inputs, Mapping) else []
+    if not names:
+        return "the plan declares no inputs: declare it under `inputs:`"
+    shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+    return f"the inputs declared: {shown} (or declare it under `inputs:`)"
 
 
 _FOREIGN = re.compile(

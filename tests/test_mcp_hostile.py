@@ -125,6 +125,21 @@ def server(project):
         assert "Traceback" not in stderr, stderr
 
 
+def test_initialize_reports_the_servers_name_and_version(project):
+    """Issue 63: `initialize` reported an empty server version."""
+    import dagplan
+
+    raw = Raw(project)
+    try:
+        answer = raw.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                            "clientInfo": {"name": "hostile-test", "version": "1"}})  # fmt: skip
+        assert answer["result"]["serverInfo"] == {"name": "dagplan", "version": dagplan.__version__} or (
+            answer["result"]["serverInfo"]["version"] == dagplan.__version__
+        ), answer
+    finally:
+        raw.close()
+
+
 # --- the framing guard: every request is answered, and the server goes on -------------------------
 
 

@@ -145,6 +145,7 @@ def test_sigterm_hands_running_runs_back(tmp_path, postgres):
         time.sleep(0.05)
     first.send_signal(signal.SIGTERM)
     assert first.wait(30) == 0
+    assert "- stopping: handing back 1 run(s)" in first.stderr.read()  # the log says what it did
     progress = open_registry(postgres).open(run_id).progress()
     assert progress.status == "interrupted" and 2 <= progress.done < 8  # handed back, not finished, not lost
     second = worker(tmp_path, postgres, "--drain")

@@ -207,7 +207,7 @@ def _worst_cases(results, max_items: int | None) -> dict:
 
     out = {}
     for r in results:
-        if r.plan is None:
+        if r.plan is None or r.errors:  # an invalid plan has no worst case to tell: its errors come first
             continue
         if any(s.llm for s in r.plan.steps) or any(s.plan or s.loop for s in r.plan.steps):
             from .. import api

@@ -58,6 +58,8 @@ def render(found, markdown: bool = False) -> str:
             lines.append(f"**{title}**" if markdown else f"{title}:")
             lines.extend(item + row for row in rows)
 
+    section("approval gates lost", [f"{sid} lost its approval gate ({', '.join(gates)}): it acts without asking"
+                                    for sid, gates in found.gates_lost.items()])  # fmt: skip
     section("side effects added", found.side_effects_added)
     section("side effects removed", found.side_effects_removed)
     section("side effects changed", [f"{sid} ({', '.join(found.changed[sid])})" for sid in found.side_effects_changed])

@@ -20,7 +20,30 @@ from .run import output_options, record_option
 
 
 def format_option(*choices: str):
-    return click.option("--format", "fmt", type=click.Choice(["text", *choices]), default="text")
+    """``--format text|...``; with json among the choices, ``--json`` too (the common spelling of
+    ``--format json``)."""
+    chosen = click.option("--format", "fmt", type=click.Choice(["text", *choices]), default="text")
+    if "json" not in choices:
+        return chosen
+
+    def as_json(ctx: click.Context, param: Any, given: bool) -> None:
+        if given:
+            ctx.meta["dagplan.json"] = True
+
+    def both(f: Any) -> Any:
+        import functools
+
+        @functools.wraps(f)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if click.get_current_context().meta.pop("dagplan.json", False):
+                kwargs["fmt"] = "json"
+            return f(*args, **kwargs)
+
+        flag = click.option("--json", "as_json_", is_flag=True, expose_value=False, callback=as_json,
+                            help="The same as --format json.")  # fmt: skip
+        return chosen(flag(call))
+
+    return both
 
 
 reject = fail

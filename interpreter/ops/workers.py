@@ -151,6 +151,8 @@ class Pool:
                 running = {task for task in running if not task.done()}
         finally:
             _closed(listener)
+            if running:
+                self._say("-", f"stopping: handing back {len(running)} run(s)")
             for task in running:
                 task.cancel()  # handed back: the engine records the run interrupted and lets it go
             if running:

@@ -1,0 +1,67 @@
+"""A newcomer's path, round six (issue 63): the minors, each as a user meets it through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from as_user import run_dagplan
+
+TOOLS = '''import dagplan
+
+@dagplan.tool(purity="side_effect")
+def write(text: str) -> str:
+    """Write a text."""
+    return text
+
+@dagplan.tool(purity="pure")
+def load(rows: list[dict]) -> int:
+    """Load rows."""
+    return len(rows)
+'''
+
+
+def project(tmp_path: Path, **files: str) -> Path:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    for name, text in files.items():
+        (tmp_path / name.replace("_", ".")).write_text(text)
+    return tmp_path
+
+
+def test_an_unknown_input_lists_the_declared_ones_and_an_invalid_plan_has_no_worst_case(tmp_path):
+    plan = 'inputs:\n  city: {type: string}\n  days: {type: integer}\nsteps:\n  - id: a\n    llm: "on $input.zzz"\n' \
+           "    output: $state.a\n"  # fmt: skip
+    folder = project(tmp_path, plan_yaml=plan)
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert "hint: the inputs declared: city, days (or declare it under `inputs:`)" in done.stdout
+    assert "worst case" not in done.stderr + done.stdout  # an invalid plan: its errors, not its cost
+
+
+def test_a_missing_list_of_objects_argument_is_hinted_with_a_key(tmp_path):
+    plan = "steps:\n  - id: a\n    tool: load\n    args: {}\n    output: $state.n\n"
+    folder = project(tmp_path, plan_yaml=plan)
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 1 and "needs argument 'rows'" in done.stdout, done.stdout
+    assert "[{}]" not in done.stdout and "[{key: value}]" in done.stdout, done.stdout
+
+
+def test_runs_takes_json_as_the_common_spelling(tmp_path):
+    done = run_dagplan(tmp_path, "runs", "--json", state="state")
+    assert done.returncode == 0 and json.loads(done.stdout) == [], done.stderr
+    shown = run_dagplan(tmp_path, "runs", "--help")
+    assert "--json" in shown.stdout
+
+
+def test_diff_says_a_step_lost_its_approval_gate_in_those_words(tmp_path):
+    gated = "steps:\n  - id: ok\n    gate: {question: write?, choices: [yes, no]}\n  - id: write\n    tool: write\n" \
+            "    args: {text: hi}\n    deps: [ok]\n    output: $state.w\n"  # fmt: skip
+    bare = "steps:\n  - id: write\n    tool: write\n    args: {text: hi}\n    output: $state.w\n"
+    folder = project(tmp_path, a_yaml=gated, b_yaml=bare)
+    done = run_dagplan(folder, "diff", "a.yaml", "b.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert "write lost its approval gate (ok): it acts without asking" in done.stdout, done.stdout
+    as_json = run_dagplan(folder, "diff", "a.yaml", "b.yaml", "--tools", "tools.py", "--format", "json")
+    assert json.loads(as_json.stdout)["gates_lost"] == {"write": ["ok"]}
+    same = run_dagplan(folder, "diff", "b.yaml", "a.yaml", "--tools", "tools.py", "--format", "json")
+    assert json.loads(same.stdout)["gates_lost"] == {}  # a gate added is not a gate lost
