@@ -173,6 +173,14 @@ def walk(plan: Plan) -> Any:
     return steps(plan)
 
 
+def asked_at_terminal(run_id: str, state_dir: Any = None) -> list[str]:
+    """The gates a live run of ``run_id`` asks a person about at a terminal now (their full ids)."""
+    from .interpreter.ops.asking import asked
+    from .interpreter.stores.registry import open_registry
+
+    return [str(r.get("step")) for r in asked(open_registry(_state(state_dir)).open(run_id))]
+
+
 def matches(pattern: str, unit_id: str) -> bool:
     """Whether a gate's full id (``each[2].approve_close``) matches ``pattern`` (``*``: any characters)."""
     from .interpreter.core.calls import matches as rule

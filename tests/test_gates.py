@@ -197,6 +197,8 @@ def test_an_answer_given_elsewhere_is_taken_by_the_run_prompting_on_a_terminal(t
                     break
             if answer is None and b"Ship it?" in seen:  # the prompt is up: answer it from elsewhere
                 run_id = re.search(rb"run (\d{8}-\d{6}-\w+)", seen).group(1).decode()
+                listed = subprocess.run([sys.executable, "-m", "dagplan", "runs", "--status", "waiting", "--json"],
+                                        cwd=root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
                 answer = subprocess.run([sys.executable, "-m", "dagplan", "answer", run_id, "ok", "approve"],
                                         cwd=root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
         proc.wait(timeout=60)
@@ -211,6 +213,10 @@ def test_an_answer_given_elsewhere_is_taken_by_the_run_prompting_on_a_terminal(t
             proc.kill()
     out = seen.decode("utf-8", "replace")
     assert answer is not None and answer.returncode == 0, answer.stderr if answer else out
+    # a run asking at a terminal is waiting, with what it asks (issue 63); the answer says who takes it
+    assert [(r["id"], r["status"]) for r in json.loads(listed.stdout)] == [(run_id, "waiting")], listed.stdout
+    assert "asking at a terminal, takes the answer and goes on" in answer.stderr, answer.stderr
+    assert "dagplan resume" not in answer.stderr
     assert proc.returncode == 0, out
     assert "answered elsewhere (answer, by" in out and "Today I suggest approve" in out, out
     events = cli(root, "events", "@last", "--format", "json", DAGPLAN_STATE_DIR=str(root / "state"))

@@ -65,3 +65,19 @@ def test_diff_says_a_step_lost_its_approval_gate_in_those_words(tmp_path):
     assert json.loads(as_json.stdout)["gates_lost"] == {"write": ["ok"]}
     same = run_dagplan(folder, "diff", "b.yaml", "a.yaml", "--tools", "tools.py", "--format", "json")
     assert json.loads(same.stdout)["gates_lost"] == {}  # a gate added is not a gate lost
+
+
+def test_an_answer_given_ahead_that_the_gate_cannot_take_is_refused_before_the_run_starts(tmp_path):
+    import shutil
+
+    from as_user import ROOT
+
+    for name in ("approve_refund.yaml", "tools.py"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    args = ("run", "approve_refund.yaml", "--tools", "tools.py", "-i", "customerId=c", "-i", "amount=5")
+    refused = run_dagplan(tmp_path, *args, "--answer", "approve=aprove", state="state")
+    assert refused.returncode == 2, refused.stderr
+    assert "--answer approve: 'aprove' is not one of approve, reject (did you mean 'approve'?)" in refused.stderr
+    assert json.loads(run_dagplan(tmp_path, "runs", "--json", state="state").stdout) == []  # nothing ran
+    taken = run_dagplan(tmp_path, *args, "--answer", "approve=approve", state="state")
+    assert taken.returncode == 0, taken.stderr

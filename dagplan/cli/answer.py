@@ -26,10 +26,13 @@ def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     from .. import _doors
 
     try:
+        live = _doors.asked_at_terminal(run_id, state_dir)  # a run asking a person now takes the answer itself
         full_id = api.answer(run_id, step, value, state_dir, text=True)
     except DagplanError as exc:
         fail(exc)
-    if _doors.in_database(state_dir):  # the answer queued the run: any worker goes on with it
+    if live and any(_doors.matches(step, unit) for unit in live):
+        click.echo(f"answered {step}: run {full_id}, asking at a terminal, takes the answer and goes on", err=True)
+    elif _doors.in_database(state_dir):  # the answer queued the run: any worker goes on with it
         click.echo(f"recorded the answer of {step}; the next `dagplan worker` continues run {full_id} "
                    f"(or here: dagplan resume {full_id})", err=True)  # fmt: skip
     else:

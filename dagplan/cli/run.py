@@ -290,7 +290,27 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
             out[step] = _doors.word_value(raw)
         except ValueError as exc:
             die(f"--answer {step}: {exc} (an answer is a small JSON value, or text)", EXIT_USAGE)
+        _answerable(plan, step, out[step])
     return out
+
+
+def _answerable(plan: Any, step: str, value: Any) -> None:
+    """An answer given ahead is refused before the run starts when its gate could not take it (not one of its
+    choices, off its schema): the rule the gate applies when it is answered (engine/runners.answer_problem)."""
+    import re
+
+    from .. import _doors
+    from ..dsl.errors import did_you_mean
+    from ..interpreter.engine.runners import answer_problem
+
+    bare = re.sub(r"\[[^\]]*\]", "", step)
+    for full, s in _doors.walk(plan):
+        if s.gate is None or not (full == bare or _doors.matches(step, full)):
+            continue
+        problem = answer_problem({"choices": s.gate.choices, "schema": s.gate.schema}, value)
+        if problem:
+            hint = did_you_mean(str(value), s.gate.choices or (), "") if s.gate.choices else ""
+            die(f"--answer {step}: {problem}" + (f" ({hint})" if hint else ""), EXIT_USAGE)
 
 
 def ask_gate_on_terminal(request: dict, cancelled: Any = None) -> Any:

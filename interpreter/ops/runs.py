@@ -37,14 +37,27 @@ def list_runs(state: Any = None, limit: int | None = None, statuses: Any = ()) -
     registry = open_registry(state)
     wanted = {str(s) for s in statuses}
     if limit is None:
-        return [i for i in registry.list() if not wanted or str(i.status) in wanted]
+        return [i for i in map(_asking(registry), registry.list()) if not wanted or str(i.status) in wanted]
     page = limit
     while True:
-        found = registry.list(page)
+        found = [*map(_asking(registry), registry.list(page))]
         matched = [i for i in found if not wanted or str(i.status) in wanted]
         if len(matched) >= limit or len(found) < page:
             return matched[:limit]
         page *= 4
+
+
+def _asking(registry: Any) -> Any:
+    """A live run asking a person at a terminal is waiting, as one stopped at a gate is (with what it asks)."""
+    import dataclasses
+
+    def seen(info: RunInfo) -> RunInfo:
+        if info.status is not RunStatus.RUNNING or info.pid is None:
+            return info
+        requests = asked(registry.open(info.id))
+        return dataclasses.replace(info, status=RunStatus.WAITING, waiting=tuple(requests)) if requests else info
+
+    return seen
 
 
 @dataclass(frozen=True)
