@@ -154,3 +154,23 @@ def test_plan_says_what_valid_means_and_warns_when_the_plan_ignores_the_request(
     right = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "--tools", TOOLS,
                  "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
     assert "fewer-steps" not in right.stderr and "values-unused" not in right.stderr, right.stderr
+
+
+def test_plan_o_prints_the_run_command_with_the_tools_as_the_project_gives_them(stub, tmp_path):
+    """Issue 63: with `tools` in dagplan.toml, `plan -o FILE` said `--tools TOOLS.py`; the command to run the
+    written plan needs no --tools there, and repeats the ones given on the command line."""
+    import shutil
+
+    shutil.copy(TOOLS, tmp_path / "tools.py")
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    stub.script(json_reply(RIGHT_WEATHER))
+    done = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "-o", "p.yaml",
+                "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr  # with -o, the preview goes to stdout
+    assert "To run it: dagplan run p.yaml" in said and "TOOLS.py" not in said, said
+    (tmp_path / "dagplan.toml").unlink()
+    stub.script(json_reply(RIGHT_WEATHER))
+    given = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "-o", "q.yaml",
+                 "--tools", "tools.py", "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert "To run it: dagplan run q.yaml --tools tools.py" in given.stdout, given.stdout + given.stderr

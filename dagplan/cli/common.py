@@ -326,3 +326,9 @@ def _output_file_type() -> type:
             return super().convert(value, param, ctx)
 
     return OutputFile
+
+
+def tools_as_given(tool_sources: Any, config: Any) -> Any:
+    """The ``--tools`` a printed command repeats: the ones given (none where the configuration names the tools:
+    an empty tuple), or None when no tools are known (the command then shows a ``--tools TOOLS.py`` placeholder)."""
+    return tuple(tool_sources) if tool_sources or config.tools else None

@@ -18,7 +18,7 @@ import click
 
 from ..dsl.errors import DagplanError
 
-from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish, tools_option
+from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish, tools_as_given, tools_option
 from .common import die as _die
 
 
@@ -120,7 +120,7 @@ def plan(
     except DagplanError as exc:
         _show_failure(exc)
     path = _write(result.document_yaml, output) if output or run_after else None
-    _render(result, path, fmt, specs)
+    _render(result, path, fmt, specs, tools_as_given(tool_sources, config))
     if run_after:
         _run(result.plan, path, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt)
 
@@ -162,7 +162,7 @@ def _write(text: str, output: str | None) -> Path:
     return Path(output)
 
 
-def _render(result: Any, path: Path | None, fmt: str, specs: Any = None) -> None:
+def _render(result: Any, path: Path | None, fmt: str, specs: Any = None, given: Any = None) -> None:
     if fmt == "json":
         click.echo(json.dumps(_as_json(result, path), indent=2, ensure_ascii=False))
         return
@@ -175,23 +175,24 @@ def _render(result: Any, path: Path | None, fmt: str, specs: Any = None) -> None
     from .._doors import what_valid_means
 
     click.echo(f"valid: {what_valid_means()}", err=True)
-    click.echo(_preview(result.plan, path, specs), err=path is None)
+    click.echo(_preview(result.plan, path, specs, given), err=path is None)
     click.echo(
         f"{result.calls} model call(s), {result.prompt_tokens + result.completion_tokens} tokens, ${result.cost:.6f}",
         err=True,
     )
 
 
-def _preview(plan: Any, path: Path | None, specs: Any = None) -> str:
+def _preview(plan: Any, path: Path | None, specs: Any = None, given: Any = None) -> str:
     """The plan's preview (with the catalog's word on what acts); its run command names the file written (not
-    the model's attempt)."""
+    the model's attempt) and the tools as they were given (none where the configuration names them: ``given``
+    is then empty; None: not known, a placeholder)."""
     from dataclasses import replace
 
     from ..api import preview
     from ..views import preview_text
 
-    shown = preview(plan, specs or None)
-    return preview_text(replace(shown, source=str(path) if path is not None else "PLAN.yaml"))
+    shown = replace(preview(plan, specs or None), source=str(path) if path is not None else "PLAN.yaml")
+    return preview_text(shown, shown.command_to_run(given))
 
 
 def _as_json(result: Any, path: Path | None) -> dict:

@@ -25,6 +25,7 @@ from .common import (
     guard_descriptors,
     project_of,
     state_dir_option,
+    tools_as_given,
     tools_option,
     verbosity,
 )
@@ -126,7 +127,7 @@ def preview(
         found = {**shown.to_json(), **({"rerun": again.to_json()} if again is not None else {})}
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
     else:
-        how = shown.command_to_run(tool_sources if tool_sources or config.tools else None)  # the tools as given
+        how = shown.command_to_run(tools_as_given(tool_sources, config))
         click.echo(preview_text(shown, how) + (("\n\n" + rerun_text(again, file)) if again is not None else ""))
     if approval is not None:
         target = output or os.path.splitext(file)[0] + ".approval.json"
