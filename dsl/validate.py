@@ -313,6 +313,34 @@ def unknown_inputs(facts: Facts) -> Iterator[Diagnostic]:
             )
 
 
+_A = {"string": "a string", "integer": "an integer", "number": "a number", "object": "an object",
+      "boolean": "a boolean"}  # fmt: skip
+
+
+def fan_outs_over_inputs(facts: Facts) -> Iterator[Diagnostic]:
+    """A fan-out over an input whose schema says it is not a list (a string, a number, an object): the run
+    would refuse it when it starts; said here, at the ``for_each``."""
+    inputs = facts.plan.inputs
+    if not inputs:
+        return
+    for step in facts.plan.steps:
+        over = step.for_each.over if step.for_each is not None else None
+        if not isinstance(over, Ref) or over.root != "input":
+            continue
+        schema = input_schema(inputs, over.path)
+        kind = schema.get("type") if isinstance(schema, Mapping) else None
+        kinds = {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
+        if kinds and "array" not in kinds:
+            yield error(
+                "bad-for-each",
+                f"step {step.id!r} fans out over {over}, which is {' or '.join(_A.get(k, k) for k in sorted(kinds))} (its "
+                "input schema): "
+                "a fan-out needs a list",
+                over.span or step.span,
+                f"declare it as a list ({{type: array, items: {{type: {sorted(kinds)[0]}}}}}), or fan out over a list",
+            )
+
+
 def _declared(inputs: Any) -> str:
     """What an unknown input's hint lists: the inputs the plan declares, or how to declare one."""
     names = [str(name) for name in inputs] if isinstance(inputs, Mapping) else []
@@ -890,6 +918,7 @@ RULES: tuple[Rule, ...] = (
     bad_outputs,
     unwritten_state,
     unknown_inputs,
+    fan_outs_over_inputs,
     input_schemas,
     conditions,
     gate_choices,

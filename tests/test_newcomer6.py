@@ -81,3 +81,17 @@ def test_an_answer_given_ahead_that_the_gate_cannot_take_is_refused_before_the_r
     assert json.loads(run_dagplan(tmp_path, "runs", "--json", state="state").stdout) == []  # nothing ran
     taken = run_dagplan(tmp_path, *args, "--answer", "approve=approve", state="state")
     assert taken.returncode == 0, taken.stderr
+
+
+def test_a_fan_out_over_a_string_input_is_caught_by_check(tmp_path):
+    plan = "inputs:\n  names: {type: string}\nsteps:\n  - id: each\n    for_each: $input.names\n    max_items: 5\n" \
+           "    tool: write\n    args: {text: $item}\n    output: $state.out\n"  # fmt: skip
+    folder = project(tmp_path, plan_yaml=plan)
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert (
+        "plan.yaml:5:15: error bad-for-each: step 'each' fans out over $input.names, which is a string" in done.stdout
+    )
+    listed = plan.replace("{type: string}", "{type: array, items: {type: string}}")
+    (folder / "plan.yaml").write_text(listed)
+    assert run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py").returncode == 0
