@@ -333,9 +333,8 @@ def fan_outs_over_inputs(facts: Facts) -> Iterator[Diagnostic]:
         if kinds and "array" not in kinds:
             yield error(
                 "bad-for-each",
-                f"step {step.id!r} fans out over {over}, which is {' or '.join(_A.get(k, k) for k in sorted(kinds))} (its "
-                "input schema): "
-                "a fan-out needs a list",
+                f"step {step.id!r} fans out over {over}, which is "
+                f"{' or '.join(_A.get(k, k) for k in sorted(kinds))} (its input schema): a fan-out needs a list",
                 over.span or step.span,
                 f"declare it as a list ({{type: array, items: {{type: {sorted(kinds)[0]}}}}}), or fan out over a list",
             )
@@ -563,6 +562,18 @@ def gate_choices(facts: Facts) -> Iterator[Diagnostic]:
 def cycles(facts: Facts) -> Iterator[Diagnostic]:
     for cycle in facts.cycles:
         first = facts.plan.by_id[cycle[0]]
+        own = _reads_own_output(facts, first) if len(cycle) == 1 else None
+        if own is not None:  # the common shape: "improve †state.x" written back to †state.x
+            others = sorted({w for w, _ in facts.writers(own) if w != first.id})
+            also = f"; {', '.join(repr(o) for o in others)} writes it too" if others else ""
+            yield error(
+                "cycle",
+                f"step '{first.id}' reads {own}, which it writes itself{also}",
+                own.span or _at(first, "id"),
+                "a step's output is a new value: write it to a path of its own (such as "
+                f"{own}_2) and read that after it",
+            )
+            continue
         text = " -> ".join(cycle + [cycle[0]])
         yield error(
             "cycle",
@@ -570,6 +581,18 @@ def cycles(facts: Facts) -> Iterator[Diagnostic]:
             _at(first, "id"),
             "each arrow means the next step needs the previous one (deps, a †state path it reads, or a placeholder)",
         )
+
+
+def _reads_own_output(facts: Facts, step: Step) -> Ref | None:
+    """The first †state path ``step`` reads that it also writes (its own output), if any."""
+    index = facts.plan.steps.index(step)
+    for node in facts.reads[index]:
+        if type(node) is Placeholder:
+            continue
+        for ref in (node,) if type(node) is Ref else refs_of(node):
+            if ref.root == "state" and any(w == step.id for w, _ in facts.writers(ref)):
+                return ref
+    return None
 
 
 def find_cycles(deps: Mapping[str, tuple[str, ...]], plan: Plan) -> list[list[str]]:

@@ -95,3 +95,15 @@ def test_a_fan_out_over_a_string_input_is_caught_by_check(tmp_path):
     listed = plan.replace("{type: string}", "{type: array, items: {type: string}}")
     (folder / "plan.yaml").write_text(listed)
     assert run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py").returncode == 0
+
+
+def test_a_step_that_reads_the_path_it_writes_is_told_so(tmp_path):
+    plan = "steps:\n  - id: a\n    tool: write\n    args: {text: first}\n    output: $state.x\n" \
+           "  - id: b\n    tool: write\n    args: {text: $state.x}\n    output: $state.x\n"  # fmt: skip
+    folder = project(tmp_path, plan_yaml=plan)
+    done = run_dagplan(folder, "check", "plan.yaml", "--tools", "tools.py")
+    assert done.returncode == 1
+    assert "error cycle: step 'b' reads $state.x, which it writes itself; 'a' writes it too" in done.stdout
+    assert (
+        "write it to a path of its own (such as $state.x_2)" in done.stdout and "depends on itself" not in done.stdout
+    )
