@@ -107,3 +107,28 @@ def test_a_step_that_reads_the_path_it_writes_is_told_so(tmp_path):
     assert (
         "write it to a path of its own (such as $state.x_2)" in done.stdout and "depends on itself" not in done.stdout
     )
+
+
+def test_test_paths_scaffolds_the_first_test_file_and_its_refusal_case_passes_once_filled_in(tmp_path):
+    import shutil
+
+    import yaml
+
+    from as_user import ROOT
+
+    for name in ("approve_refund.yaml", "tools.py"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    drafted = run_dagplan(tmp_path, "test", "--paths", "approve_refund.yaml")  # no test file yet
+    assert drafted.returncode == 0, drafted.stderr
+    cases = yaml.safe_load(drafted.stdout.split("\n", 2)[2])["cases"]
+    assert [c["mocks"]["gates"]["approve"] for c in cases] == ["approve", "reject"]
+    assert cases[1]["expect"].get("had_errors") is True and "had_errors" not in cases[0]["expect"]
+    for case in cases:  # filled in as a person would
+        case["inputs"] = {"customerId": "c1", "amount": 5}
+        case["mocks"]["tools"] = {"checkBillingHistory": {"result": {"orders": 2}}, "issueRefund": {"result": "ok"}}
+        case["expect"]["result"] = "ok" if case["mocks"]["gates"]["approve"] == "approve" else None
+    (tmp_path / "approve_refund.test.yaml").write_text(yaml.safe_dump({"plan": "approve_refund.yaml", "cases": cases}))
+    ran = run_dagplan(tmp_path, "test", "approve_refund.test.yaml")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    covered = run_dagplan(tmp_path, "test", "--paths", "approve_refund.yaml")
+    assert "every one of 2 branch combinations is covered" in covered.stdout, covered.stdout

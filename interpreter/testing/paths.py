@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ...dsl.compose import is_refusal
 from ...dsl.ir import Plan, Step, StepKind
 from .coverage import Point, covered_by, paths, walk
 
@@ -101,6 +102,8 @@ def draft(plan: Plan, combo: tuple[Point, ...], values: dict[str, Any] | None = 
     if mocks:
         case["mocks"] = mocks
     case["expect"] = {"status": "completed", "result": TODO}
+    if any(p.kind == "gate" and is_refusal(p.choice) for p in combo):
+        case["expect"]["had_errors"] = True  # a refused gate is a failed step: the run completes with errors
     return case
 
 
