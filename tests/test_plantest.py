@@ -528,6 +528,9 @@ def test_a_case_replays_a_cassette(tmp_path, stub, stub_model):
     results = run_file(tmp_path / "ask.test.yaml").results
     assert results[0].failures == [] and stub.count == 0
     assert "has no recording of tool lookup" in results[1].failures[0].message
+    by = {row["step"]: row["by"] for row in results[1].steps}
+    assert by["find"] == "cassette (miss)", results[1].steps  # issue 63: it said `real`
+    assert {row["by"] for row in results[0].steps} <= {"cassette", ""}, results[0].steps
 
 
 # --- cost before running -----------------------------------------------------------------------

@@ -394,10 +394,22 @@ def _answered_by(step: Any, sid: str, mocks: Any, cassette: bool) -> str:
     if step.call == "gate":
         return "mock" if sid in mocks.gates else "cassette" if cassette else ""
     if step.call == "llm":
-        return "mock" if sid in mocks.llm else "cassette" if cassette else "unmocked"
-    if step.call in mocks.real or (step.call in mocks.pure and step.call not in mocks.tools):
+        return "mock" if sid in mocks.llm else _replayed(step) if cassette else "unmocked"
+    if step.call in mocks.real:
         return "real"
-    return "mock" if step.call in mocks.tools else "cassette" if cassette else "unmocked"
+    if step.call in mocks.tools:
+        return "mock"
+    if cassette:  # a replay answers every other call from the cassette, pure tools too (_Replay.tool)
+        return _replayed(step)
+    return "real" if step.call in mocks.pure else "unmocked"
+
+
+def _replayed(step: Any) -> str:
+    """A call a cassette answered, or one it had no recording of (the step failed on that miss)."""
+    error = step.error or {}
+    return (
+        "cassette (miss)" if "CassetteMiss" in str(error.get("type", "")) + str(error.get("code", "")) else "cassette"
+    )
 
 
 def _reads_children(suite: Suite, case: Mapping[str, Any]) -> bool:
