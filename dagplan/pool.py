@@ -113,7 +113,21 @@ def _submission(
         raise RunError.make("not-durable", "a submitted plan must be loaded from a document", hint="use dagplan.load()")
     meta = {"dialect": plan.dialect, "tool_sources": source_record(tool_sources),
             "config": str(config.path) if config.path else None}  # fmt: skip
-    return {"plan_doc": plan.document, "plan_name": plan.source, "inputs": dict(values), "meta": meta}
+    return {"plan_doc": plan.document, "plan_name": plan_name(plan.source, config), "inputs": dict(values),
+            "meta": meta}  # fmt: skip
+
+
+def plan_name(source: str, config: Any) -> str:
+    """A queued run's plan, named one way whoever queued it (``submit`` from any folder, a schedule): its path
+    relative to the project's root (where dagplan.toml is), so that ``[pool.per_plan]`` keys name it once; a plan
+    outside the project, or not from a file, keeps its name."""
+    from .interpreter.core.config import project_root
+
+    if not source or source.startswith("<") or not os.path.isfile(source):
+        return source
+    root = os.path.dirname(os.path.abspath(config.path)) if getattr(config, "path", None) else str(project_root())
+    relative = os.path.relpath(os.path.abspath(source), root)
+    return source if relative.startswith(os.pardir) else relative.replace(os.sep, "/")
 
 
 def worker_pool(

@@ -132,3 +132,25 @@ def test_test_paths_scaffolds_the_first_test_file_and_its_refusal_case_passes_on
     assert ran.returncode == 0, ran.stdout + ran.stderr
     covered = run_dagplan(tmp_path, "test", "--paths", "approve_refund.yaml")
     assert "every one of 2 branch combinations is covered" in covered.stdout, covered.stdout
+
+
+def test_a_queued_runs_plan_is_named_from_the_project_root_whoever_queued_it(tmp_path, monkeypatch):
+    """Issue 63: a schedule recorded its plan by absolute path, `submit` by the path as typed, so a
+    `[pool.per_plan]` key named one of them only."""
+    from dagplan.interpreter.core.config import load_config
+    from dagplan.pool import plan_name
+
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "nightly.yaml").write_text("steps: []\n")
+    (tmp_path / "dagplan.toml").write_text("")
+    config = load_config(tmp_path)
+    monkeypatch.chdir(tmp_path / "plans")
+    as_typed_here = plan_name("nightly.yaml", config)
+    absolute = plan_name(str(tmp_path / "plans" / "nightly.yaml"), config)
+    monkeypatch.chdir(tmp_path)
+    from_root = plan_name("plans/nightly.yaml", config)
+    assert as_typed_here == absolute == from_root == "plans/nightly.yaml"
+    assert plan_name("<stdin>", config) == "<stdin>"
+    outside = tmp_path.parent / "elsewhere.yaml"
+    outside.write_text("steps: []\n")
+    assert plan_name(str(outside), config) == str(outside)
