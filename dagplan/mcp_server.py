@@ -251,6 +251,15 @@ class Here:
         except PlanInvalid as exc:  # the model reads why, and how to repair it
             raise ToolError("the plan is not valid: " + json.dumps(self.checked(plan, name))) from exc
 
+    def as_sent(self, plan: Any) -> Any:
+        """A plan a client sent as text, named as such in the runs it makes (``(sent by a client) plan.yaml``),
+        not by a path beside the server's folder where no file is; a plan of a file there keeps its path."""
+        from .dsl.record import replace
+
+        if os.path.isfile(plan.source):
+            return plan
+        return replace(plan, source=f"(sent by a client) {os.path.basename(plan.source)}")
+
     def own(self, run_id: str) -> str:
         """``run_id`` when this server started it; else the error a client gets."""
         from .dsl.errors import RunError
@@ -320,6 +329,7 @@ def _run_tools(server: Any, here: Here, allow_side_effects: bool, allow_answer: 
         loaded = here.loaded(plan, name)
         if not allow_side_effects:
             loaded = acting_gated(loaded, tools)
+        loaded = here.as_sent(loaded)
         result = await here.project.arun(loaded, tools=tools, inputs=inputs or {}, durable=True, person_gates=True,
                                          on_run_created=here.mine.add)  # fmt: skip
         return _run_json(result.to_json())

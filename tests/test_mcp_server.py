@@ -94,6 +94,7 @@ async def _conversation(client, project: Path) -> None:
     assert status["status"] == "completed"
     runs = (await client.call_tool("list_runs", {})).structured_content["runs"]
     assert runs[0]["id"] == started["run_id"]
+    assert runs[0]["plan"].startswith("(sent by a client) "), runs[0]  # not a path where no file is (issue 63)
 
     reference = await client.read_resource("dagplan://reference")
     assert "†state" in reference.contents[0].text
