@@ -357,9 +357,9 @@ def test_a_refusal_the_plan_routes_is_an_ordinary_completion(tools_project):
     assert decided.returncode == 0, decided.stdout + decided.stderr  # a when: on the answer decides
     steps = json.loads(decided.stdout)["steps"]
     assert [steps[s]["status"] for s in ("decide", "ship", "tell")] == ["completed", "skipped", "completed"], steps
-    assert (
-        run_dagplan_s(tools_project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=maybe").returncode == 1
-    )
+    outside = run_dagplan_s(tools_project, "run", "w.yaml", "--tools", "tools.py", "--answer", "decide=maybe")
+    assert outside.returncode == 2  # an answer the gate cannot take is refused before the run starts (issue 63)
+    assert "--answer decide: 'maybe' is not one of approve, reject" in outside.stderr
     (tools_project / "h.yaml").write_text(
         "steps:\n  - id: approve\n    gate: {question: ship?, choices: [approve, reject]}\n"
     )
