@@ -208,6 +208,30 @@ GRAPH_HEADER = ("| model | tasks | node F1 | edge F1 | values | ran to the end |
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")  # fmt: skip
 
 
+def print_bfcl(categories: list[str], model: str, limit: int, repair: int, held_out: bool, to: str) -> None:
+    """BFCL's categories as a table (benchmarks/bfcl.py says what each column measures)."""
+    import bfcl
+
+    print(
+        f"BFCL {bfcl.VERSION} (bfcl-eval), model {model}, up to {repair} repairs, {limit or 'all'} requests a category"
+    )
+    print("| category | requests | one step | right function | argument values | AST (BFCL) | no call (irrelevance) "
+          "| s/plan |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    found = []
+    for category in categories:
+        result = bfcl.run(category, model, limit, repair, held_out)
+        found.append(result)
+
+        def cell(key: str) -> str:
+            return "" if result[key] is None else f"{result[key]:.1f}%"
+
+        print(f"| {category} | {result['requests']} | {cell('one_step')} | {cell('function')} | {cell('values')} | "
+              f"{cell('ast')} | {cell('right')} | {result['seconds']} |", flush=True)  # fmt: skip
+    if to:
+        Path(to).write_text(json.dumps(found, indent=1, default=str))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="local")
@@ -223,7 +247,19 @@ def main() -> None:
                         help="comma-separated catalogs (everyday, examples, media, pipeline): a row a catalog and a "
                         "shape, with --ideas' first guide")  # fmt: skip
     parser.add_argument("--recall", action="store_true", help="recall@k of the guide's tool retrieval, per catalog")
+    parser.add_argument(
+        "--bfcl",
+        default="",
+        help="comma-separated BFCL categories (simple, multiple, parallel, "
+        "parallel_multiple, irrelevance): planned and scored by BFCL's checker (benchmarks/bfcl.py)",
+    )
+    parser.add_argument("--bfcl-limit", type=int, default=50, help="requests a category, spread over it (0: all)")
+    parser.add_argument("--bfcl-held-out", action="store_true", help="allow the live_* categories (the held-out set)")
+    parser.add_argument("--bfcl-json", default="", help="write every row to this file")
     args = parser.parse_args()
+    if args.bfcl:
+        print_bfcl(args.bfcl.split(","), args.model, args.bfcl_limit, args.repair, args.bfcl_held_out, args.bfcl_json)
+        return
     if args.recall:
         print("\n".join(recall()))
         return

@@ -173,6 +173,13 @@ def walk(plan: Plan) -> Any:
     return steps(plan)
 
 
+def answer_problem(request: Any, answer: Any) -> str | None:
+    """Why a gate could not take ``answer`` (the gate's own rule: not one of its choices, off its schema)."""
+    from .interpreter.engine.runners import answer_problem as rule
+
+    return rule(request, answer)
+
+
 def asked_at_terminal(run_id: str, state_dir: Any = None) -> list[str]:
     """The gates a live run of ``run_id`` asks a person about at a terminal now (their full ids)."""
     from .interpreter.ops.asking import asked

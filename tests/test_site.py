@@ -85,8 +85,17 @@ def test_the_site_is_navigated_and_searched_in_a_browser(site, browser):
         field = wait.until(shown.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input")))
         field.click()  # the header's search field (the window is wide)
         field.send_keys("idempotency")
-        found = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".md-search-result__item a"))
-        assert any("guide/" in a.get_attribute("href") for a in found)
+        # the results are drawn again as the search index answers: read them inside the wait, again when a
+        # drawing replaced the ones found (a stale element), until a guide page is among them
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        results = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+        assert results.until(
+            lambda b: any(
+                "guide/" in (a.get_attribute("href") or "")
+                for a in b.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")
+            )
+        )
     finally:
         server.shutdown()
 

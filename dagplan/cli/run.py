@@ -302,13 +302,12 @@ def _answerable(plan: Any, step: str, value: Any) -> None:
 
     from .. import _doors
     from ..dsl.errors import did_you_mean
-    from ..interpreter.engine.runners import answer_problem
 
     bare = re.sub(r"\[[^\]]*\]", "", step)
     for full, s in _doors.walk(plan):
         if s.gate is None or not (full == bare or _doors.matches(step, full)):
             continue
-        problem = answer_problem({"choices": s.gate.choices, "schema": s.gate.schema}, value)
+        problem = _doors.answer_problem({"choices": s.gate.choices, "schema": s.gate.schema}, value)
         if problem:
             hint = did_you_mean(str(value), s.gate.choices or (), "") if s.gate.choices else ""
             die(f"--answer {step}: {problem}" + (f" ({hint})" if hint else ""), EXIT_USAGE)

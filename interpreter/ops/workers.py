@@ -136,7 +136,8 @@ class Pool:
                     delay = backoff.next()
                     self._say("-", f"the run database is unreachable ({_first_line(exc)}); again in {delay:.1f}s")
                     registry.forget_connection()
-                    listener = _closed(listener)
+                    _closed(listener)
+                    listener = None
                     await asyncio.sleep(delay)
                     continue
                 if idle:
@@ -227,4 +228,3 @@ def _closed(listener: Any) -> None:
             listener.close()
         except Exception:  # noqa: BLE001 - a connection already gone
             pass
-    return None
