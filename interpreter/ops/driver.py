@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from ...dsl.errors import PlanInvalid, RunError, first_line
 from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
-from ..engine.execution import RunResult
+from ..engine.results import RunResult
 from ..stores.journal import Journal, check_step, clear_from, new_run_id, release
 from ..stores.registry import open_registry
 from ..core.progress import plan_step_ids

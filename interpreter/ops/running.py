@@ -10,7 +10,8 @@ from typing import Any, Callable, Mapping
 from ...dsl.errors import RunError
 from ...dsl.ir import Plan
 from ...dsl.schedule import analysis_of
-from ..engine.execution import Execution, RunResult
+from ..engine.execution import Execution
+from ..engine.results import RunResult
 from ..engine.scope import Options, RunScope
 from ..stores.journal import release
 from ..llm.preflight import preflight
