@@ -72,20 +72,42 @@ PER_CLAUSE = 3  # tools offered for one clause
 WHOLE = 5  # tools offered for a clause that shares no word with any tool, or for positions past the clauses
 
 
-def clauses(task: str) -> list[str]:
+def clauses(task: str, tools: Mapping[str, ToolSpec] | None = None) -> list[str]:
     """The things a request asks for, in the order it states them (one when it states none): "After X, Y"
-    is X, then Y."""
+    is X, then Y. With ``tools``, "and" before a word that names one of their parameters joins two values of
+    one thing ("a base of 10 and height of 5", "the date and time"), not two things to do."""
     leading = _LEADING_AFTER.match(task)
     if leading:
-        return [*clauses(leading.group(1)), *clauses(leading.group(2))]
+        return [*clauses(leading.group(1), tools), *clauses(leading.group(2), tools)]
     trailing = _TRAILING_AFTER.match(task)
     if trailing and not _THEN.search(task):  # "X after Y" (no comma in Y) is Y, then X
-        return [*clauses(trailing.group(2)), *clauses(trailing.group(1))]
+        return [*clauses(trailing.group(2), tools), *clauses(trailing.group(1), tools)]
     found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
     if len(found) > 1 and _THEN.search(task):  # "A, B, then C": its comma-listed things to do are clauses too
         found = [piece for part in found for piece in _LISTED.split(part)]
-    found = [piece.strip(" ,") for part in found for piece in _AND_THEN.split(part) if piece.strip(" ,.")]
-    return found or [task]
+    named = _parameter_words(tools) if tools else frozenset()
+    joined: list[str] = []
+    for part in found:
+        for index, piece in enumerate(_AND_THEN.split(part)):
+            piece = piece.strip(" ,")
+            if not piece.strip(" ,."):
+                continue
+            first = _WORD.match(piece)
+            if index and joined and first and _singular(first.group(0).lower()) in named:
+                joined[-1] = f"{joined[-1]} and {piece}"  # another value of the same thing
+            else:
+                joined.append(piece)
+    return joined or [task]
+
+
+def _parameter_words(tools: Mapping[str, ToolSpec]) -> frozenset[str]:
+    """The words of the catalog's parameter names, singular (``max_height``: max, height)."""
+    names = [name for spec in tools.values() for name in ((spec.parameters or {}).get("properties") or {})]
+    return frozenset(_singular(word) for name in names for word in name_words(name))
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _tokens(text: str) -> list[str]:
@@ -200,7 +222,7 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_
     """Per step position, the tools offered there: the ``per_clause`` each clause (read with the clause before
     it) is most about, in the request's order. A request of one clause gets the tools it is about (one
     position), after a tool that takes the place it gives when its own tool cannot (:func:`_fetch_first`)."""
-    parts = clauses(task)[:max_steps]
+    parts = clauses(task, tools)[:max_steps]
     whole = rank(task, tools, WHOLE) or sorted(tools)
     if len(parts) < 2:
         fetch = _fetch_first(task, tools, per_clause)

@@ -201,7 +201,9 @@ async def aplan(
     order = positions(task, tools or {}, per_clause=per_clause) if small and "order" in guide and tools else None
     given = request_values(task, words=True) if small and "values" in guide else None
     flow = small and "flow" in guide
-    own = [request_values(c, words=True) for c in clauses(task)] if flow and given is not None and order else None
+    own = (
+        [request_values(c, words=True) for c in clauses(task, tools)] if flow and given is not None and order else None
+    )
     compact = bool(order) and "compact" in guide
     schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given, flow=flow,
                             clause_values=own, implied=compact)  # fmt: skip
@@ -213,7 +215,7 @@ async def aplan(
         if order
         else tools
     )
-    steps = clauses(task)
+    steps = clauses(task, tools)
     said = task if not order or len(steps) < 2 else task + "\n\nDo these in order:\n" + "\n".join(
         f"{number}. {clause}" for number, clause in enumerate(steps, 1))  # fmt: skip
     messages = [
