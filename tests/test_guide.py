@@ -224,3 +224,37 @@ def test_the_retrieval_benchmark_reports_every_catalog_with_its_held_out_half():
         assert [len(t) for t in tasks] == [20, 20], name
         assert {shape(t) for half in tasks for t in half} == {"single", "chain", "graph"}, name
         assert set(TOOLS[name]) >= {tool for half in tasks for t in half for tool in t.tools}  # the catalog's own
+
+
+def test_and_before_a_parameters_name_joins_two_values_of_one_thing():
+    """BFCL's simple requests (issue 65): "a base of 10 and height of 5" is one thing to do, with the catalog's
+    parameters to tell; "find a restaurant and reserve a table" stays two."""
+    from dagplan.dsl.ir import ToolSpec
+
+    area = {"area": ToolSpec("area", "Area of a triangle.", {"type": "object", "properties": {
+        "base": {"type": "integer"}, "height": {"type": "integer"}}})}  # fmt: skip
+    task = "Find the area of a triangle with a base of 10 units and height of 5 units."
+    assert len(clauses(task)) == 2 and len(clauses(task, area)) == 1
+    assert len(clauses("Find a restaurant in Rome and reserve a table", TOOLS["everyday"])) == 2
+
+
+def test_a_request_no_tool_is_about_is_said_before_the_model_is_asked():
+    """A small model calls some tool whatever it is asked: the planner says none fits (no shared word, no
+    meaning near: BFCL's irrelevance requests), and plans as before where one does."""
+    import asyncio
+
+    from dagplan.dsl.ir import ToolSpec
+    from dagplan.interpreter.llm.guide import unrelated
+    from dagplan.interpreter.llm.planner import PlanningFailed, aplan
+
+    distance = {"distance_calculator.calculate": ToolSpec("distance_calculator.calculate",
+                "Calculate the distance between two geographical coordinates.",
+                {"type": "object", "properties": {"coordinate_1": {"type": "array"},
+                                                  "coordinate_2": {"type": "array"}}})}  # fmt: skip
+    why = unrelated("Solve for the roots of the equation 3x^2 - 2x - 5.", distance)
+    assert why and "none of the 1 tool(s) is about this request" in why
+    assert unrelated("Check the weather in Berlin", TOOLS["examples"]) is None
+    assert unrelated("How far is Paris from Rome, by their coordinates?", distance) is None
+    with pytest.raises(PlanningFailed) as failed:
+        asyncio.run(aplan("Solve for the roots of the equation 3x^2 - 2x - 5.", tools=distance, model="local"))
+    assert failed.value.headline.code == "no-tool-fits" and not failed.value.attempts  # the model was not asked

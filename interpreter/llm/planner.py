@@ -197,6 +197,13 @@ async def aplan(
     from .local import is_local
 
     small = is_local(model)
+    if small and tools and "order" in guide:  # a small model calls some tool whatever it is asked: say so first
+        from .guide import unrelated
+
+        why = unrelated(task, tools)
+        if why:
+            raise PlanningFailed((error("no-tool-fits", why, hint="give the tools this request needs (--tools), "
+                                        "or ask for what these tools do"),))  # fmt: skip
     per_clause = 1 if "narrow" in guide else PER_CLAUSE
     order = positions(task, tools or {}, per_clause=per_clause) if small and "order" in guide and tools else None
     given = request_values(task, words=True) if small and "values" in guide else None
