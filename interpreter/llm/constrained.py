@@ -47,6 +47,7 @@ def catalog_schema(
     flow: bool = False,
     clause_values: list[list[str]] | None = None,
     implied: bool = False,
+    request: str | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of a plan for this catalog (see the module docstring). Without ``state_references``
     an argument is a value or an input, never another step's output: a grammar cannot tie a read to a path
@@ -60,7 +61,9 @@ def catalog_schema(
     ``clause_values`` (the values each clause gives) are what its position's arguments take. ``implied`` (with
     ``guide``): the model writes only each step's tool and arguments (or its prompt); what its position implies
     (its id, its output, the step it follows) and the summary are written in by :func:`positioned`, as a
-    grammar would have forced them token by token."""
+    grammar would have forced them token by token. ``request`` (with ``values``): an argument the request names
+    with its value ("a base of 10", "a=2") takes that value; an optional argument the request never names is not
+    offered (:func:`.guide.named_values`)."""
     if state_references:
         reference: str | None = REFERENCE if inputs else STATE_REFERENCE
     else:
@@ -68,9 +71,9 @@ def catalog_schema(
     variants = [_tool_step(spec, reference) for _, spec in sorted((tools or {}).items())] + [_llm_step(tools)]
     steps: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}}
     if not state_references and values:
-        variants = [_offering(v, values) for v in variants]
+        variants = [_offering(v, values, (), request) for v in variants]
     if not state_references and guide:
-        steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values, implied)
+        steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values, implied, request)
     elif not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
         positions = [{"anyOf": [_numbered(v, n) for v in variants]} for n in range(1, max_steps + 1)]
         steps = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": False, "prefixItems": positions}
@@ -186,7 +189,8 @@ def _llm_step(tools: Mapping[str, ToolSpec] | None) -> dict[str, Any]:
 
 def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[list[str]], max_steps: int,
             values: list[str] | None = None, flow: bool = False,
-            clause_values: list[list[str]] | None = None, implied: bool = False) -> dict:  # fmt: skip
+            clause_values: list[list[str]] | None = None, implied: bool = False,
+            request: str | None = None) -> dict:  # fmt: skip
     """Numbered steps held to the guide: position N offers the tools of the request's Nth clause and, from the
     second on, depends on the step before it (the order the request states); a request of one clause offers
     its tools at up to three positions. With ``flow``, from the second step on an argument that can carry data
@@ -202,8 +206,8 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
         names = guide[number - 1] if chain and number <= len(guide) else whole
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
         own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
-        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier), number, implied)
-                    for name in names if name in tools]  # fmt: skip
+        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier, request), number,
+                              implied) for name in names if name in tools]  # fmt: skip
         if not chain or number > len(guide):
             variants.append(_numbered(_llm_step(None), number, implied))
         if chain and 1 < number <= len(guide) and not implied:
@@ -243,17 +247,35 @@ def carries(name: str, schema: Any) -> bool:
     return bool(name_words(name) & _CARRIED)
 
 
-def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = ()) -> dict[str, Any]:
+def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = (),
+              request: str | None = None) -> dict[str, Any]:  # fmt: skip
     """A tool step whose text and number arguments are held to ``values`` (what the request gives; a small model
     let write free text after a value's first letters goes on writing, measured: Paris_toRomeDbCe...) and, where
-    an argument can carry one, to the outputs of the ``earlier`` steps."""
+    an argument can carry one, to the outputs of the ``earlier`` steps. With the ``request``: an argument it names
+    with its value takes that value, and an optional one it never names is not offered (a small model fills
+    every argument it is offered: BFCL's simple requests, a default written over with a value meant for another;
+    benchmarks/bfcl.py)."""
     if (not values and not earlier) or "args" not in variant["properties"]:
         return dict(variant)
+    from .guide import named_values
+
     args = dict(variant["properties"]["args"])
+    required = set(args.get("required") or ())
+    named = named_values(request, list(args.get("properties") or {}), values or []) if request else None
     offered: dict[str, Any] = {}
     for name, schema in (args.get("properties") or {}).items():
         kind = schema.get("type") if isinstance(schema, dict) else None
         passed = list(earlier) if earlier and carries(name, schema) else []
+        if named is not None and name not in required and name not in named.mentioned and not passed \
+                and _has_default(schema):  # fmt: skip
+            continue  # optional with a default, and the request never names it: its default stands
+        if named is not None and name in named.bound and kind in ("string", "number", "integer") and not passed:
+            value = named.bound[name]
+            number = _number(value) if kind != "string" else None
+            if kind == "string" or (number is not None and (kind == "number" or number.is_integer())):
+                typed = value if kind == "string" else int(number) if kind == "integer" else number  # type: ignore[arg-type]
+                offered[name] = {"enum": [escape_text(typed) if kind == "string" else typed]}
+                continue
         if kind == "string" and "enum" not in schema and "const" not in schema:
             # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder; never the
             # argument's own name (a small model answers `repository: repository`)
@@ -271,6 +293,13 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
             offered[name] = schema
     args["properties"] = offered
     return {**variant, "properties": {**variant["properties"], "args": args}}
+
+
+def _has_default(schema: Any) -> bool:
+    """Whether an argument has a default: its schema says one, or its description does ("Default is 2")."""
+    return isinstance(schema, Mapping) and (
+        "default" in schema or "default" in str(schema.get("description", "")).lower()
+    )
 
 
 def numbers_offered(kind: str, values: list[str]) -> list[Any]:

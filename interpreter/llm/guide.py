@@ -13,6 +13,7 @@ is built from; measured in ``benchmarks/bench_planning.py --graph`` (README: "Is
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Mapping
 
 from ...dsl.ir import ToolSpec
@@ -241,6 +242,71 @@ def positions(task: str, tools: Mapping[str, ToolSpec], max_steps: int = 7, per_
         or whole
         for i, part in enumerate(parts)
     ]
+
+
+@dataclass(frozen=True)
+class Named:
+    """What a request says of a tool's arguments: those it names (``mentioned``), and the value it gives right
+    after one's name (``bound``: "a base of 10" -> base: 10, "a=2" -> a: 2, "the depth of trees as 5" -> depth)."""
+
+    mentioned: frozenset[str]
+    bound: Mapping[str, str]
+
+
+_NEAR = 4  # words between an argument's name and the value it is given, at most ("depth of trees as 5")
+
+
+def named_values(request: str, arguments: list[str], values: list[str]) -> Named:
+    """Which of ``arguments`` the request names (each content word of the name, or its first five letters, is
+    in it), and the value of ``values`` it gives right after the name (the nearest within a few words; none
+    where two mentions give two values; only values that are no plain word: numbers, names, quoted texts, ids).
+    A one-letter name counts only as ``a=2``, ``a = 2``, ``a is 2``."""
+    mentioned, bound = set(), {}
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+(?:[.,]\d+)?", request)]
+    given = set(request_values(request))
+    values = [v for v in values if v in given]
+    mentions: dict[str, list[tuple[int, int]]] = {}  # each argument's mentions: (start, end) in the request
+    for argument in arguments:
+        words = [w for w in name_words(argument) if len(w) > 1 and w not in _STOP]
+        places: list[tuple[int, int]] = []
+        if len(argument) == 1:
+            places = [m.span() for m in re.finditer(rf"(?<![\w.]){re.escape(argument)}\s*(?:=|:|\bis\b)", request)]
+        elif words:
+            found_each = [[m.span() for m in re.finditer(rf"\b{re.escape(word[:5])}\w*", request, re.I)]
+                          for word in words]  # fmt: skip
+            if all(found_each):
+                places = [place for each in found_each for place in each]
+        if places:
+            mentions[argument] = places
+    for argument, places in mentions.items():
+        mentioned.add(argument)
+        others = sorted(start for other, spots in mentions.items() if other != argument for start, _ in spots)
+        found = set()
+        for _, end in places:
+            stop = next((start for start in others if start >= end), len(request))  # another argument's name
+            value = _value_after(request, end, stop, values, spans)
+            if value is not None:
+                found.add(value)
+        if len(found) == 1:
+            bound[argument] = found.pop()
+    return Named(frozenset(mentioned), bound)
+
+
+def _value_after(request: str, place: int, stop: int, values: list[str], spans: list[tuple[int, int]]) -> str | None:
+    """The value of ``values`` that starts first after ``place`` in the request, within :data:`_NEAR` words and
+    before ``stop`` (where another argument is named); the longest of those starting there."""
+    following = [start for start, _ in spans if start >= place][: _NEAR + 1]
+    if not following:
+        return None
+    limit = min(following[-1] + 1, stop)
+    best: tuple[int, int, str] | None = None
+    for value in values:
+        at = request.find(value, place, limit + len(value))
+        if at == -1 or at >= limit or (at and request[at - 1].isalnum()):
+            continue
+        if best is None or (at, -len(value)) < (best[0], best[1]):
+            best = (at, -len(value), value)
+    return best[2] if best else None
 
 
 ABOUT = 0.3  # the least cosine of a request with some tool's meaning for a catalog that shares no word with it

@@ -22,7 +22,7 @@ from .conversation import Budget, complete
 
 DEFAULT_REPAIR = 2
 # how a small model is guided (see aplan); each measured in bench_planning --graph (README: "Guiding a small model")
-GUIDES = ("order", "values", "narrow", "solve", "flow", "compact")
+GUIDES = ("order", "values", "narrow", "solve", "flow", "compact", "named")
 
 SYSTEM_PROMPT = """\
 You are a planner. Turn the user's task into a plan: a small graph of steps that an \
@@ -213,7 +213,8 @@ async def aplan(
     )
     compact = bool(order) and "compact" in guide
     schema = catalog_schema(tools, inputs, state_references=not small, guide=order, values=given, flow=flow,
-                            clause_values=own, implied=compact)  # fmt: skip
+                            clause_values=own, implied=compact,
+                            request=task if given is not None and "named" in guide else None)  # fmt: skip
     chain = len(order) if order and len(order) >= 2 else 0
     written_in = (lambda text: positioned(text, task, chain)) if compact else (lambda text: text)
     params = response_params(schema, model, structured_output)

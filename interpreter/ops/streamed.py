@@ -32,7 +32,8 @@ from ..tools.catalog import Tool
 from .running import Approve, approve_plan, execute, preflight_run, traced
 
 PLANNER = "planner"  # the unit the planner's memo entries belong to
-FINAL = frozenset({"planning-failed", "no-tool-fits", "not-approved", "approval-required"})  # what ends a streamed run for good
+# what ends a streamed run for good
+FINAL = frozenset({"planning-failed", "no-tool-fits", "not-approved", "approval-required"})
 KEPT = ("repair", "guide", "structured_output")  # the planner's settings a resume plans with again
 
 
