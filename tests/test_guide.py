@@ -258,3 +258,39 @@ def test_a_request_no_tool_is_about_is_said_before_the_model_is_asked():
     with pytest.raises(PlanningFailed) as failed:
         asyncio.run(aplan("Solve for the roots of the equation 3x^2 - 2x - 5.", tools=distance, model="local"))
     assert failed.value.headline.code == "no-tool-fits" and not failed.value.attempts  # the model was not asked
+
+
+@pytest.mark.parametrize(
+    "task, arguments, bound",
+    [
+        ("Find the area of a triangle with a base of 10 units and height of 5 units.", ["base", "height", "unit"],
+         {"base": "10", "height": "5"}),  # "units and height of 5": another argument's name comes first
+        ("What are the roots of the quadratic equation where a=2, b=5 and c=3 ?", ["a", "b", "c"],
+         {"a": "2", "b": "5", "c": "3"}),
+        ("Train a forest on dataset my_data with maximum depth of trees as 5, and number of estimators as 100.",
+         ["dataset", "max_depth", "n_estimators"], {"dataset": "my_data", "max_depth": "5", "n_estimators": "100"}),
+        ("Retrieve the sequence of DNA molecule with id `DNA123`.", ["DNA_id", "format"], {"DNA_id": "DNA123"}),
+        ("Find the highest common factor of 36 and 24.", ["number1", "number2"], {}),  # named by neither
+    ],
+)  # fmt: skip
+def test_an_argument_named_with_its_value_takes_that_value(task, arguments, bound):
+    from dagplan.interpreter.llm.guide import named_values
+
+    assert dict(named_values(task, arguments, request_values(task, words=True)).bound) == bound
+
+
+def test_an_optional_argument_with_a_default_the_request_never_names_is_not_offered():
+    from dagplan.dsl.ir import ToolSpec
+
+    light = {"light_travel_time": ToolSpec("light_travel_time", "Time for light to travel a distance.", {
+        "type": "object", "required": ["distance_in_light_years"], "properties": {
+            "distance_in_light_years": {"type": "integer"},
+            "speed_of_light": {"type": "integer", "description": "The speed of light. Default is 299792458."},
+            "medium": {"type": "string"}}})}  # fmt: skip
+    task = "How much time will it take for the light to reach earth from a star 4 light years away?"
+    guide = positions(task, light, per_clause=1)
+    schema = catalog_schema(light, state_references=False, guide=guide, values=request_values(task, words=True),
+                            flow=True, request=task)  # fmt: skip
+    args = schema["properties"]["steps"]["prefixItems"][0]["anyOf"][0]["properties"]["args"]["properties"]
+    assert "speed_of_light" not in args and "medium" in args  # no default said: still offered
+    assert args["distance_in_light_years"] == {"enum": [4]}

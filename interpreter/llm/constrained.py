@@ -71,7 +71,8 @@ def catalog_schema(
     variants = [_tool_step(spec, reference) for _, spec in sorted((tools or {}).items())] + [_llm_step(tools)]
     steps: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": max_steps, "items": {"anyOf": variants}}
     if not state_references and values:
-        variants = [_offering(v, values, (), request) for v in variants]
+        specs = [spec for _, spec in sorted((tools or {}).items())] + [None]  # the variants' tools, the model step's
+        variants = [_offering(v, values, (), request, spec) for v, spec in zip(variants, specs)]
     if not state_references and guide:
         steps = _guided(tools or {}, reference, guide, max_steps, values, flow, clause_values, implied, request)
     elif not state_references:  # steps numbered by position: ids and outputs cannot repeat or clash
@@ -206,8 +207,8 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
         names = guide[number - 1] if chain and number <= len(guide) else whole
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
         own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
-        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier, request), number,
-                              implied) for name in names if name in tools]  # fmt: skip
+        variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier, request,
+                                        tools[name]), number, implied) for name in names if name in tools]  # fmt: skip
         if not chain or number > len(guide):
             variants.append(_numbered(_llm_step(None), number, implied))
         if chain and 1 < number <= len(guide) and not implied:
@@ -248,7 +249,7 @@ def carries(name: str, schema: Any) -> bool:
 
 
 def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = (),
-              request: str | None = None) -> dict[str, Any]:  # fmt: skip
+              request: str | None = None, spec: ToolSpec | None = None) -> dict[str, Any]:  # fmt: skip
     """A tool step whose text and number arguments are held to ``values`` (what the request gives; a small model
     let write free text after a value's first letters goes on writing, measured: Paris_toRomeDbCe...) and, where
     an argument can carry one, to the outputs of the ``earlier`` steps. With the ``request``: an argument it names
@@ -261,13 +262,14 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
 
     args = dict(variant["properties"]["args"])
     required = set(args.get("required") or ())
+    written = ((spec.parameters or {}).get("properties") or {}) if spec is not None else {}  # with descriptions
     named = named_values(request, list(args.get("properties") or {}), values or []) if request else None
     offered: dict[str, Any] = {}
     for name, schema in (args.get("properties") or {}).items():
         kind = schema.get("type") if isinstance(schema, dict) else None
         passed = list(earlier) if earlier and carries(name, schema) else []
         if named is not None and name not in required and name not in named.mentioned and not passed \
-                and _has_default(schema):  # fmt: skip
+                and _has_default(written.get(name)):  # fmt: skip
             continue  # optional with a default, and the request never names it: its default stands
         if named is not None and name in named.bound and kind in ("string", "number", "integer") and not passed:
             value = named.bound[name]
