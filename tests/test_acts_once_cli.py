@@ -427,3 +427,25 @@ result: $state.done
     again = run(folder, "--reuse", run_id, "--format", "json")
     assert again.returncode == 0, again.stderr
     assert paid(folder) == ["3", "4"]  # it ran, as the preview said: once per run
+
+
+def test_a_gate_is_not_asked_about_a_failures_text(tmp_path):
+    """Issue 63: a gate after a failure asked its question with the failure text inside ("Pay (FAILED: ...)?");
+    under its default trigger it is held back as what acts is, and nothing after it runs; a gate whose author
+    wrote `trigger: all_done` asks anyway (the author chose)."""
+    plan = """steps:
+  - {id: look, tool: lookup, output: †state.account}
+  - {id: clean, tool: tidy, args: {text: †state.account}, output: †state.clean}
+  - {id: ok, gate: {question: "Pay †state.clean?", choices: [approve, reject]}, deps: [clean]}
+  - {id: p, tool: pay, args: {account: †state.clean}, deps: [ok], output: †state.paid}
+"""
+    folder = project(tmp_path, plan)
+    done = run(folder, "--format", "json")
+    assert done.returncode == 1 and paid(folder) == [], done.stdout + done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    assert steps["ok"]["status"] == "skipped" and "would ask a person about a failure" in steps["ok"]["reason"]
+    assert "carries the failure of look" in steps["ok"]["reason"] and steps["p"]["status"] == "skipped"
+    chosen = plan.replace("deps: [clean]}", "deps: [clean], trigger: all_done}")
+    (folder / "plan.yaml").write_text(chosen)
+    asked = run(folder, "--format", "json")
+    assert json.loads(asked.stdout)["status"] == "waiting", asked.stdout + asked.stderr  # it asks: the author chose

@@ -38,7 +38,15 @@ from ..core.vocabulary import Cause, StepStatus
 
 
 def held_back(execution: Any, step: Step) -> tuple[str, Cause] | None:
-    """Why ``step`` may not act now (a reason and its cause), or None: it may (or it does not act)."""
+    """Why ``step`` may not act now (a reason and its cause), or None: it may (or it does not act). A gate is
+    held back as what acts is on a failure under its default trigger: a person is not asked a question about a
+    failure's text as if it were a value (a ``trigger:`` written on the gate asks anyway: the author chose)."""
+    if step.gate is not None and step.trigger == "all_succeeded":
+        units = execution.units
+        failed = [dep for dep in execution.analysis.deps[step.id] if units[dep].tainted]
+        if failed:
+            return f"it would ask a person about a failure: {_failed_text(units[failed[0]])}", Cause.INPUT_FAILED
+        return None
     if not execution.scope.acts(step):
         return None
     refused = _refusal_before(execution, step.id)
