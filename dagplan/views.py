@@ -258,6 +258,8 @@ def _outcome(event: Any) -> str:
         kind = "handled" if event.data.get("handled") else "FAILED"
         at = f" (at {where(event.data['traceback'])})" if event.data.get("traceback") else ""
         return f"{kind}: {err['type']}: {cut(err['message'], 80)}{at}"
+    if event.data.get("adopted"):
+        return "adopted (a person took the interrupted call as done; nothing was called)"
     if event.data.get("replayed"):
         return "done (replayed)"
     if event.data.get("reused"):

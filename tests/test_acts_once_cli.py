@@ -186,6 +186,12 @@ def test_a_side_effect_is_not_retried_unless_its_plan_says_so(tmp_path):
     )
     done = run(folder)
     assert done.returncode == 1 and paid(folder) == ["acct-1"], done.stdout + done.stderr
+    # a person says it did pay: the call is taken as done, and said so (issue 63: it said "done (replayed)")
+    adopted = run_dagplan(folder, "resume", "@last", "--on-interrupted", "adopt", "--tools", "tools.py",
+                          state="state", env={"NO_COLOR": "1"})  # fmt: skip
+    assert adopted.returncode == 0, adopted.stdout + adopted.stderr
+    assert "adopted (a person took the interrupted call as done; nothing was called)" in adopted.stderr, adopted.stderr
+    assert "done (replayed)" not in adopted.stderr and paid(folder) == ["acct-1"]
     written = tmp_path / "written"
     written.mkdir()
     project(

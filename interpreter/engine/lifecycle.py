@@ -305,7 +305,8 @@ class UnitLife:
         if recorded.status is StepStatus.HANDLED:
             self._replayed_handled(unit.id, unit.error, unit.attempts, unit.alternative, unit.output)
         else:
-            self._emit_completed(unit, unit.attempts, replayed=True, alternative=unit.alternative)
+            adopted = {"adopted": True} if recorded.adopted else {}
+            self._emit_completed(unit, unit.attempts, replayed=True, alternative=unit.alternative, **adopted)
 
     def fail(self, unit: Unit, exc: BaseException) -> None:
         info = attempts.error_info(unit.id, unit.step, exc)

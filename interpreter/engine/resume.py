@@ -136,6 +136,7 @@ class Recorded:
     routes: Mapping[str, list] | None = None  # a fan-out's catch paths: alternative -> error objects
     fingerprint: str | None = None  # what determined the result (reuse.py), as recorded
     tainted: str | None = None  # the failed unit whose failure its value carries (world.py), as recorded
+    adopted: bool = False  # a person took an interrupted call as done (``--on-interrupted adopt``)
 
 
 class Replay:
@@ -220,6 +221,7 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str, adopted_output
             found.fields.get("routes"),
             found.fields.get("fingerprint"),
             found.fields.get("tainted"),
+            bool(found.fields.get("adopted")),
         )
     if action == ADOPT:
         journal.record(
@@ -230,7 +232,7 @@ def _decided(journal: Any, unit_id: str, found: Any, action: str, adopted_output
                 data={"output": adopted_output, "attempts": found.attempts, "adopted": True},
             )
         )
-        return Recorded(StepStatus.COMPLETED, adopted_output, found.attempts)
+        return Recorded(StepStatus.COMPLETED, adopted_output, found.attempts, adopted=True)
     if action == FAIL:
         error = {"step": unit_id, "type": INTERRUPTED_ERROR, "message": interrupted_text(unit_id)}
         return Recorded(StepStatus.FAILED, None, found.attempts, error=error)
