@@ -86,9 +86,12 @@ def _examples() -> str:
 
     rows = ["| plan | what it does | tested by |", "| --- | --- | --- |"]
     for path in sorted((ROOT / "examples").glob("*")):
-        if path.suffix not in (".yaml", ".json") or path.name.endswith((".test.yaml", ".test.json")):
+        if path.suffix not in (".yaml", ".json", ".rewoo") or path.name.endswith((".test.yaml", ".test.json")):
             continue
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+        first = text.split("\n", 1)[0]
+        data = {"summary": first[len("Plan:"):]} if path.suffix == ".rewoo" and first.startswith("Plan:") else (
+            yaml.safe_load(text) or {})  # fmt: skip
         data = data if isinstance(data, dict) else {}  # a dialect whose document is a list of calls
         summary = " ".join(str(data.get("summary") or data.get("description") or "").split()).replace("|", "\\|")
         test = path.with_name(path.stem + ".test.yaml")

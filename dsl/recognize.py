@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-NAMED = re.compile(r"\.plan\.(ya?ml|json)$", re.I)  # a file that says it is a plan
+NAMED = re.compile(r"\.plan\.(ya?ml|json)$|\.rewoo$", re.I)  # a file that says it is a plan (a ReWOO text: .rewoo)
 FOLDER = re.compile(r"(^|[/\\])(plans?|examples)[/\\]", re.I)  # where plans live: readier for a broken one
 _TOP_STEPS = re.compile(r'^(steps|calls)\s*:|^\s*\{?\s*"(steps|calls)"\s*:', re.M)
 MODELINE = re.compile(r"\$schema[\"']?\s*[=:]\s*[\"']?[^\s\"']*plan\.schema\.json")

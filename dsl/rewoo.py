@@ -43,6 +43,7 @@ _PLAN = re.compile(
 _PAIR = re.compile(r"\s*([A-Za-z_][\w-]*)\s*=(?!=)\s*")
 _WHOLE_REF = re.compile(r"#(E\d+)")
 _OWN_PLACEHOLDER = re.compile(r"\\(#E\d+)")
+_BARE_REF = re.compile(r"#E\d+(?![\w.])")  # an output written as a JSON value, unquoted: [#E1, #E2]
 _OWN = re.compile(r"#E\d")
 MODEL = "llm"  # LLM[...] (any case): a model step
 POSITIONAL = "input"  # one text argument, until the catalog says which parameter it is
@@ -190,13 +191,16 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
     if not stripped:
         return {}
     if stripped.startswith("{"):
+        quoted, added = _refs_quoted(body)
+        if added:  # `#En` written as a value ([#E1, #E2]): read as the string "#En", then as that output
+            body, stripped = quoted, quoted.strip()
         try:
             found = json.loads(stripped)
         except RecursionError:
             raise LoadError(_syntax(where, start + lead, f"the arguments of #{sid} are nested too deep",
                                     "a plan's values are shallow"))  # fmt: skip
         except ValueError as exc:
-            column = getattr(exc, "pos", 0)
+            column = _original(getattr(exc, "pos", 0) + lead, added) - lead
             raise LoadError(_syntax(where, start + lead + column, f"the arguments of #{sid} are not a JSON object "
                                     f"({getattr(exc, 'msg', exc)})", 'write {"name": value, ...}, or name=value, '
                                     "..."))  # fmt: skip
@@ -208,7 +212,7 @@ def _arguments(body: str, start: int, path: DocPath, where: Written, sid: str) -
             out = {}
             keys = _key_offsets(body, lead)
             for key, value in found.items():
-                at = keys.get(key, -1)
+                at = _original(keys[key], added) if key in keys else -1
                 out[str(key)] = _value(value)
                 where.at(path + (str(key),), start + (at if at >= 0 else lead), key=start + at if at >= 0 else None)
             return out
@@ -283,8 +287,49 @@ def _blank(text: str, at: int) -> int:
     return at
 
 
+def _refs_quoted(text: str) -> tuple[str, list[int]]:
+    """``text`` with each ``#En`` written outside a JSON string quoted (``[#E1, #E2]`` -> ``["#E1", "#E2"]``), and
+    where each quote pair was added (its original offset: :func:`_original` maps positions back). One pass."""
+    out, added, quote, at = [], [], False, 0
+    while at < len(text):
+        char = text[at]
+        if quote:
+            if char == "\\":
+                out.append(text[at : at + 2])
+                at += 2
+                continue
+            quote = char != '"'
+        elif char == '"':
+            quote = True
+        elif char == "#":
+            found = _BARE_REF.match(text, at)
+            if found is not None:
+                out.append(f'"{found.group(0)}"')
+                added.append(at)
+                at = found.end()
+                continue
+        out.append(char)
+        at += 1
+    return ("".join(out), added) if added else (text, [])
+
+
+def _original(position: int, added: list[int]) -> int:
+    """A position in the quoted text as the author wrote it (two characters were added at each of ``added``)."""
+    for count, at in enumerate(added):
+        if position < at + 2 * count + 1:
+            return position - 2 * count
+    return position - 2 * len(added)
+
+
 def _literal(written: str) -> Any:
-    """A pair's value: JSON where it reads as JSON (numbers, true, a quoted string, a list), else its text."""
+    """A pair's value: JSON where it reads as JSON (numbers, true, a quoted string, a list, one holding ``#En``
+    unquoted), else its text."""
+    quoted, added = _refs_quoted(written) if written[:1] in "[{" else (written, [])
+    if added:
+        try:
+            return json.loads(quoted)
+        except (ValueError, RecursionError):
+            pass
     try:
         return json.loads(written)
     except RecursionError:

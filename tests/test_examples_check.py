@@ -10,14 +10,22 @@ import pytest
 from dagplan.dsl import check
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"
-VALID = sorted(p for p in ROOT.glob("*") if p.suffix in (".yaml", ".yml", ".json") and ".test." not in p.name)
+VALID = sorted(p for p in ROOT.glob("*") if p.suffix in (".yaml", ".yml", ".json", ".rewoo") and ".test." not in p.name)
 INVALID = sorted(p for p in (ROOT / "invalid").glob("*") if p.suffix in (".yaml", ".yml", ".json"))
 EXPECT = re.compile(r"expect: (\d+):(\d+) (error|warning) ([a-z-]+)")
 
 
 def test_there_are_enough_examples():
     names = {p.name for p in VALID}
-    assert {"refund.yaml", "pet_hotel.yaml", "payment.yaml", "translate.yaml", "weather.yaml", "oauth.json"} <= names
+    assert {
+        "refund.yaml",
+        "pet_hotel.yaml",
+        "payment.yaml",
+        "translate.yaml",
+        "weather.yaml",
+        "oauth.json",
+        "translate.rewoo",
+    } <= names
     assert len(INVALID) >= 10
 
 

@@ -388,7 +388,7 @@ def test_coverage_fail_under_and_paths_draft_the_missing_cases(tmp_path):
 
 
 def test_every_bundled_example_is_tested_with_full_branch_coverage():
-    plans = {p.name for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".json") and ".test." not in p.name
+    plans = {p.name for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".json", ".rewoo") and ".test." not in p.name
              and "invalid" not in p.parts and "parts" not in p.parts}  # fmt: skip
     report = dagplan.test([EXAMPLES], config=load_config(EXAMPLES))
     assert report.errors == [] and report.failed == 0, [(r.name, r.failures) for r in report.results]

@@ -162,3 +162,20 @@ def test_the_cli_checks_and_runs_a_rewoo_file(tmp_path):
     broken.write_text("#E1 = lookup[Colorado]\n#E2 = shout[text=#E1, loud=yes]\n")
     refused = run_dagplan(tmp_path, "check", "broken.txt", "--tools", "tools.py")
     assert refused.returncode == 1 and "broken.txt:2:" in refused.stdout + refused.stderr
+
+
+def test_earlier_outputs_written_unquoted_in_json_or_a_list_pass_those_outputs():
+    """Issue 63: `[#E2]` inside JSON arguments was refused, so a list of earlier outputs could not be passed."""
+    text = (PAPER + '#E3 = search[{"query": [#E1, #E2], "limit": 3}]\n#E4 = search[query=[#E1, "#E2"], limit=2]\n'
+            + '#E5 = search[{"query": "keep #E1 as text"}]\n')  # fmt: skip
+    document = load.load_text(text)
+    steps = {s["id"]: s for s in document.data["steps"]}
+    assert steps["E3"]["args"] == {"query": ["$state.E1", "$state.E2"], "limit": 3}
+    assert steps["E4"]["args"] == {"query": ["$state.E1", "$state.E2"], "limit": 2}
+    assert steps["E5"]["args"]["query"] == "keep #E1 as text"  # inside a string: a placeholder, as before
+    bad = PAPER + '#E3 = search[{"query": [#E1, #E2], "limit": 3x}]\n'
+    with pytest.raises(LoadError) as caught:
+        load.load_text(bad)
+    headline = caught.value.headline
+    assert headline.code == "rewoo-syntax" and headline.span.line == 5
+    assert bad.splitlines()[4][headline.span.col - 1] == "x"  # at the author's column, quotes added or not

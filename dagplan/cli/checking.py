@@ -17,7 +17,7 @@ from typing import Iterable, NoReturn
 
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Exit, exit_code, fail, finish, say, set_verbosity, verbosity
 
-PLAN_SUFFIXES = (".yaml", ".yml", ".json")
+PLAN_SUFFIXES = (".yaml", ".yml", ".json", ".rewoo")  # .rewoo: a ReWOO text (docs/guide/plans.md)
 FORMATS = ("text", "json", "github", "sarif")
 FLAGS = {"--strict": "strict", "--plans-only": "plans_only"}  # check's flags -> its parameters
 VALUED = {"--format": "fmt", "--tools": "tool_paths", "--exclude": "exclude"}  # check's valued options
