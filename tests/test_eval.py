@@ -174,3 +174,27 @@ def test_plan_o_prints_the_run_command_with_the_tools_as_the_project_gives_them(
     given = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "-o", "q.yaml",
                  "--tools", "tools.py", "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
     assert "To run it: dagplan run q.yaml --tools tools.py" in given.stdout, given.stdout + given.stderr
+
+
+def test_a_plan_a_model_wrote_that_acts_is_written_lazy_and_run_asks_first(stub, tmp_path):
+    """Issue 63: a model's plan that acts ran at once with `dagplan run`; `plan -o` now writes it `mode: lazy`,
+    so the run shows its preview and asks a person (refused without one); a plan that only reads stays eager."""
+    import shutil
+
+    shutil.copy(TOOLS, tmp_path / "tools.py")
+    refund = {"steps": [
+        {"id": "h", "tool": "checkBillingHistory", "args": {"customerId": "c7"}, "output": "$state.h"},
+        {"id": "r", "tool": "issueRefund", "args": {"customerId": "c7", "amount": 20}, "deps": ["h"],
+         "output": "$state.r"}], "result": "$state.r"}  # fmt: skip
+    stub.script(json_reply(refund))
+    done = _cli(tmp_path, "plan", "Check the billing history of c7, then refund 20", "-o", "refund.yaml", "--tools",
+                "tools.py", "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "mode: lazy" in (tmp_path / "refund.yaml").read_text() and "asks before anything runs" in done.stderr
+    ran = _cli(tmp_path, "run", "refund.yaml", "--tools", "tools.py", "--no-input")
+    assert ran.returncode == 1 and "error not-approved: the plan was not approved; nothing ran" in ran.stderr
+    assert "tool=issueRefund (acts on the world)" in ran.stderr, ran.stderr  # its preview, by the tools given
+    stub.script(json_reply(RIGHT_WEATHER))
+    reads = _cli(tmp_path, "plan", "Check the weather in Rome, then find a park, then present it", "-o", "w.yaml",
+                 "--tools", "tools.py", "--model", MODEL, "--api-base", stub.url, "--repair", "0")  # fmt: skip
+    assert reads.returncode == 0 and "mode: lazy" not in (tmp_path / "w.yaml").read_text(), reads.stderr

@@ -119,7 +119,8 @@ def plan(
         )  # fmt: skip
     except DagplanError as exc:
         _show_failure(exc)
-    path = _write(result.document_yaml, output) if output or run_after else None
+    written = _lazy_when_acting(result, specs) if output and not run_after else result.document_yaml
+    path = _write(written, output) if output or run_after else None
     _render(result, path, fmt, specs, tools_as_given(tool_sources, config))
     if run_after:
         _run(result.plan, path, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt)
@@ -147,6 +148,26 @@ def _report_attempt(attempt: Any) -> None:
     click.echo(f"  {len(errors)} error(s) ({codes}); asking the model to repair", err=True)
 
 
+def _lazy_when_acting(result: Any, specs: Any) -> str:
+    """What ``plan -o FILE`` writes: the model's plan, ``mode: lazy`` when a step of it may act (its tool, or no
+    tool known to say otherwise): ``dagplan run FILE`` then shows its preview and asks a person before anything
+    runs (``--yes`` to skip), as for any plan a model wrote that acts."""
+    from .. import _doors
+    from ..dsl.ir import acts_as_known
+
+    plan = result.plan
+    if plan.mode == "lazy" or not any(acts_as_known(step, specs or None) is not False
+                                      for _, step in _doors.walk(plan)):  # fmt: skip
+        return result.document_yaml
+    from ..dsl.fmt import format_document
+    from ..dsl.load import load_text
+
+    text = result.document_yaml
+    first, _, rest = text.partition("\n")
+    lazy = f"{first}\nmode: lazy\n{rest}" if first.startswith("dagplan:") else f"mode: lazy\n{text}"
+    return format_document(load_text(lazy, "plan.yaml"), refs=True)
+
+
 def _write(text: str, output: str | None) -> Path:
     """Write atomically (a half-written plan file must never exist); a temp file for --run alone."""
     if output is None:
@@ -169,7 +190,9 @@ def _render(result: Any, path: Path | None, fmt: str, specs: Any = None, given: 
     if path is None:
         click.echo(result.document_yaml, nl=False)
     else:
-        click.echo(f"wrote {path}", err=True)
+        lazy = "mode: lazy" in path.read_text(encoding="utf-8") and result.plan.mode != "lazy"
+        click.echo(f"wrote {path}" + (" (mode: lazy: a step of it acts; `dagplan run` shows its preview and asks "
+                                       "before anything runs)" if lazy else ""), err=True)  # fmt: skip
     for warning in result.warnings:
         click.echo(warning.format(), err=True)
     from .._doors import what_valid_means

@@ -70,7 +70,7 @@ async def start(request: RunRequest) -> RunResult:
 
     values = prepare_inputs(plan, inputs, strict=True)
     preflight_run(plan, options, tools)  # before approval: nothing to approve in vain
-    await approve_plan(plan, approve)
+    await approve_plan(plan, approve, tools=tools)  # its preview says what acts, by these tools
     journal = None
     if durable:
         if plan.document is None:
