@@ -261,3 +261,31 @@ def test_the_vs_code_extension_is_a_thin_client_of_dagplan_lsp(tmp_path):
     assert seen["server"]["run"] == {"command": "dagplan", "args": ["lsp"], "options": {"cwd": "/project"}}
     assert {s["language"] for s in seen["client"]["documentSelector"]} == {"yaml", "json"}
     assert seen["started"] and seen["stopped"] and seen["subscriptions"] == 1
+
+
+def test_the_vs_code_extension_packages_as_a_vsix_with_its_client(tmp_path):
+    """Issue 63: the extension as a `.vsix`, built as its README says (npm ci from its lock, then vsce), unpacked:
+    its manifest, its code and the language client it runs with are in it, vsce (a build tool) is not."""
+    import shutil
+    import zipfile
+
+    npm = shutil.which("npm")
+    assert npm, "npm is needed to build the extension (Debian's npm; .ci/run installs it)"
+    folder = tmp_path / "vscode"
+    shutil.copytree(ROOT / "editors" / "vscode", folder, ignore=shutil.ignore_patterns("node_modules", "*.vsix"))
+    env = {**os.environ, "npm_config_update_notifier": "false", "npm_config_fund": "false"}
+    installed = subprocess.run([npm, "ci", "--no-audit"], cwd=folder, capture_output=True, text=True, timeout=600,
+                               env=env)  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    packed = subprocess.run([npm, "run", "package"], cwd=folder, capture_output=True, text=True, timeout=600, env=env)
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    manifest = json.loads((folder / "package.json").read_text())
+    with zipfile.ZipFile(folder / "dagplan.vsix") as vsix:
+        names = set(vsix.namelist())
+        inside = json.loads(vsix.read("extension/package.json"))
+    assert (
+        inside["name"] == "dagplan" and inside["version"] == manifest["version"] and inside["main"] == "./extension.js"
+    )
+    assert {"extension.vsixmanifest", "extension/extension.js", "extension/readme.md", "extension/LICENSE.txt"} <= names
+    assert "extension/node_modules/vscode-languageclient/package.json" in names  # the client it runs with
+    assert not any(n.startswith("extension/node_modules/@vscode/vsce/") for n in names)  # a build tool stays out
