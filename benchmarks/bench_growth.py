@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,10 @@ def _forget() -> None:
 
 
 def best_time(case: Case, size: int, repeat: int) -> float:
-    text = case.make(size)
+    return _best(case, case.make(size), repeat)
+
+
+def _best(case: Case, text: Any, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         elapsed = 0.0
@@ -268,10 +271,15 @@ def best_time(case: Case, size: int, repeat: int) -> float:
 
 
 def growth(case: Case, repeat: int = 3, scale: float = 1.0) -> tuple[float, float, float]:
-    """(seconds at n, seconds at 8n, their ratio), each the best of ``repeat``."""
+    """(seconds at n, seconds at 8n, their ratio), each the best of ``repeat`` tries; the two sizes take turns
+    try by try, so that a busy spell of the machine meets both, not only the one measured then."""
     n = max(1, int(case.n * scale))
-    best_time(case, n, 1)  # warm: imports, caches
-    small, large = best_time(case, n, repeat), best_time(case, 8 * n, repeat)
+    small_text, large_text = case.make(n), case.make(8 * n)
+    _best(case, small_text, 1)  # warm: imports, caches
+    small = large = float("inf")
+    for _ in range(repeat):
+        small = min(small, _best(case, small_text, 1))
+        large = min(large, _best(case, large_text, 1))
     return small, large, large / max(small, 1e-6)
 
 

@@ -173,6 +173,20 @@ def walk(plan: Plan) -> Any:
     return steps(plan)
 
 
+def lazy_when_acting(plan: Any, text: str, specs: Any) -> str:
+    """A model's plan as ``plan -o FILE`` writes it: ``text`` (its canonical YAML) with ``mode: lazy`` when a step
+    of it may act by these tools' word (or no tool is known to say it does not)."""
+    from .dsl.fmt import format_document
+    from .dsl.ir import acts_as_known
+    from .dsl.load import load_text
+
+    if plan.mode == "lazy" or not any(acts_as_known(step, specs or None) is not False for _, step in walk(plan)):
+        return text
+    first, _, rest = text.partition("\n")
+    lazy = f"{first}\nmode: lazy\n{rest}" if first.startswith("dagplan:") else f"mode: lazy\n{text}"
+    return format_document(load_text(lazy, "plan.yaml"), refs=True)
+
+
 def answer_problem(request: Any, answer: Any) -> str | None:
     """Why a gate could not take ``answer`` (the gate's own rule: not one of its choices, off its schema)."""
     from .interpreter.engine.runners import answer_problem as rule

@@ -153,19 +153,8 @@ def _lazy_when_acting(result: Any, specs: Any) -> str:
     tool known to say otherwise): ``dagplan run FILE`` then shows its preview and asks a person before anything
     runs (``--yes`` to skip), as for any plan a model wrote that acts."""
     from .. import _doors
-    from ..dsl.ir import acts_as_known
 
-    plan = result.plan
-    if plan.mode == "lazy" or not any(acts_as_known(step, specs or None) is not False
-                                      for _, step in _doors.walk(plan)):  # fmt: skip
-        return result.document_yaml
-    from ..dsl.fmt import format_document
-    from ..dsl.load import load_text
-
-    text = result.document_yaml
-    first, _, rest = text.partition("\n")
-    lazy = f"{first}\nmode: lazy\n{rest}" if first.startswith("dagplan:") else f"mode: lazy\n{text}"
-    return format_document(load_text(lazy, "plan.yaml"), refs=True)
+    return _doors.lazy_when_acting(result.plan, result.document_yaml, specs)
 
 
 def _write(text: str, output: str | None) -> Path:

@@ -273,10 +273,12 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
             continue  # optional with a default, and the request never names it: its default stands
         if named is not None and name in named.bound and kind in ("string", "number", "integer") and not passed:
             value = named.bound[name]
-            number = _number(value) if kind != "string" else None
-            if kind == "string" or (number is not None and (kind == "number" or number.is_integer())):
-                typed = value if kind == "string" else int(number) if kind == "integer" else number  # type: ignore[arg-type]
-                offered[name] = {"enum": [escape_text(typed) if kind == "string" else typed]}
+            if kind == "string":
+                offered[name] = {"enum": [escape_text(value)]}
+                continue
+            number = _number(value)
+            if number is not None and (kind == "number" or number.is_integer()):
+                offered[name] = {"enum": [int(number) if kind == "integer" else number]}
                 continue
         if kind == "string" and "enum" not in schema and "const" not in schema:
             # as a plan must write them to mean themselves: "#dev" is a channel, not a placeholder; never the
