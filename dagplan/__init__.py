@@ -55,6 +55,7 @@ _EXPORTS = {
     "test": "dagplan.plantests",
     "atest": "dagplan.plantests",
     "Project": "dagplan.project",
+    "RunSettings": "dagplan.settings",
     "find_tests": "dagplan.plantests",
     "load_tests": "dagplan.plantests",
     "run_test_case": "dagplan.plantests",

@@ -7,7 +7,7 @@ rerun is shown. Not for users: the names here may change with any release; ``dag
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from . import _lazy
 from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
@@ -255,6 +255,20 @@ def run_config(run_id: str, state_dir: Any = None):
         return here
     started = open_registry(_state(state_dir, here)).open(run_id).meta.get("config")
     return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
+
+
+def resume_context(run_id: str, state_dir: Any, given: Iterable[str]) -> tuple[Any, Any, dict, list[str]]:
+    """What ``dagplan resume RUN`` resumes with: the configuration (:func:`run_config`), where the run is kept
+    (the one rule), its tools, and the tool files that changed since it started. The tools are those it was
+    started with (its recorded sources, the configured ones among them), unless others are given (then the
+    configuration's and those)."""
+    from .interpreter.tools.sources import load_tools
+
+    config = run_config(run_id, state_dir)
+    state = _state(state_dir, config)
+    given = tuple(given)
+    sources, changed = ([*config.tools, *given], []) if given else resume_tools(run_id, state)
+    return config, state, (load_tools(sources) if sources else {}), changed
 
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:

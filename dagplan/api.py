@@ -13,6 +13,7 @@ from .dsl import check as _check
 from .dsl.errors import DagplanError, PlanInvalid
 from .dsl.ir import Plan
 from .dsl.files import create_file, write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
+from . import settings as _settings
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
 
 ToolsArg = Iterable[Any] | Mapping[str, Any] | None
@@ -172,23 +173,12 @@ def estimate(plan: Plan | str | os.PathLike, config: Any = None):
     return worst(_as_plan(plan, config=cfg), cfg.default_model, cfg.max_items, cfg.step_max_iterations)
 
 
-# A run's settings: what `Project.with_options` keeps for every run of a project, and what `arun` and
-# `aresume` take as keywords (aresume: those a resume can change).
-RUN_SETTINGS = ("model", "completion_kwargs", "max_cost", "max_tokens", "max_concurrency", "on_limit_exceeded",
-                "subscribers", "ask_gate", "executor", "person_gates")  # fmt: skip
-RESUME_SETTINGS = ("model", "completion_kwargs", "max_concurrency", "on_limit_exceeded", "subscribers", "ask_gate")
+# A run's settings (one field each of dagplan.settings.RunSettings): what `Project.with_options` keeps for every
+# run of a project, and what `arun` and `aresume` take as keywords (aresume: those a resume can change).
+RUN_SETTINGS = _settings.NAMES
+RESUME_SETTINGS = _settings.ON_RESUME_NAMES
 CONTEXT = ("tool_sources", "state_dir", "config")  # what a Project fills in
-
-
-def _options(function: str, given: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
-    """The keyword options of ``function``, each one of ``allowed``: an unknown one is refused as Python refuses
-    an unknown keyword argument, with the names it takes (``arun``, ``aresume``, ``Project``)."""
-    allowed = tuple(allowed)
-    for name in given:
-        if name not in allowed:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r} (it takes: "
-                            f"{', '.join(allowed)})")  # fmt: skip
-    return dict(given)
+_options = _settings.refuse_unknown
 
 
 async def arun(
@@ -203,6 +193,7 @@ async def arun(
     cassette: str | os.PathLike | Mapping[str, Any] | None = None,
     approval: Mapping[str, Any] | None = None,
     on_run_created: Callable[[str], None] | None = None,
+    settings: _settings.RunSettings | None = None,
     **options: Any,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``reuse``: a run id (``@last`` the newest
@@ -213,18 +204,17 @@ async def arun(
     approval of this plan (:func:`check_approval` verified it), kept in the run's journal; it is the approval
     of a lazy plan too.
 
-    ``options``, the run's context (a :class:`Project` fills it in): ``config``, ``state_dir``, and
-    ``tool_sources`` (the files or modules the tools came from, recorded with content hashes so a resume
-    loads the same ones); and its settings (``Project.with_options`` takes the same): ``model``,
-    ``completion_kwargs``, ``max_cost``, ``max_tokens``, ``max_concurrency``, ``on_limit_exceeded``,
-    ``subscribers``, ``ask_gate``, ``executor`` (``"ray"`` runs the tool calls as Ray tasks; a plan's or a
-    tool's own executor wins) and ``person_gates`` (every gate of the run and of its resumes is one only a
-    person may answer, as for a plan a model wrote: a model's channel cannot answer it)."""
+    ``settings``: the run's settings, a :class:`RunSettings` (``model``, ``max_cost``, ``max_concurrency``,
+    ``subscribers``, ``ask_gate``...: each field says what it does); each may also be given by name, as a
+    keyword (``model="local"``), over ``settings``. ``options``: those, and the run's context (a
+    :class:`Project` fills it in): ``config``, ``state_dir``, and ``tool_sources`` (the files or modules the
+    tools came from, recorded with content hashes so a resume loads the same ones)."""
     from .interpreter.ops.driver import RunRequest, start
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
-    options = _options("arun", options, (*CONTEXT, *RUN_SETTINGS))
+    options = {**(settings.given() if settings is not None else {}),
+               **_options("arun", options, (*CONTEXT, *RUN_SETTINGS))}  # fmt: skip
     cfg = options.pop("config", None) or load_config()
     state_dir, tool_sources = options.pop("state_dir", None), options.pop("tool_sources", ())
     model, ask_gate = options.pop("model", None), options.pop("ask_gate", None)
@@ -237,7 +227,7 @@ async def arun(
         tools, tool_sources = _configured_tools(tool_sources, cfg)
     plan = _as_plan(plan, tools, cfg)
     replay = _replaying(recorded, ask_gate, model or cfg.default_model, cfg)
-    settings = Options.from_config(
+    how = Options.from_config(
         cfg,
         model=replay.pop("model", model),
         ask_gate=replay.pop("ask_gate", ask_gate),
@@ -247,13 +237,13 @@ async def arun(
     )
     from .interpreter.tools.sources import source_record
 
-    if not durable and settings.ask_gate is None and plan.gate_steps:
+    if not durable and how.ask_gate is None and plan.gate_steps:
         durable = True  # it can stop at a gate: kept, so that answer() and resume() of its id find its work
     return await start(
         RunRequest(
             plan,
             registry(tools),
-            settings,
+            how,
             inputs=inputs,
             approve=approve if approval is None else (lambda preview: True),  # approved ahead, by a person
             durable=durable,
@@ -329,26 +319,31 @@ async def aresume(
     adopted_output: Any = None,
     approve: Approve | None = None,
     on_run_created: Callable[[str], None] | None = None,
+    settings: _settings.RunSettings | None = None,
     **options: Any,
 ):
     """Resume a durable run. See :func:`resume`. ``approve(preview)``: a streamed run stopped before its
-    plan was whole is planned on (its model answers memoized), and its plan approved with it. ``options``:
-    ``config`` and ``state_dir`` (a :class:`Project` fills them in), and the settings a resume can change:
-    ``model``, ``completion_kwargs``, ``max_concurrency``, ``on_limit_exceeded``, ``subscribers``,
-    ``ask_gate``."""
+    plan was whole is planned on (its model answers memoized), and its plan approved with it. ``settings`` (a
+    :class:`RunSettings`, or its fields by name): those a resume can change (``model``, ``completion_kwargs``,
+    ``max_concurrency``, ``on_limit_exceeded``, ``subscribers``, ``ask_gate``; the rest are the run's, kept from
+    its start). ``options``: those, and ``config`` and ``state_dir`` (a :class:`Project` fills them in)."""
     from .interpreter.ops.driver import ResumeRequest, resume as _resume
     from .interpreter.engine.scope import Options
     from .interpreter.tools.catalog import registry
 
-    options = _options("aresume", options, ("state_dir", "config", *RESUME_SETTINGS))  # its sources: the run's
+    given = settings.given() if settings is not None else {}
+    options = {
+        **_options("aresume", given, RESUME_SETTINGS),
+        **_options("aresume", options, ("state_dir", "config", *RESUME_SETTINGS)),
+    }  # its sources: the run's
     cfg = options.pop("config", None) or load_config()
     state_dir = options.pop("state_dir", None)
-    settings = Options.from_config(cfg, **options)
+    how = Options.from_config(cfg, **options)
     return await _resume(
         ResumeRequest(
             run_id,
             registry(tools),
-            settings,
+            how,
             cfg,
             state=_state(state_dir, cfg),
             from_step=from_step,

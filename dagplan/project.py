@@ -57,13 +57,19 @@ class Project:
     def with_options(self, *, state: Any = None, tool_sources: Iterable[str] | None = None, tools: Any = None,
                      **settings: Any) -> "Project":  # fmt: skip
         """A new project: this one with another state location, more tool sources, tools given, or other
-        settings for its runs (``model``, ``completion_kwargs``, ``max_cost``, ``max_tokens``,
-        ``max_concurrency``, ``on_limit_exceeded``, ``subscribers``, ``ask_gate``, ``executor``,
-        ``person_gates``: :func:`dagplan.arun` says what each does)."""
+        settings for its runs (the fields of :class:`dagplan.RunSettings`, by name: ``model``, ``max_cost``,
+        ``max_concurrency``, ``subscribers``...)."""
         return Project(self.root, state=state if state is not None else self._given_state,
                        tool_sources=self.tool_sources if tool_sources is None else (*self.tool_sources, *tool_sources),
                        tools=tools if tools is not None else self._given_tools,
                        **{**self.settings, **settings})  # fmt: skip
+
+    @property
+    def run_settings(self) -> Any:
+        """Its runs' settings as one :class:`dagplan.RunSettings` (:attr:`settings`: those given, by name)."""
+        from .settings import RunSettings
+
+        return RunSettings(**self.settings)
 
     # --- the context, each part by its one rule ---
 

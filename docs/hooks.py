@@ -118,6 +118,9 @@ def _first_paragraph(obj: Any) -> str:
 _SAME = {"check": "check_files"}  # a Project method -> the module function it is, where the names differ
 
 
+WITH_MEMBERS = ("Project", "RunSettings")  # classes whose reference lists their methods and fields
+
+
 def _python_api() -> str:
     """``dagplan.__all__`` (what ``import dagplan`` offers) and :class:`dagplan.Project`: a table of the names, each
     with the first paragraph of its docstring, then each one's full reference by mkdocstrings (its signature and
@@ -146,7 +149,7 @@ def _python_api() -> str:
     blocks = ["## Functions", *(f"::: {where(n)}\n    options:\n      show_root_heading: true\n" for n in functions),
               "## Classes",
               *(f"::: {where(n)}\n    options:\n      show_root_heading: true\n"
-                f"      members: {'true' if n == 'Project' else 'false'}\n" for n in classes)]  # fmt: skip
+                f"      members: {'true' if n in WITH_MEMBERS else 'false'}\n" for n in classes)]  # fmt: skip
     return f"`import dagplan` offers {len(names)} names:\n\n" + "\n".join(table) + "\n\n" + "\n\n".join(blocks) + "\n"
 
 

@@ -26,6 +26,7 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_code, fail, finish, p
     multiple=True,
     metavar="PATH_OR_MODULE",
     help="Python file or module registering tools: validate tool names and argument types.",
+    hidden=True,  # the group's --tools (dagplan --help), taken here too
 )
 @click.option(
     "--plans-only",

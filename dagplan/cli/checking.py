@@ -135,7 +135,8 @@ def run_check(
     exclude: Iterable[str] = (),
 ) -> NoReturn:
     """The whole of ``dagplan check``: validate the files, print the diagnostics, exit with the table's code."""
-    from .. import _doors, check_files, load_config
+    from .. import _doors
+    from .common import project_of
     from ..dsl.errors import DagplanError, counted
     from ..render import DIAGNOSTIC_RENDERERS, render_json, summary_line
 
@@ -159,11 +160,12 @@ def run_check(
             "steps that name a tool, an llm or a gate)")  # fmt: skip
         finish(EXIT_OK if plans_only else EXIT_USAGE)
     try:
-        config = load_config()
-        results = check_files(paths, tool_paths, config)  # the configuration run uses, tools included
+        project = project_of(None, tool_paths)
+        config = project.config
+        results = project.check(paths)  # the configuration run uses, tools included
     except DagplanError as exc:
         fail(exc)
-    untooled = not tool_paths and not config.tools and any(r.plan is not None and r.plan.tool_names for r in results)
+    untooled = not project.tools_known and any(r.plan is not None and r.plan.tool_names for r in results)
     worst = _worst_cases(results, config.max_items)
     if fmt == "json":
         sys.stdout.write(render_json(results, worst))

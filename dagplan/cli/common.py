@@ -171,7 +171,7 @@ def tools_option(f, help: str = "Python file or module defining @dagplan.tool fu
     import click
 
     return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE", callback=_merged,
-                        help=help)(f)  # fmt: skip
+                        help=help, hidden=True)(f)  # fmt: skip
 
 
 STATE_HELP = (
@@ -180,12 +180,18 @@ STATE_HELP = (
 )
 
 
+PROJECT_OPTIONS = ("state_dir", "tool_sources")  # declared once, on the group; a command's own spelling is hidden
+
+
 def state_dir_option(f):
-    """``--state`` / ``--state-dir``: a directory, or a ``postgresql://`` URL (the one option of every command)."""
+    """``--state`` / ``--state-dir``: a directory, or a ``postgresql://`` URL. Declared on the group (``dagplan
+    --state X CMD``); a command takes it after its name too (``dagplan runs --state X``), not shown in its help
+    (the group's says it once)."""
     import click
 
     return click.option("--state", "--state-dir", "state_dir", envvar=["DAGPLAN_STATE", "DAGPLAN_STATE_DIR"],
-                        default=None, metavar="DIR|URL", callback=_merged, help=STATE_HELP)(f)  # fmt: skip
+                        default=None, metavar="DIR|URL", callback=_merged, help=STATE_HELP,
+                        hidden=True)(f)  # fmt: skip
 
 
 def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
@@ -196,8 +202,11 @@ def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
 
     from ..project import Project
 
-    sources = [os.path.abspath(s) if s.endswith(".py") else s for s in tool_sources]
-    return Project(state=state_dir, tool_sources=tuple(dict.fromkeys(sources)))
+    sources = tuple(dict.fromkeys(os.path.abspath(s) if s.endswith(".py") else s for s in tool_sources))
+    built = _group().setdefault("projects", {}) if _group() else {}  # built once per command line
+    if (state_dir, sources) not in built:
+        built[(state_dir, sources)] = Project(state=state_dir, tool_sources=sources)
+    return built[(state_dir, sources)]
 
 
 def exit_table() -> str:

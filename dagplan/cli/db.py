@@ -17,10 +17,10 @@ def db() -> None:
 @state_dir_option
 def upgrade(state_dir: str | None) -> None:
     """Create or migrate the schema of the PostgreSQL database runs are kept in (versioned; safe to rerun)."""
-    from .. import api
     from .. import pool
+    from .common import project_of
 
-    url = state_dir or api.load_config().state_dir
+    url = state_dir or project_of().config.state_dir  # a URL given or configured (the default folder has none)
     try:
         before, after = pool.db_upgrade(url)
     except DagplanError as exc:

@@ -8,6 +8,7 @@ import click
 
 from . import COMMANDS
 from .checking import QUIET, VERBOSE
+from .common import STATE_HELP
 
 
 class LazyGroup(click.Group):
@@ -19,9 +20,10 @@ class LazyGroup(click.Group):
             return None
         module, attr, _ = COMMANDS[name]
         try:
-            return getattr(importlib.import_module(module), attr)
+            command = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return None  # not built yet
+        return _saying_project_options(command)
 
     def resolve_command(self, ctx, args):
         """An unknown subcommand suggests the closest one (``dagplan chek`` -> ``check``), as click does
@@ -40,18 +42,31 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _saying_project_options(command: click.Command) -> click.Command:
+    """A command that takes the group's --state / --tools after its name too says so once, under its options
+    (they are declared on the group: ``dagplan --help``)."""
+    from .common import PROJECT_OPTIONS
+
+    taken = [p.opts[0] for p in command.params if p.name in PROJECT_OPTIONS]
+    if taken and not command.epilog:
+        command.epilog = (f"Also takes {' and '.join(sorted(taken, reverse=True))} (where runs are kept, the tools):"
+                          " see dagplan --help.")  # fmt: skip
+    return command
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(None, "-V", "--version", package_name="dagplan")
 @click.option(*QUIET, count=True, help="Less output: no progress lines or summaries (errors still show).")
 @click.option(*VERBOSE, count=True, help="More output: every file checked, every step's result.")
-@click.option("--state", "state", default=None, metavar="DIR|URL",
-              help="Where runs are kept, for every command (as each command's --state).")  # fmt: skip
+@click.option("--state", "state", default=None, metavar="DIR|URL", help=STATE_HELP)
 @click.option("--tools", "tools", multiple=True, metavar="FILE_OR_MODULE",
-              help="Tools for every command (repeatable; with the config's and a command's --tools).")  # fmt: skip
+              help="Python file or module defining @dagplan.tool functions, for every command (repeatable; with "
+              "`tools` in the configuration).")  # fmt: skip
 @click.pass_context
 def cli(ctx: click.Context, quiet: int, verbose: int, state: str | None, tools: tuple[str, ...]) -> None:
     """dagplan: validate, preview and run declarative plans for LLM agents.
 
     Every command works on the project of the working directory (its dagplan.toml, found up to the project's
-    root): its tools, where its runs are kept, its secrets. --state and --tools here apply to every command."""
+    root): its tools, where its runs are kept, its secrets. --state and --tools apply to every command, given
+    here or after the command's name (dagplan run plan.yaml --tools tools.py)."""
     ctx.obj = {"verbosity": verbose - quiet, "state": state, "tools": tools}

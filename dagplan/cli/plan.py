@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from ..dsl.errors import DagplanError
-
-from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish, tools_as_given, tools_option
+from ..settings import options_of
+from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, Exit, finish, project_of, tools_as_given, tools_option
 from .common import die as _die
 
 
@@ -36,17 +36,18 @@ def _show_failure(exc: DagplanError, code: Exit | None = None) -> None:
     finish(code)
 
 
-def planning_options(f: Any) -> Any:
-    """``--tools`` and ``--model``: what `plan` and `agent` plan with."""
-    f = click.option("--model", default=None,
-                     help="litellm model name, or `local` (SmolLM2-135M on this machine, the `local` extra); default: "
-                     "$DAGPLAN_MODEL, else `model` in the config.")(f)  # fmt: skip
-    return tools_option(f)
+def planning_options(command: str) -> Any:
+    """``--tools`` and the run settings ``command`` takes (``--model``: what `plan` and `agent` plan with)."""
+
+    def decorate(f: Any) -> Any:
+        return tools_option(options_of(command)(f))
+
+    return decorate
 
 
 @click.command()
 @click.argument("task")
-@planning_options
+@planning_options("plan")
 @click.option(
     "-o",
     "--output",
@@ -76,7 +77,7 @@ def planning_options(f: Any) -> Any:
 def plan(
     task: str,
     tool_sources: tuple[str, ...],
-    model: str | None,
+    settings: Any,
     output: str | None,
     repair: int,
     api_base: str | None,
@@ -88,14 +89,13 @@ def plan(
     fmt: str,
 ) -> None:
     """Ask a model for a plan for TASK, validate and repair it, write canonical YAML."""
-    from .. import load_config
     from .. import plan as make_plan
 
-    config = load_config()
-    model = model or config.default_model
+    config = project_of(None, tool_sources).config
+    model = settings.model or config.default_model
     if not model:
         _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
-    specs = _tool_specs(tool_sources, config)
+    specs = _tool_specs(tool_sources)
     kwargs = {**config.llm, **({"api_base": api_base} if api_base else {})}
     click.echo(f"planning with {model} ({len(specs)} tools)...", err=True)
     if not specs:
@@ -126,14 +126,10 @@ def plan(
         _run(result.plan, path, tool_sources, pairs, model, kwargs, config, yes, no_input, fmt)
 
 
-def _tool_specs(sources: tuple[str, ...], config: Any) -> dict:
-    every = [*config.tools, *sources]
-    if not every:
-        return {}
-    from .. import load_tool_specs
-
+def _tool_specs(sources: tuple[str, ...]) -> dict:
+    """The specs of this command's project's tools (none known: {})."""
     try:
-        return load_tool_specs(every)
+        return {spec.name: spec for spec in project_of(None, sources).catalog()}
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
     return {}
@@ -224,12 +220,14 @@ def _as_json(result: Any, path: Path | None) -> dict:
 
 def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
     from .. import api
-    from .run import Session, load_tools, read_inputs
+    from .common import project_of
+    from .run import Session, read_inputs
 
     if not _approved(yes, no_input):
         _die("not approved: nothing was run (pass --yes to run without asking)", EXIT_FAILED)
+    project = project_of(None, tool_sources)
     try:
-        tools = load_tools(tool_sources, config)
+        tools = project.tools or {}
         inputs = read_inputs(pairs, None, plan)
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
@@ -238,6 +236,7 @@ def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, confi
         api.arun,
         str(path),
         tools=tools,
+        tool_sources=project.sources,  # recorded: `dagplan resume RUN` loads the same
         inputs=inputs,
         durable=True,
         config=config,
@@ -251,10 +250,12 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
     """``plan --run --stream``: one run from the model's first word; the plan is shown whole and approved
     before anything that changes something runs; the run's report and exit code as ``dagplan run``'s."""
     from .. import planning
-    from .run import Session, load_tools, read_inputs
+    from .common import project_of
+    from .run import Session, read_inputs
 
+    project = project_of(None, tool_sources)
     try:
-        tools = load_tools(tool_sources, config)
+        tools = project.tools or {}
         inputs = read_inputs(pairs, None, None) if pairs else None
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
@@ -269,7 +270,7 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
     try:
         session.execute(planned, task, tools=tools, model=model, run=True, stream=True, inputs=inputs,
                         config=config, completion_kwargs=kwargs, repair=repair, on_event=_said,
-                        on_attempt=_report_attempt, tool_sources=[*config.tools, *tool_sources])  # fmt: skip
+                        on_attempt=_report_attempt, tool_sources=project.sources)  # fmt: skip
     finally:
         if output and "result" in written:
             _write(written["result"].document_yaml, output)
@@ -325,11 +326,11 @@ def _approved(yes: bool, no_input: bool) -> bool:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def score(task: str, mode: str | None, threshold: int | None, fmt: str) -> None:
     """Complexity score 0-10 of TASK and whether plan-first would fire."""
-    from .. import load_config, should_plan_first
+    from .. import should_plan_first
     from .._doors import DEFAULT_THRESHOLD
     from .._doors import score as parts
 
-    settings = load_config().plan_first
+    settings = project_of().config.plan_first
     mode = mode or settings.get("mode", "auto")
     threshold = threshold if threshold is not None else int(settings.get("threshold", DEFAULT_THRESHOLD))
     found = parts(task)
@@ -372,14 +373,14 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
     """Plan every task of TASKS with a model and score the plans against what each task expects: node and
     edge F1 (which tools, in which order), argument values, plans that run to the end with the tools
     faked; misses by kind; tokens, seconds and cost a plan."""
-    from .. import load_config, planning
+    from .. import planning
     from ..dsl.errors import printable as safe_text
 
-    config = load_config()
+    config = project_of(None, tool_sources).config
     model = model or config.default_model
     if not model:
         _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
-    specs = _tool_specs(tool_sources, config)
+    specs = _tool_specs(tool_sources)
     if not specs:
         _die("no tools: pass --tools (the catalog the plans may use), or `tools` in dagplan.toml", EXIT_USAGE)
     kwargs = {"api_base": api_base} if api_base else {}
@@ -409,26 +410,26 @@ def evaluate(tasks: str, tool_sources: tuple[str, ...], model: str | None, repai
 
 @click.command()
 @click.argument("task")
-@planning_options
+@planning_options("agent")
 @click.option("--max-turns", type=click.IntRange(1), default=5, show_default=True, help="Model turns at most.")
 @click.option("--yes", "-y", is_flag=True, help="Approve every batch that acts on the world without asking.")
 @click.option("--no-input", is_flag=True, help="Never prompt; a batch that acts on the world is refused.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def agent(task: str, tool_sources: tuple[str, ...], model: str | None, max_turns: int, yes: bool, no_input: bool,
+def agent(task: str, tool_sources: tuple[str, ...], settings: Any, max_turns: int, yes: bool, no_input: bool,
           fmt: str) -> None:  # fmt: skip
     """Run the agent loop on TASK: the model plans, a batch runs, it re-plans from the live state, until it
     answers. A batch that acts on the world runs only once a person approves it (or --yes)."""
     import asyncio
 
-    from .. import load_config, planning
-    from .run import load_tools
+    from .. import planning
 
-    config = load_config()
-    model = model or config.default_model
+    project = project_of(None, tool_sources)
+    config = project.config
+    model = settings.model or config.default_model
     if not model:
         _die("no model: pass --model, set DAGPLAN_MODEL, or `model` in dagplan.toml", EXIT_USAGE)
     try:
-        tools = load_tools(tool_sources, config)
+        tools = project.tools or {}
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
 

@@ -26,13 +26,14 @@ def submit(file: str, tool_sources, pairs, input_file, each, state_dir) -> None:
     from .run import prepare
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
+    sources = project_of(state_dir, tool_sources).sources
     try:
         if each is not None:
-            ids = pool.submit_each(plan, each, tools=tools, tool_sources=[*config.tools, *tool_sources],
-                                  inputs=inputs, state_dir=state_dir, config=config)  # fmt: skip
+            ids = pool.submit_each(plan, each, tools=tools, tool_sources=sources, inputs=inputs, state_dir=state_dir,
+                                  config=config)  # fmt: skip
         else:
-            ids = [pool.submit(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], inputs=inputs,
-                              state_dir=state_dir, config=config)]  # fmt: skip
+            ids = [pool.submit(plan, tools=tools, tool_sources=sources, inputs=inputs, state_dir=state_dir,
+                              config=config)]  # fmt: skip
     except DagplanError as exc:
         fail(exc, EXIT_USAGE)
     for run_id in ids:

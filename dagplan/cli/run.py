@@ -12,6 +12,7 @@ from typing import Any, Callable, Coroutine
 import click
 
 from ..dsl.errors import DagplanError
+from ..settings import options_of
 from .common import (
     finish,
     EXIT_FAILED,
@@ -49,10 +50,7 @@ def output_options(f):
     )(f)
     f = click.option("--yes", "-y", is_flag=True, help="Approve lazy plans and retry extensions without asking.")(f)
     f = click.option("--no-input", is_flag=True, help="Never prompt; unanswered questions are refusals.")(f)
-    f = state_dir_option(f)
-    f = click.option("--max-concurrency", type=click.IntRange(1), default=None, help="Steps running at once.")(f)
-    f = click.option("--model", default=None, help="Default model of LLM steps (litellm name).")(f)
-    return f
+    return state_dir_option(f)
 
 
 record_option = click.option(
@@ -63,12 +61,6 @@ record_option = click.option(
     help="Write every tool and model call of this run to a cassette FILE (from its journal; secrets redacted;"
     " a resume with --record writes the whole run's, gate answers included).",
 )
-
-
-def load_tools(sources: tuple[str, ...], config: Any) -> dict:
-    from .. import load_tools as _load
-
-    return _load([*config.tools, *sources])
 
 
 def load_plan(path: str, tools: dict):
@@ -105,22 +97,18 @@ def preview(
     --approve, a person approves it: `dagplan run FILE --approved APPROVAL` then runs only this plan."""
     from .. import api
     from ..api import preview as build
-    from .. import load_config
     from ..views import preview_text, rerun_text
 
     if output is not None and not approve:
         die("-o is where --approve writes the approval: give --approve too", EXIT_USAGE)
     try:
-        config = load_config()
-        tools = load_tools(tool_sources, config) if tool_sources or config.tools else None
+        project = project_of(state_dir, tool_sources)
+        config = project.config
+        tools = project.tools if project.tools_known else None
         plan = load_plan(file, tools) if tools is not None else api.load(file)
         shown = build(plan, tools)
         again = api.rerun(plan, list(reuse), tools, state_dir=state_dir, config=config) if reuse else None
-        approval = (
-            api.approve(plan, tools=tools, tool_sources=[*config.tools, *tool_sources], config=config)
-            if approve
-            else None
-        )
+        approval = api.approve(plan, tools=tools, tool_sources=project.sources, config=config) if approve else None
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":
@@ -167,12 +155,7 @@ def preview(
     metavar="APPROVAL",
     help="Run only the plan and tools this approval file (dagplan preview --approve) approved; refuse anything else.",
 )
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default=None,
-    help="Where tool calls run when neither the tool nor the plan says (default: the configuration's, else local).",
-)
+@options_of("run")
 @click.option(
     "--reuse",
     "reuse",
@@ -193,15 +176,13 @@ def run(
     replay,
     answers,
     approved,
-    executor,
+    settings,
     reuse,
     fmt,
     events,
     yes,
     no_input,
     state_dir,
-    max_concurrency,
-    model,
 ) -> None:
     """Run the plan in FILE."""
 
@@ -215,11 +196,11 @@ def run(
     from .. import _doors, api
 
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file, replay)
+    sources = project_of(None, tool_sources).sources
     approval = None
     if approved is not None:
         try:
-            approval = api.check_approval(approved, plan, tools=tools, tool_sources=[*config.tools, *tool_sources],
-                                          config=config)  # fmt: skip
+            approval = api.check_approval(approved, plan, tools=tools, tool_sources=sources, config=config)
         except DagplanError as exc:
             fail(exc)
     reused = None
@@ -232,15 +213,13 @@ def run(
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
         tools=tools,
-        tool_sources=[*config.tools, *tool_sources],  # recorded: `dagplan resume RUN` loads the same
+        tool_sources=sources,  # recorded: `dagplan resume RUN` loads the same
         inputs=inputs,
         durable=not ephemeral,
         state_dir=state_dir,
         config=config,
-        max_concurrency=max_concurrency,
-        model=model,
+        settings=settings,
         cassette=replay,
-        executor=executor,
         approval=approval,
         reuse=reused,
     )

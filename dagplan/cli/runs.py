@@ -6,7 +6,6 @@ corrupt artifact, corrupt log, locked); 2 usage (unknown run id, unknown step id
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from typing import Any, Sequence
@@ -15,6 +14,7 @@ import click
 
 from .. import DagplanError
 from ..dsl.errors import counted, error, printable
+from ..settings import options_of
 from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, die, fail, raw_stream, state_dir_option, tools_option
 from .run import output_options, record_option
 
@@ -372,6 +372,7 @@ def _step_detail(s: Any) -> str:
 )
 @record_option
 @tools_option
+@options_of("resume")
 @output_options
 def resume(
     run_id,
@@ -387,29 +388,24 @@ def resume(
     yes,
     no_input,
     state_dir,
-    max_concurrency,
-    model,
+    settings,
 ) -> None:
     """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
     from .. import api
     from .. import _doors
-    from .run import Session, check_record, load_tools
+    from .run import Session, check_record
 
     check_record(record)
     try:
-        config = _doors.run_config(run_id, state_dir)  # here, else the configuration the run started with
-        if not tool_sources:  # the tools the run was started with, unless others are given
-            tool_sources, changed = _doors.resume_tools(run_id, state_dir or config.state_dir)
-            for path in changed:
-                click.echo(f"warning: {path} changed since the run started; its tools are loaded as they are now",
-                           err=True)  # fmt: skip
-            config = dataclasses.replace(config, tools=())  # recorded sources include the configured ones
-        tools = load_tools(tuple(tool_sources), config)
+        config, state, tools, changed = _doors.resume_context(run_id, state_dir, tool_sources)
+        for path in changed:
+            click.echo(f"warning: {path} changed since the run started; its tools are loaded as they are now",
+                       err=True)  # fmt: skip
         adopted = _adopted(adopted_output, on_interrupted)
         if dry_run:
-            _show_rerun(run_id, from_step, tools, state_dir or config.state_dir, config, fmt)
+            _show_rerun(run_id, from_step, tools, state, config, fmt)
             return
-        plan = api.stored_plan(run_id, tools, state_dir or config.state_dir, config=config, from_step=from_step,
+        plan = api.stored_plan(run_id, tools, state, config=config, from_step=from_step,
                                resumable=True)  # fmt: skip
     except DagplanError as exc:
         reject(exc)
@@ -423,13 +419,12 @@ def resume(
         run_id,
         tools=tools,
         from_step=from_step,
-        state_dir=state_dir or config.state_dir,
+        state_dir=state,
         config=config,
         on_interrupted=Interrupted(yes=yes, no_input=no_input, policy=on_interrupted),
-        rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input),
+        rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, state, config, no_input),
         adopted_output=adopted,
-        max_concurrency=max_concurrency,
-        model=model,
+        settings=settings,
         **streaming,
     )
 
@@ -460,19 +455,21 @@ def _adopted(text: str | None, on_interrupted: str | None):
         return None
     if on_interrupted != "adopt":
         raise DagplanError(error("usage", "--output goes with --on-interrupted adopt", hint="add it, or drop --output"))
+    from ..dsl.jsontext import loads
+
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError as exc:
         raise DagplanError(error("usage", f"--output is not JSON: {exc}", hint="e.g. --output '{\"id\": 42}'"))
 
 
-def _confirm_rerun(run_id, from_step, tools, state_dir, config, no_input) -> bool:
+def _confirm_rerun(run_id, from_step, tools, state, config, no_input) -> bool:
     """On a terminal, ``--from`` that would repeat side effects asks first (elsewhere it is refused)."""
     from .. import _doors
 
     if from_step is None or no_input or not sys.stdin.isatty():
         return False
-    again = _doors.side_effects_again(run_id, from_step, tools, state_dir or config.state_dir, config=config)
+    again = _doors.side_effects_again(run_id, from_step, tools, state, config=config)
     if not again:
         return False
     return click.confirm(f"These side effects already ran and would run again: {', '.join(again)}. Go on?",

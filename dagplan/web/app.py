@@ -36,6 +36,7 @@ from .. import api
 
 from .. import _doors
 from ..dsl.errors import DagplanError, printable
+from ..dsl.jsontext import loads
 from ..views import reused_text, shown, trace_lines, where
 
 MAX_BODY = 1024 * 1024  # bytes of a request body (a form: an answer, inputs); larger is refused unread
@@ -292,11 +293,9 @@ class Viewer:
         form = await request.form()
         path = self._plan_path(str(form.get("file") or ""))
         try:
-            inputs = json.loads(str(form.get("inputs") or "{}") or "{}")
-        except ValueError as exc:
+            inputs = loads(str(form.get("inputs") or "{}") or "{}")
+        except ValueError as exc:  # jsontext.TooDeep too
             return PlainTextResponse(f"inputs are not JSON: {exc}", status_code=400)
-        except RecursionError:
-            return PlainTextResponse("inputs nest too deep", status_code=400)
         if not isinstance(inputs, dict):
             return PlainTextResponse("inputs are a JSON object: {name: value}", status_code=400)
         typed = [f"{k[len('input.') :]}={v}" for k, v in form.multi_items() if k.startswith("input.") and str(v)]

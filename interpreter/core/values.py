@@ -107,22 +107,16 @@ def word_value(raw: str) -> Any:
     its JSON when it is JSON, else the text itself. The one parse of such words: raises ValueError (with
     the reason) for what JSON-as-dagplan-keeps-it cannot hold: NaN, Infinity, a number past a float's range
     (``1e999``), nesting deeper than :data:`MAX_WORD_DEPTH`."""
+    from ...dsl.jsontext import TooDeep, loads
+
     try:
-        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise ValueError(f"it nests deeper than {MAX_WORD_DEPTH} levels") from None
+        return loads(raw, max_depth=MAX_WORD_DEPTH, parse_constant=_no_constant, parse_float=_finite)
+    except TooDeep:
+        raise
     except _NotFinite as exc:
         raise ValueError(str(exc)) from None
     except ValueError:
         return raw  # not JSON: the text itself
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > MAX_WORD_DEPTH:
-                raise ValueError(f"it nests deeper than {MAX_WORD_DEPTH} levels")
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return value
 
 
 class _NotFinite(ArithmeticError):

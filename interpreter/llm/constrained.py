@@ -347,8 +347,10 @@ def positioned(text: str, task: str, chain: int) -> str:
     (check says what is wrong with it)."""
     import json
 
+    from ...dsl.jsontext import loads
+
     try:
-        data = json.loads(text)
+        data = loads(text)
     except ValueError:
         return text
     steps = data.get("steps") if isinstance(data, dict) else None

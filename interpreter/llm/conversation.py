@@ -452,8 +452,10 @@ def _since(started: float) -> float:
 
 
 def _arguments(function: Mapping[str, Any]) -> Any:
+    from ...dsl.jsontext import loads
+
     try:
-        return json.loads(function.get("arguments") or "{}")
+        return loads(function.get("arguments") or "{}")
     except ValueError:
         return function.get("arguments")
 
@@ -465,8 +467,10 @@ async def _run_tool(call: dict, tools: Mapping[str, ToolFn]) -> str:
         name = next((n for n in tools if function_name(n) == name), name)
     if name not in tools:
         return f"error: unknown tool '{name}'; available: {', '.join(sorted(tools)) or 'none'}"
+    from ...dsl.jsontext import loads
+
     try:
-        args = json.loads(call["function"].get("arguments") or "{}")
+        args = loads(call["function"].get("arguments") or "{}")
     except ValueError as exc:
         return f"error: arguments are not valid JSON ({exc})"
     if not isinstance(args, dict):
@@ -632,20 +636,29 @@ _NOT_JSON = object()
 NOT_JSON = _NOT_JSON  # what parse_json returns when the text holds no JSON value
 
 
+_STARTS_TRIED = 16  # a model's prose before its JSON opens few brackets; each try reads at most the whole text
+
+
 def parse_json(text: str) -> Any:
-    """The first JSON value in a model's answer (tolerates code fences and prose around it)."""
+    """The first JSON value in a model's answer (tolerates code fences and prose around it): the whole text,
+    else from each of its first brackets (at most :data:`_STARTS_TRIED`: linear in the answer, whatever it
+    holds). Nesting past the one limit (:mod:`dagplan.dsl.jsontext`) is no JSON value."""
+    import re
+
+    from ...dsl.jsontext import loads, raw_decode
+
     text = text.strip()
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError:
         pass
-    decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char in "{[":
-            try:
-                return decoder.raw_decode(text, start)[0]
-            except ValueError:
-                continue
+    for tried, found in enumerate(re.finditer(r"[{\[]", text)):
+        if tried == _STARTS_TRIED:
+            break
+        try:
+            return raw_decode(text, found.start())[0]
+        except ValueError:
+            continue
     return _NOT_JSON
 
 

@@ -209,9 +209,7 @@ def _as_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str,
             chat.append(
                 {
                     "role": "assistant",
-                    "content": json.dumps(
-                        {"call": function["name"], "arguments": json.loads(function.get("arguments") or "{}")}
-                    ),
+                    "content": json.dumps({"call": function["name"], "arguments": _arguments_of(function)}),
                 }
             )
         else:
@@ -223,10 +221,19 @@ class Truncated(ValueError):
     """The model stopped (max_tokens) inside the JSON a grammar held it to: no call and no answer."""
 
 
+def _arguments_of(function: Mapping[str, Any]) -> Any:
+    """A tool call's arguments as the chat shows them again (text that is no JSON value: as it is)."""
+    from .conversation import _arguments
+
+    return _arguments(function)
+
+
 def _tool_message(content: str, structured: bool) -> dict[str, Any]:
     """The model's JSON choice as a provider's assistant message: a tool call, or the answer's content."""
+    from ...dsl.jsontext import loads
+
     try:
-        chosen = json.loads(content)
+        chosen = loads(content)
     except ValueError:  # held by a grammar, it can only be cut short: max_tokens inside the call or answer
         raise Truncated(content) from None
     if isinstance(chosen, dict) and "call" in chosen:

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from ...dsl.errors import PlanInvalid, RunError, Span
 from ...dsl.ir import Plan, can_act, walk
+from ...dsl.jsontext import loads
 
 FORMAT = 2  # 2: the tools' code identity, and a seal over every field
 _HOW = "write it with: dagplan preview PLAN --approve -o FILE"
@@ -98,7 +99,7 @@ def read(path: str | os.PathLike) -> dict[str, Any]:
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as handle:
-            data = json.loads(handle.read(16 * 1024 * 1024 + 1))
+            data = loads(handle.read(16 * 1024 * 1024 + 1))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise RunError.make("bad-approval", f"cannot read the approval {name}: {why}", Span(name), hint=_HOW) from None

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ...dsl.jsontext import loads
 from ..core.vocabulary import Answered, Channel
 from ..stores.wal import atomic_write
 
@@ -44,7 +45,7 @@ def asked(journal: Any) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.request.json")):
         try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
+            out.append(loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):  # gone meanwhile (answered), or being replaced: not asked
             continue
     return out
@@ -107,7 +108,7 @@ def _read(path: Path) -> Answered | None:
     finally:
         os.close(fd)
     try:
-        found = json.loads(data.decode("utf-8")) if len(data) <= _MAX_ANSWER else None
+        found = loads(data.decode("utf-8")) if len(data) <= _MAX_ANSWER else None
     except ValueError:
         return None
     if not isinstance(found, dict) or "value" not in found:

@@ -40,6 +40,7 @@ from typing import Any, AsyncIterator, Mapping, cast
 
 from ...dsl.errors import RunError, Span, first_line, printable
 from ...dsl.ir import Purity
+from ...dsl.jsontext import loads
 from ..core.config import MCP_SOURCE, expand_env
 from .catalog import TransientError, Tool
 
@@ -189,7 +190,7 @@ def read_lock(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RunError.make("tools-lock", f"cannot read {path}: {exc}", Span(str(path))) from None
     try:
-        data = json.loads(text)
+        data = loads(text)
     except ValueError as exc:
         line, col = getattr(exc, "lineno", 1), getattr(exc, "colno", 1)
         raise RunError.make("tools-lock", f"{path.name} is not JSON: {getattr(exc, 'msg', exc)}",
