@@ -531,3 +531,115 @@ def test_a_streamed_answer_offers_the_same_steps_however_it_is_cut(prose, steps,
         assert cut_up[0] == tuple(range(1, steps + 1)), cut_up
     one_by_one = offered(list(answer)) if len(answer) < 3000 else cut_up
     assert len(one_by_one[0]) <= steps + 1  # prose costs no check: at most a prefix per step (and the end)
+
+
+# --- ReWOO texts that form real lines (issue 61: structured, not random bytes) ---------------------------------
+
+REWOO_TOOLS = {
+    name: dagplan.ToolSpec(name, parameters={"type": "object", "properties": props, "required": list(props)[:1]})
+    for name, props in {
+        "search": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+        "write": {"path": {"type": "string"}, "text": {"type": "string"}},
+        "Wikipedia": {"query": {"type": "string"}},
+    }.items()
+}
+REWOO_ODD = st.sampled_from(
+    ["", "]", "[", "[[", "{", "}", '"', "\\", "\\u", "#E", "#E0", "#E99", "#E1.head=", "#E1.head=9" + "9" * 30,
+     "#E1.summary", "=", ",", ", k=", "\u2020state.a", "$state.b", "#tag", "```", "\u2028", "\r", "\t", " " * 50,
+     "[" * 80, "{" * 80, '"\\u006b": 1', "Plan:", "**", "- ", "1. ", "\x00", "\udc80", "LLM[", "#E1 = search["]
+)  # fmt: skip
+
+
+@st.composite
+def rewoo_texts(draw) -> str:
+    """A ReWOO plan as a model writes one: Plan: lines, #En = Tool[...] calls whose arguments are one text,
+    name=value pairs or a JSON object, references to earlier (and later) steps; then a few insertions of odd
+    text at random places, a cut, or prose and a code fence around it."""
+    lines = []
+    count = draw(st.integers(1, 5))
+    for n in range(1, count + 1):
+        if draw(st.booleans()):
+            lines.append(f"Plan: {draw(st.text(max_size=20))}")
+        ref = f"#E{draw(st.integers(0, count + 1))}" + draw(st.sampled_from(["", ".summary", ".head=20", ".x"]))
+        tool = draw(st.sampled_from(["search", "write", "Wikipedia", "LLM", "nope"]))
+        kind = draw(st.sampled_from(["text", "pairs", "json", "ref"]))
+        if kind == "text":
+            args = draw(st.sampled_from(["Colorado orogeny", f"what is in {ref}?", "x, y", "a=b"]))
+        elif kind == "pairs":
+            args = f'query="{draw(st.text(max_size=6))}", limit={draw(st.integers(-2, 5))}, path=a.md, text={ref}'
+        elif kind == "json":
+            args = json.dumps({"query": draw(st.text(max_size=6)), "text": ref, "list": [ref, 1]})
+            args = args.replace(f'"{ref}"', ref) if draw(st.booleans()) else args  # #En unquoted in JSON
+        else:
+            args = ref
+        bullet = draw(st.sampled_from(["", "- ", "1. ", "**"]))
+        lines.append(f"{bullet}#E{n} = {tool}[{args}]")
+    text = "\n".join(lines)
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(REWOO_ODD) + text[at:]
+    if draw(st.booleans()):
+        text = text[: draw(st.integers(0, len(text)))]
+    if draw(st.booleans()):
+        text = f"Here is my plan.\n```\n{text}\n```\nDone."
+    return text
+
+
+@FUZZ
+@given(rewoo_texts(), st.booleans())
+def test_a_rewoo_text_is_a_plan_or_located_diagnostics_never_a_traceback(text, with_tools):
+    """Whatever a model writes in ReWOO's lines: check answers (a plan, or diagnostics each at a line and column
+    inside the text); a valid one formats to a plan that checks valid again and formats to itself."""
+    from dagplan.dsl.fmt import format_document
+
+    tools = REWOO_TOOLS if with_tools else None
+    result = check(text=text, name="plan.rewoo", tools=tools)
+    lines = text.split("\n")
+    for d in result.diagnostics:
+        assert d.span.file == "plan.rewoo"
+        if d.span.line:
+            assert 1 <= d.span.line <= len(lines) + 1, d.format()
+    if not result.ok or result.document is None or result.document.dialect != "rewoo":
+        return
+    from dagplan.dsl.errors import LoadError
+
+    try:
+        if with_tools:
+            from dagplan.dsl import bind_document
+
+            document, _ = bind_document(result.document, tools)
+            written = format_document(document, tools=tools, bound=True)
+        else:
+            written = format_document(result.document)
+    except LoadError as exc:  # fmt leaves the file as it is and says why: Tool[text] without a catalog (issue
+        # 62), a lone surrogate YAML cannot write; never a traceback, never a changed value
+        assert [d.code for d in exc.diagnostics] == ["cannot-format"], exc.diagnostics
+        return
+    again = check(text=written, name="plan.yaml", tools=tools)
+    assert again.ok, (written, [d.format() for d in again.diagnostics])
+    assert [s.id for s in again.plan.steps] == [s.id for s in result.plan.steps]
+    assert format_document(load_text(written, "plan.yaml")) == written
+
+
+JSON_PIECES = st.sampled_from(['{"a": ', "[", "]", "{", "}", '"x"', "1", ",", ":", "```json\n", "```", " prose ", "\\",
+                               '"\\ud800"', "NaN", "[" * 300, "9" * 5000, "\n", '"value"', '"channel"', '"who"'])  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(JSON_PIECES, max_size=30))
+def test_a_models_answer_or_an_answer_file_is_a_value_or_nothing_never_a_traceback(pieces):
+    """The two readers of JSON someone else wrote that issue 61 moved to the one reader: a model's answer gives
+    its first JSON value or none; a gate's answer file gives an answer or is ignored."""
+    import tempfile
+    from pathlib import Path
+
+    from dagplan.interpreter.llm.conversation import parse_json
+    from dagplan.interpreter.ops.asking import _read
+
+    text = "".join(pieces)
+    parse_json(text)  # a value, or NOT_JSON: what it returns is the caller's to judge; it returns
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "gate.answer.json"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        found = _read(path)
+        assert found is None or found.channel is not None

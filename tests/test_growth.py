@@ -1,5 +1,6 @@
 """Every reader's cost grows linearly with its input (issue 61): each case of benchmarks/bench_growth.py is read
-at n and at 8n, and the ratio of the best times must stay far below the 64 a quadratic reader takes.
+at n and at 8n, and the ratio of the best times must stay under 12 (a linear reader: about 8; a quadratic one:
+about 64). Python's cyclic collector is held off while the clock runs (its cost follows the heap, not the input).
 
 A ratio, not a time: the machine's speed cancels out. A loaded machine can still slow one side, so a ratio
 over the bound is measured again (best of more tries) before it fails; a quadratic reader fails every time.
@@ -19,15 +20,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_growth  # noqa: E402
 
-BOUND = 24.0  # linear: about 8; quadratic: about 64
+BOUND = 12.0  # linear: about 8 (the issue's ~12x, with slack for noise); quadratic: about 64
+TRIES = 3  # a ratio over the bound is measured again, more carefully; a quadratic reader is over it every time
 
 
 @pytest.mark.parametrize("case", bench_growth.CASES, ids=lambda c: c.name)
 def test_the_reader_is_linear_in_its_input(case):
-    _, _, ratio = bench_growth.growth(case, repeat=2)
-    if ratio > BOUND:  # a busy machine: look again, more carefully, before saying it grows faster
-        _, _, ratio = bench_growth.growth(case, repeat=5)
-    assert ratio <= BOUND, f"{case.name}: 8x the input took {ratio:.1f}x the time"
+    ratios = [bench_growth.growth(case, repeat=2)[2]]
+    while ratios[-1] > BOUND and len(ratios) < TRIES:  # a busy machine slows one side: look again
+        ratios.append(bench_growth.growth(case, repeat=5)[2])
+    assert min(ratios) <= BOUND, f"{case.name}: 8x the input took {', '.join(f'{r:.1f}' for r in ratios)}x the time"
 
 
 def test_every_reader_has_its_generators():
