@@ -257,6 +257,13 @@ def run_config(run_id: str, state_dir: Any = None):
     return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
 
 
+def read_json(text: str) -> Any:
+    """JSON a person typed (``resume --output``), read by the one reader of JSON from outside (its depth limit)."""
+    from .dsl.jsontext import loads
+
+    return loads(text)
+
+
 def resume_context(run_id: str, state_dir: Any, given: Iterable[str]) -> tuple[Any, Any, dict, list[str]]:
     """What ``dagplan resume RUN`` resumes with: the configuration (:func:`run_config`), where the run is kept
     (the one rule), its tools, and the tool files that changed since it started. The tools are those it was

@@ -7,13 +7,12 @@ Each function is a thin layer over the pipeline (:mod:`dagplan.dsl`) and the int
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
 from .dsl.errors import DagplanError, PlanInvalid
 from .dsl.ir import Plan
 from .dsl.files import create_file, write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
-from . import settings as _settings
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
 
 ToolsArg = Iterable[Any] | Mapping[str, Any] | None
@@ -173,12 +172,37 @@ def estimate(plan: Plan | str | os.PathLike, config: Any = None):
     return worst(_as_plan(plan, config=cfg), cfg.default_model, cfg.max_items, cfg.step_max_iterations)
 
 
-# A run's settings (one field each of dagplan.settings.RunSettings): what `Project.with_options` keeps for every
-# run of a project, and what `arun` and `aresume` take as keywords (aresume: those a resume can change).
-RUN_SETTINGS = _settings.NAMES
-RESUME_SETTINGS = _settings.ON_RESUME_NAMES
+if TYPE_CHECKING:
+    from .settings import RunSettings
+
 CONTEXT = ("tool_sources", "state_dir", "config")  # what a Project fills in
-_options = _settings.refuse_unknown
+
+
+def __getattr__(name: str) -> Any:
+    """``RUN_SETTINGS`` / ``RESUME_SETTINGS``: the names of :class:`RunSettings`'s fields (a resume's: those it may
+    change), what `Project.with_options` keeps for every run and what ``arun``/``aresume`` take as keywords;
+    read from the holder when first asked for (``check`` never imports it)."""
+    if name in ("RUN_SETTINGS", "RESUME_SETTINGS"):
+        return settings_names(resume=name == "RESUME_SETTINGS")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def settings_names(resume: bool = False) -> tuple[str, ...]:
+    """The run settings' names (:class:`RunSettings`'s fields), or those a resume may change."""
+    from . import settings
+
+    return settings.ON_RESUME_NAMES if resume else settings.NAMES
+
+
+def _options(function: str, given: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
+    """The keyword options of ``function``, each one of ``allowed``: an unknown one is refused as Python refuses
+    an unknown keyword argument, with the names it takes (``arun``, ``aresume``, ``Project``)."""
+    allowed = tuple(allowed)
+    for name in given:
+        if name not in allowed:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r} (it takes: "
+                            f"{', '.join(allowed)})")  # fmt: skip
+    return dict(given)
 
 
 async def arun(
@@ -193,7 +217,7 @@ async def arun(
     cassette: str | os.PathLike | Mapping[str, Any] | None = None,
     approval: Mapping[str, Any] | None = None,
     on_run_created: Callable[[str], None] | None = None,
-    settings: _settings.RunSettings | None = None,
+    settings: RunSettings | None = None,
     **options: Any,
 ):
     """Run a plan; returns a :class:`RunResult`. See :func:`run`. ``reuse``: a run id (``@last`` the newest
@@ -214,7 +238,7 @@ async def arun(
     from .interpreter.tools.catalog import registry
 
     options = {**(settings.given() if settings is not None else {}),
-               **_options("arun", options, (*CONTEXT, *RUN_SETTINGS))}  # fmt: skip
+               **_options("arun", options, (*CONTEXT, *settings_names()))}  # fmt: skip
     cfg = options.pop("config", None) or load_config()
     state_dir, tool_sources = options.pop("state_dir", None), options.pop("tool_sources", ())
     model, ask_gate = options.pop("model", None), options.pop("ask_gate", None)
@@ -319,7 +343,7 @@ async def aresume(
     adopted_output: Any = None,
     approve: Approve | None = None,
     on_run_created: Callable[[str], None] | None = None,
-    settings: _settings.RunSettings | None = None,
+    settings: RunSettings | None = None,
     **options: Any,
 ):
     """Resume a durable run. See :func:`resume`. ``approve(preview)``: a streamed run stopped before its
@@ -333,8 +357,8 @@ async def aresume(
 
     given = settings.given() if settings is not None else {}
     options = {
-        **_options("aresume", given, RESUME_SETTINGS),
-        **_options("aresume", options, ("state_dir", "config", *RESUME_SETTINGS)),
+        **_options("aresume", given, settings_names(resume=True)),
+        **_options("aresume", options, ("state_dir", "config", *settings_names(resume=True))),
     }  # its sources: the run's
     cfg = options.pop("config", None) or load_config()
     state_dir = options.pop("state_dir", None)

@@ -22,7 +22,7 @@ import os
 from functools import cached_property
 from typing import Any, Iterable, Mapping
 
-from . import api, plantests, pool
+from . import api
 
 
 class Project:
@@ -41,7 +41,7 @@ class Project:
                                   for s in map(os.fspath, tool_sources))  # fmt: skip
         self._given_tools = tools
         # every run's settings (model, max_cost, subscribers...), refused by the rule arun's are
-        self.settings: Mapping[str, Any] = api._options("Project", settings, api.RUN_SETTINGS)
+        self.settings: Mapping[str, Any] = api._options("Project", settings, api.settings_names()) if settings else {}
 
     @classmethod
     def default(cls) -> "Project":
@@ -190,23 +190,35 @@ class Project:
         return api.answer(run_id, step, value, self.state, **options)
 
     def submit(self, plan: Any, inputs: Mapping[str, Any] | None = None) -> str:
+        from . import pool
+
         return pool.submit(self._plan(plan), tools=self.tools, tool_sources=self.sources, inputs=inputs,
                           **self._context())  # fmt: skip
 
     def load_tests(self, path: str | os.PathLike) -> Any:
+        from . import plantests
+
         return plantests.load_tests(path, config=self.config)
 
     def run_test_case(self, suite: Any, index: int) -> Any:
+        from . import plantests
+
         return plantests.run_test_case(suite, index, config=self.config)
 
     def worker_pool(self, **options: Any) -> Any:
         """A worker of this project's run database (see :func:`dagplan.pool.worker_pool`)."""
+        from . import pool
+
         return pool.worker_pool(self.state, config=self.config, **options)
 
     def schedules(self) -> list:
+        from . import pool
+
         return pool.schedules(self.state, config=self.config)
 
     def test(self, paths: Iterable[str | os.PathLike] = (".",), **options: Any) -> Any:
+        from . import plantests
+
         return plantests.test([self.root / p if not os.path.isabs(p) else p for p in paths], config=self.config,
                         **options)  # fmt: skip
 

@@ -8,8 +8,6 @@ are generated from the fields whose metadata names a flag (:func:`options_of`). 
 
 from __future__ import annotations
 
-import ast
-import inspect
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
@@ -79,20 +77,12 @@ NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunSettings))
 ON_RESUME_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunSettings) if f.metadata[ON_RESUME])
 
 
-def refuse_unknown(function: str, given: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
-    """The keyword options of ``function``, each one of ``allowed``: an unknown one is refused as Python refuses
-    an unknown keyword argument, with the names it takes (``arun``, ``aresume``, ``Project``)."""
-    allowed = tuple(allowed)
-    for name in given:
-        if name not in allowed:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r} (it takes: "
-                            f"{', '.join(allowed)})")  # fmt: skip
-    return dict(given)
-
-
 @lru_cache(maxsize=1)
 def helps() -> dict[str, str]:
     """Each field's help: its docstring in this source (what the API reference shows), as one line."""
+    import ast
+    import inspect
+
     try:
         tree = ast.parse(inspect.getsource(RunSettings))
     except (OSError, TypeError):  # no source to read (a frozen build): the flags go without help

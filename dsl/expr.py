@@ -20,6 +20,7 @@ from typing import Any, cast, get_args
 
 
 from .errors import PlanInvalid, Span, did_you_mean, error
+from .record import record
 from .ir import BAD_LITERAL, AllOf, AnyOf, Output, Placeholder, Ref, Root, Template, View, literal_value, view_length
 
 SPECIAL = re.compile(r"[\u2020$#\\]")
@@ -330,7 +331,7 @@ def classify(text: str, span: Span = Span()) -> Any:
     if single is not None:
         return single
     if _STARTS_WITH_REF.match(text) and ("||" in text or "&&" in text or _ONE_TOKEN.fullmatch(text)):
-        fallback = _DEFAULT.search(text) if "||" in text else None
+        fallback = _default_of(text) if "||" in text else None
         if fallback is not None:
             return _with_default(text, fallback, span)
         alts, ops = parse_expr(text, span)
@@ -356,23 +357,38 @@ def classify(text: str, span: Span = Span()) -> Any:
     return template
 
 
-_DEFAULT = re.compile(r"\s*\|\|\s*(" + _DQ + "|" + _SQ +
+# the last alternative, a literal: matched at the last `||` only (a search from every blank was quadratic in a
+# run of blanks before a `||`: issue 61)
+_DEFAULT = re.compile(r"\|\|\s*(" + _DQ + "|" + _SQ +
                       r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)\s*\Z")  # fmt: skip
 
 
-def _with_default(text: str, fallback: re.Match, span: Span) -> AnyOf:
+@record(frozen=True)
+class _Default:
+    at: int  # where the blanks before its `||` start
+    literal: str  # as written
+
+
+def _default_of(text: str) -> _Default | None:
+    """The literal after the last ``||`` of ``text`` when that is the whole rest of it (``... || "none"``)."""
+    last = text.rfind("||")
+    found = _DEFAULT.match(text, last) if last >= 0 else None
+    return _Default(len(text[:last].rstrip()), found.group(1)) if found else None
+
+
+def _with_default(text: str, fallback: _Default, span: Span) -> AnyOf:
     """``†a || †b || "none"``: the references, then a literal for when none of them was written."""
-    head = text[: fallback.start()]
+    head = text[: fallback.at]
     found = classify(head, span) if head.strip() else None
     if isinstance(found, Ref):
         options: tuple[Ref, ...] = (found,)
     elif isinstance(found, AnyOf) and not found.has_default:
         options = found.options
     else:
-        raise PlanInvalid(error("syntax", f"a default (`|| {fallback.group(1)}`) follows references only: {text!r}",
-                                _with_offset(span, fallback.start()),
+        raise PlanInvalid(error("syntax", f"a default (`|| {fallback.literal}`) follows references only: {text!r}",
+                                _with_offset(span, fallback.at),
                                 'write it last, after one or more references: †state.review || "none"'))  # fmt: skip
-    return AnyOf(options, span, _literal_value(fallback.group(1), text, span), True)
+    return AnyOf(options, span, _literal_value(fallback.literal, text, span), True)
 
 
 def _literal_value(token: str, text: str, span: Span) -> Any:

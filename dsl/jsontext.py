@@ -50,6 +50,14 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH, **options: Any) -> A
     return value
 
 
+def value_or_text(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value ``text`` holds, else the text itself (a model's tool-call arguments that are no JSON)."""
+    try:
+        return loads(text, max_depth=max_depth)
+    except ValueError:
+        return text
+
+
 def raw_decode(text: str, start: int = 0, *, max_depth: int = MAX_DEPTH) -> tuple[Any, int]:
     """``json.JSONDecoder().raw_decode(text, start)`` (a value and where it ends) with :func:`loads`' limit."""
     try:

@@ -35,7 +35,7 @@ from .source import Positions, SourceMap  # noqa: F401 - SourceMap is part of th
 from .yaml_reader import _full_limits, _read_yaml, _too_deep, _too_many, too_many_digits
 
 _JSON_START = re.compile(r"\s*[\[{]")
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")  # a fence's line, at its start: ``` or ~~~, then an info string
 _SYNTAX_CODES = ("yaml-syntax", "json-syntax")
 _MAX_CANDIDATE_TRIES = 200  # balanced-JSON attempts inside prose; bounds hostile text
 
@@ -296,14 +296,44 @@ def _candidates(text: str, name: str, limits: Limits) -> tuple[list[_Candidate],
     """Code fences, then balanced JSON values in the prose around them. Each candidate is parsed
     alone, with only the lines before it kept as blank lines, so the work stays linear in the text."""
     fences: list[_Candidate] = []
-    for match in _FENCE.finditer(text):
+    for start, end in _fenced(text):
         if len(fences) >= _MAX_CANDIDATE_TRIES:
             break
-        cand = _Candidate(match.start(3), match.end(3), text=text)
+        cand = _Candidate(start, end, text=text)
         _parse_candidate(cand, _alone(text, cand.start, cand.end), name, limits)
         fences.append(cand)
     taken = [(c.start, c.end) for c in fences]
     return fences, list(_inline_json(text, taken, name, limits))
+
+
+def _fenced(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each code fence's body: a line opening with ``` or ~~~ (3 or more, then anything), to the
+    next line that is that same fence alone (blanks around it). One pass over the lines, each closing line found
+    by its fence (a regular expression that searched for the closing line from each opening one was quadratic
+    in a text of fences that never close: issue 61)."""
+    from bisect import bisect_right
+
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
+    closers: dict[str, list[int]] = {}  # a fence -> the lines that are it alone
+    for number, at in enumerate(starts):
+        end = starts[number + 1] - 1 if number + 1 < len(starts) else len(text)
+        alone = text[at:end].strip(" \t")
+        if alone[:3] in ("```", "~~~") and alone.strip(alone[0]) == "":
+            closers.setdefault(alone, []).append(number)
+    number = 0
+    while number < len(starts) - 1:  # an opening line has a line after it
+        opened = _FENCE.match(text, starts[number])
+        if opened is None:
+            number += 1
+            continue
+        lines = closers.get(opened.group(1), [])
+        after = bisect_right(lines, number)
+        if after == len(lines):  # never closed: the next line may open one
+            number += 1
+            continue
+        closing = lines[after]
+        yield starts[number + 1], starts[closing]
+        number = closing + 1
 
 
 def _alone(text: str, start: int, end: int) -> str:

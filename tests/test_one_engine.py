@@ -342,6 +342,7 @@ CLI_MAY_IMPORT = (  # the public API, its renderers and the viewer it serves (ea
     "dagplan",
     "dagplan.api",
     "dagplan.project",  # dagplan.Project: the front door every command builds its context with
+    "dagplan.settings",  # dagplan.RunSettings: the run settings whose fields generate the CLI's options
     "dagplan.planning",  # plans a model writes, the agent loop, evaluate
     "dagplan.pool",  # runs for the workers of a run database
     "dagplan.plantests",  # plan tests and cassettes

@@ -141,10 +141,10 @@ def die(message: str, code: Exit) -> NoReturn:
 
 
 def _group() -> dict:
-    """What the group was given (``dagplan --state X --tools Y CMD``): every command's defaults."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
+    """What the group was given (``dagplan --state X --tools Y CMD``): every command's defaults (none in the fast
+    path of ``check``, which runs before click is imported)."""
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
     return (ctx.find_root().obj or {}) if ctx is not None else {}
 
 

@@ -455,10 +455,10 @@ def _adopted(text: str | None, on_interrupted: str | None):
         return None
     if on_interrupted != "adopt":
         raise DagplanError(error("usage", "--output goes with --on-interrupted adopt", hint="add it, or drop --output"))
-    from ..dsl.jsontext import loads
+    from .._doors import read_json
 
     try:
-        return loads(text)
+        return read_json(text)
     except ValueError as exc:
         raise DagplanError(error("usage", f"--output is not JSON: {exc}", hint="e.g. --output '{\"id\": 42}'"))
 

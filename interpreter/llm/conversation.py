@@ -452,12 +452,9 @@ def _since(started: float) -> float:
 
 
 def _arguments(function: Mapping[str, Any]) -> Any:
-    from ...dsl.jsontext import loads
+    from ...dsl.jsontext import value_or_text
 
-    try:
-        return loads(function.get("arguments") or "{}")
-    except ValueError:
-        return function.get("arguments")
+    return value_or_text(function.get("arguments") or "{}")
 
 
 async def _run_tool(call: dict, tools: Mapping[str, ToolFn]) -> str:

@@ -223,9 +223,9 @@ class Truncated(ValueError):
 
 def _arguments_of(function: Mapping[str, Any]) -> Any:
     """A tool call's arguments as the chat shows them again (text that is no JSON value: as it is)."""
-    from .conversation import _arguments
+    from ...dsl.jsontext import value_or_text
 
-    return _arguments(function)
+    return value_or_text(function.get("arguments") or "{}")
 
 
 def _tool_message(content: str, structured: bool) -> dict[str, Any]:
