@@ -182,6 +182,27 @@ def _compose(n: int) -> str:
     return "version: '3'\nservices:\n" + services
 
 
+def _argument(text: str) -> object:
+    from dagplan.dsl.expr import classify
+
+    try:
+        return classify(text)
+    except Exception as exc:  # noqa: BLE001 - a refusal is an answer too
+        return exc
+
+
+def _in_plans_folder(text: str) -> object:
+    from dagplan import _doors
+
+    return _doors.is_ours(text, "plans/p.yaml")
+
+
+def _clauses(text: str) -> object:
+    from dagplan.interpreter.llm.guide import clauses
+
+    return clauses(text)
+
+
 def _cassette(path: Path) -> object:
     from dagplan.interpreter.testing.cassette import read
 
@@ -299,6 +320,15 @@ CASES = [
     Case("references: a long path", 16_000, lambda n: "\u2020state.k" + ".k".join(map(str, range(n))), _output_path),
     Case("language server: a keystroke at the far end", 150, _steps_yaml, _lsp_edit),
     Case(
+        "references: blanks before a || and no default",
+        20_000,
+        lambda n: "\u2020state.a" + " " * n + "|| \u2020state.b x",
+        _argument,
+    ),  # fmt: skip
+    Case("recognizer: blank lines in a plans folder", 2_000, lambda n: "x: [\n" + "\n" * n + "steps", _in_plans_folder),
+    Case("YAML plan: code fences that never close", 2_000, lambda n: "Here:\n" + "```a\n" * n, _check("p.md")),
+    Case("planner: a request of blanks", 20_000, lambda n: "find it" + " " * n + "x", _clauses),
+    Case(
         "YAML plan: deep nesting (refused by the limit)",
         20_000,
         lambda n: "steps:\n  - id: a\n    tool: t\n    args: {x: " + "[" * n + "]" * n + "}\n",
@@ -336,6 +366,7 @@ READERS = (
     "recognizer",
     "references",
     "language server",
+    "planner",
     "configuration",
     "plan test file",
 )

@@ -1,6 +1,6 @@
 """Every regular expression of ours, against runs of the characters it names: time at 8n against n (issue 61).
 
-    python benchmarks/bench_regex.py [--size 20000]
+    python benchmarks/bench_regex.py
 
 dagplan's own patterns run on Python's backtracking ``re`` and see text from outside (plans, model answers,
 ReWOO lines, answer files); patterns a user writes (a plan test's ``matches:``) run on google-re2, which is
@@ -33,8 +33,8 @@ PACKAGES = ("dsl", "interpreter", "dagplan")
 METHODS = ("match", "fullmatch", "search", "finditer", "findall", "split", "sub", "subn")
 SUFFIXES = ("", "\x00", "\n\x00")  # nothing, then a character no pattern wants, then one after a line break
 GENERIC = " \t\na0"  # runs every pattern gets besides the characters it names
-SIZE = 20_000  # characters of a run
-SUSPECT = 0.05  # seconds on a run of SIZE past which a pattern's growth is measured
+SIZES = (800, 6_400, 20_000)  # the lengths a run is tried at, each only while the one before was fast
+SUSPECT = 0.05  # seconds on a run past which a pattern's growth is measured
 
 
 @dataclass(frozen=True)
@@ -143,25 +143,28 @@ def _timed(call: Callable[[Any], Any], text: Any, loops: int = 1) -> float:
         gc.enable()
 
 
-def suspects(found: Found, size: int = SIZE, limit: float = SUSPECT) -> list[tuple[Any, Any]]:
-    """The runs (character, suffix) of ``size`` characters the pattern takes longer than ``limit`` seconds on:
-    a linear pattern reads 20,000 characters in well under a millisecond; a quadratic one takes seconds. Only a
-    screen: each suspect's growth is then measured (:func:`growth`), so a slow machine measures more, never
-    fails more."""
+def suspects(found: Found, sizes: tuple[int, ...] = SIZES, limit: float = SUSPECT) -> list[tuple[Any, Any, int]]:
+    """The runs (character, suffix, size) the pattern takes longer than ``limit`` seconds on: each run is tried
+    at growing sizes, up to 20,000 characters (a linear pattern reads those in well under a millisecond; a
+    quadratic one takes seconds, a cubic one hours: the first size past the limit is kept, the rest not tried).
+    Only a screen: each suspect's growth is then measured (:func:`growth`), so a slow machine measures more,
+    never fails more."""
     call = _caller(found)
     found_runs = []
     for char in _runs(found):
         for suffix in SUFFIXES:
             end = suffix.encode() if isinstance(char, bytes) else suffix
-            if _timed(call, char * size + end) > limit:
-                found_runs.append((char, end))
+            for size in sizes:
+                if _timed(call, char * size + end) > limit:
+                    found_runs.append((char, end, size))
+                    break
     return found_runs
 
 
-def growth(found: Found, run: tuple[Any, Any], size: int = SIZE, repeat: int = 3) -> float:
-    """Time at ``size`` against time at ``size / 8`` on a run of one character then a suffix, the best of
-    ``repeat`` tries each, the two sizes taking turns."""
-    call, (char, suffix) = _caller(found), run
+def growth(found: Found, run: tuple[Any, Any, int], repeat: int = 3) -> float:
+    """Time at the run's size against time at an eighth of it, on a run of one character then a suffix, the
+    best of ``repeat`` tries each, the two sizes taking turns."""
+    call, (char, suffix, size) = _caller(found), run
     small, large = char * (size // 8) + suffix, char * size + suffix
     best_small = best_large = float("inf")
     for _ in range(repeat):
@@ -171,19 +174,15 @@ def growth(found: Found, run: tuple[Any, Any], size: int = SIZE, repeat: int = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=SIZE)
-    args = parser.parse_args()
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     found, unread = patterns()
     started = time.perf_counter()
-    rows = [(f, run, growth(f, run, args.size)) for f in found for run in suspects(f, args.size)]
-    print(
-        f"{len(found)} patterns x methods, {len(unread)} modules not importable here; screened and measured in "
-        f"{time.perf_counter() - started:.1f} s; {len(rows)} runs took over {SUSPECT * 1000:.0f} ms at {args.size}"
-    )
+    rows = [(f, run, growth(f, run)) for f in found for run in suspects(f)]
+    print(f"{len(found)} patterns x methods, {len(unread)} modules not importable here; screened and measured in "
+          f"{time.perf_counter() - started:.1f} s; {len(rows)} runs took over {SUSPECT * 1000:.0f} ms")
     print(f"{'pattern':64} {'8n/n':>6}  run")
-    for f, (char, suffix), ratio in sorted(rows, key=lambda r: -r[2]):
-        print(f"{f.name[:64]:64} {ratio:>6.1f}  {char!r} * n + {suffix!r}")
+    for f, (char, suffix, size), ratio in sorted(rows, key=lambda r: -r[2]):
+        print(f"{f.name[:64]:64} {ratio:>6.1f}  {char!r} * {size} + {suffix!r}")
 
 
 if __name__ == "__main__":

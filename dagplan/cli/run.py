@@ -262,7 +262,7 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in given:
         step, sep, raw = pair.partition("=")
-        if not sep or re.sub(r"\[[^\]]*\]", "", step) not in gates and not any(_doors.matches(step, g) for g in gates):
+        if not sep or re.sub(r"\[[^\[\]]*\]", "", step) not in gates and not any(_doors.matches(step, g) for g in gates):
             known = ", ".join(gates) or "none"
             hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
             die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)
@@ -282,7 +282,7 @@ def _answerable(plan: Any, step: str, value: Any) -> None:
     from .. import _doors
     from ..dsl.errors import did_you_mean
 
-    bare = re.sub(r"\[[^\]]*\]", "", step)
+    bare = re.sub(r"\[[^\[\]]*\]", "", step)
     for full, s in _doors.walk(plan):
         if s.gate is None or not (full == bare or _doors.matches(step, full)):
             continue

@@ -20,10 +20,12 @@ from ...dsl.ir import ToolSpec
 
 # A clause ends where the request says what comes next: ", then", "after", "once", "finally", ";", a new
 # sentence. The same words `dagplan plan` counts for its fewer-steps-than-clauses warning.
-CLAUSES = re.compile(r",?\s+(?:and\s+)?(?:then|after(?:wards)?|once|finally)\b|;|\.\s+(?=[A-Z])", re.I)
+# (each run of blanks is read from its first blank only, and whole: `(?<!\s)\s++`; from every blank of a run it was
+# quadratic in the run: issue 61)
+CLAUSES = re.compile(r",?(?<!\s)\s++(?:and\s++)?(?:then|after(?:wards)?|once|finally)\b|;|\.\s++(?=[A-Z])", re.I)
 # "... and VERB ...": another thing to do, after the first ("find a restaurant and reserve a table"); "and the
 # rate", "and a hotel" join two objects of one thing (an article or a name follows)
-_AND_THEN = re.compile(r",?\s+and\s+(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)")
+_AND_THEN = re.compile(r",?(?<!\s)\s++and\s++(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)")
 # "A, B, then C": in a request that states a sequence, a comma before a lowercase word that starts a clause (no
 # article or preposition) separates two of its things to do ("Read the commits, format them, then write...")
 _LISTED = re.compile(
@@ -67,7 +69,7 @@ def name_words(name: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(_CAMEL.sub(" ", name))}
 
 
-_TRAILING_AFTER = re.compile(r"^([^,]+?),?\s+(?:after|once)\s+([^,]+?)[.?!]?$", re.I | re.S)
+_TRAILING_AFTER = re.compile(r"^([^,]+?),?(?<!\s)\s++(?:after|once)\s++([^,]+?)[.?!]?$", re.I | re.S)
 _LEADING_AFTER = re.compile(r"^\s*(?:after|once)\s+(.+?),\s*(.+)$", re.I | re.S)
 PER_CLAUSE = 3  # tools offered for one clause
 WHOLE = 5  # tools offered for a clause that shares no word with any tool, or for positions past the clauses

@@ -120,7 +120,7 @@ _FILE_NAMES = (
 ).split()
 _FILE = re.compile(
     r"(?<![\w./-])[\w./-]*\w\.(?:" + "|".join(_EXTENSIONS) + r")(?![\w-])"
-    r"|(?<![\w-])(?:[\w./-]*/)?(?:" + "|".join(_FILE_NAMES) + r")(?![\w.-])",
+    r"|(?<![\w./-])(?:[\w./-]*/)?(?:" + "|".join(_FILE_NAMES) + r")(?![\w.-])",  # from a path's start only
     re.IGNORECASE,
 )
 
