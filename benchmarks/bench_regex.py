@@ -178,8 +178,10 @@ def main() -> None:
     found, unread = patterns()
     started = time.perf_counter()
     rows = [(f, run, growth(f, run)) for f in found for run in suspects(f)]
-    print(f"{len(found)} patterns x methods, {len(unread)} modules not importable here; screened and measured in "
-          f"{time.perf_counter() - started:.1f} s; {len(rows)} runs took over {SUSPECT * 1000:.0f} ms")
+    print(
+        f"{len(found)} patterns x methods, {len(unread)} modules not importable here; screened and measured in "
+        f"{time.perf_counter() - started:.1f} s; {len(rows)} runs took over {SUSPECT * 1000:.0f} ms"
+    )
     print(f"{'pattern':64} {'8n/n':>6}  run")
     for f, (char, suffix, size), ratio in sorted(rows, key=lambda r: -r[2]):
         print(f"{f.name[:64]:64} {ratio:>6.1f}  {char!r} * {size} + {suffix!r}")

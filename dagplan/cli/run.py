@@ -262,7 +262,11 @@ def _answers(given: tuple[str, ...], plan: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in given:
         step, sep, raw = pair.partition("=")
-        if not sep or re.sub(r"\[[^\[\]]*\]", "", step) not in gates and not any(_doors.matches(step, g) for g in gates):
+        if (
+            not sep
+            or re.sub(r"\[[^\[\]]*\]", "", step) not in gates
+            and not any(_doors.matches(step, g) for g in gates)
+        ):
             known = ", ".join(gates) or "none"
             hint = did_you_mean(step, gates, f"the plan's gates: {known}") if sep else "write STEP=VALUE"
             die(f"--answer {pair!r}: {'no gate ' + repr(step) if sep else 'not STEP=VALUE'} ({hint})", EXIT_USAGE)

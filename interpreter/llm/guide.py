@@ -25,7 +25,9 @@ from ...dsl.ir import ToolSpec
 CLAUSES = re.compile(r",?(?<!\s)\s++(?:and\s++)?(?:then|after(?:wards)?|once|finally)\b|;|\.\s++(?=[A-Z])", re.I)
 # "... and VERB ...": another thing to do, after the first ("find a restaurant and reserve a table"); "and the
 # rate", "and a hotel" join two objects of one thing (an article or a name follows)
-_AND_THEN = re.compile(r",?(?<!\s)\s++and\s++(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)")
+_AND_THEN = re.compile(
+    r",?(?<!\s)\s++and\s++(?=(?!(?:the|a|an|my|his|her|their|its|our|your|to|of|in|on|for|then)\b)[a-z]+\b)"
+)
 # "A, B, then C": in a request that states a sequence, a comma before a lowercase word that starts a clause (no
 # article or preposition) separates two of its things to do ("Read the commits, format them, then write...")
 _LISTED = re.compile(
