@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -98,10 +99,19 @@ def _import(source: str | os.PathLike) -> types.ModuleType:
         ) from exc
 
 
+# one tools file imported at a time: a module is in sys.modules while its code runs, so a second thread (the
+# language server's hover while its check loads the same file) took the half-run module, with none of its tools
+_IMPORTING = threading.RLock()
+
+
 def _import_file(path: Path) -> types.ModuleType:
     if not path.is_file():
         raise RunError.make("tools-import", f"no such tools file: {path}", hint="check the --tools path")
-    resolved = path.resolve()
+    with _IMPORTING:
+        return _imported_file(path.resolve())
+
+
+def _imported_file(resolved: Path) -> types.ModuleType:
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
     module_name = f"dagplan_tools_{resolved.stem}_{digest}"
     if module_name in sys.modules:
