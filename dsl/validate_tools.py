@@ -31,6 +31,8 @@ class Facts(Protocol):
     @property
     def deps(self) -> Mapping[str, tuple[str, ...]]: ...
 
+    def writers(self, ref: Ref) -> list[tuple[str, int]]: ...
+
 
 def _at(step: Step, *more: str | int) -> Span:
     return step.span.at(*more)
@@ -60,7 +62,7 @@ def tool_arguments(facts: Facts) -> Iterator[Diagnostic]:
     for step in facts.plan.steps:
         spec = facts.tools.get(step.tool) if step.tool else None
         if spec is not None:
-            yield from _check_call(facts.plan, step, spec)
+            yield from _check_call(facts.plan, step, spec, lambda ref: written_schema(facts, ref))
 
 
 def destructive_overrides(facts: Facts) -> Iterator[Diagnostic]:
@@ -116,7 +118,43 @@ def acting_triggers(facts: Facts) -> Iterator[Diagnostic]:
         )
 
 
-def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
+def written_schema(facts: Facts, ref: Ref) -> Mapping[str, Any] | None:
+    """What a step's output says a ``†state`` reference holds: the schema its tool's return (or its model's
+    ``output_schema``) declares, when every step that writes the reference's key writes the whole answer there
+    (one output path, no alternatives; a fan-out: a list of them), descended by the rest of the path. None when
+    any writer does not say (then nothing is known)."""
+    if ref.root != "state" or not ref.path or facts.tools is None:
+        return None
+    found: list[Mapping[str, Any]] = []
+    for writer, _ in facts.writers(ref):
+        step = facts.plan.by_id[writer]
+        if step.output is None or len(step.output.alternatives) != 1 or len(step.output.alternatives[0]) != 1:
+            return None
+        written = step.output.alternatives[0][0].path
+        spec = facts.tools.get(step.tool) if step.tool else None
+        said = (spec.output_schema if spec is not None else None) or (step.llm.output_schema if step.llm else None)
+        if not isinstance(said, Mapping) or not said or tuple(ref.path[: len(written)]) != tuple(written):
+            return None
+        schema: Any = {"type": "array", "items": said} if step.for_each is not None else said
+        for key in ref.path[len(written) :]:
+            schema = _below(schema, key)
+            if schema is None:
+                return None
+        found.append(schema)
+    return found[0] if found and all(s == found[0] for s in found) else None
+
+
+def _below(schema: Any, key: Any) -> Any:
+    """The schema of ``key`` inside a value of ``schema`` (a property, or an array's items), else None."""
+    if not isinstance(schema, Mapping):
+        return None
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        return schema.get("items") if schema.get("type") == "array" else None
+    properties = schema.get("properties")
+    return properties.get(key) if isinstance(properties, Mapping) else None
+
+
+def _check_call(plan: Plan, step: Step, spec: ToolSpec, written: Any = None) -> Iterator[Diagnostic]:
     from .schema import shape_example
 
     own = len(step.output.own) if step.output is not None else 0
@@ -150,6 +188,19 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
             continue
         wanted = _types(props[name])
         got = _value_types(plan, value)
+        said = written(value) if written is not None and isinstance(value, Ref) and not got else None
+        if said is not None:  # what the step that writes it returns (its tool's return type, a model's schema)
+            got = _types(said)
+            if got == {"array"} == wanted and not _items_fit(said, props[name]):
+                yield error(
+                    "bad-argument",
+                    f"argument '{name}' of tool '{spec.name}' must be a list of "
+                    f"{' or '.join(sorted(_types(props[name].get('items'))))}, not a list of "
+                    f"{' or '.join(sorted(_types(said.get('items'))))} ({value} is what the step writing it returns)",
+                    _at(step, "args", name),
+                    f"e.g. {name}: {shape_example(props[name])}",
+                )
+                continue
         if wanted and got and not _compatible(got, wanted):
             declared = _fitting_key(plan, value, wanted) if isinstance(value, Ref) else ""
             yield error(
@@ -159,6 +210,12 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec) -> Iterator[Diagnostic]:
                 _at(step, "args", name),
                 f"e.g. {name}: {shape_example(props[name])}{declared}",
             )
+
+
+def _items_fit(got: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a list whose items are ``got``'s fits a parameter whose items are ``wanted``'s (unknown: fits)."""
+    have, need = _types(got.get("items")), _types(wanted.get("items"))
+    return not have or not need or _compatible(have, need)
 
 
 def argument_problem(parameters: Mapping[str, Any], name: str, value: Any) -> str | None:

@@ -154,3 +154,38 @@ def test_a_queued_runs_plan_is_named_from_the_project_root_whoever_queued_it(tmp
     outside = tmp_path.parent / "elsewhere.yaml"
     outside.write_text("steps: []\n")
     assert plan_name(str(outside), config) == str(outside)
+
+
+def test_a_plan_that_calls_no_tool_is_not_told_to_give_tools():
+    """`dagplan preview` of a plan of gates and model steps printed `--tools TOOLS.py` in the command to run it."""
+    import dagplan
+
+    only_gate = dagplan.load(text='steps:\n  - id: ok\n    gate: {question: "go?"}\n', name="g.yaml")
+    assert dagplan.preview(only_gate).command_to_run() == "dagplan run g.yaml"
+    with_tool = dagplan.load(text="steps:\n  - {id: a, tool: t, output: $state.a}\n", name="t.yaml")
+    assert dagplan.preview(with_tool).command_to_run() == "dagplan run t.yaml --tools TOOLS.py"
+
+
+def test_a_steps_return_type_flows_into_the_next_steps_argument_check(tmp_path):
+    """A `list[str]` a tool returns, passed to a `list[dict]` parameter, passed `check` (and `dagplan plan` said
+    argument types were checked): the return annotation is the step's output type now, checked where it is read."""
+    tools = TOOLS + '''
+@dagplan.tool(purity="pure")
+def names(query: str) -> list[str]:
+    """Names."""
+    return [query]
+
+@dagplan.tool(purity="pure")
+def rows(query: str) -> list[dict]:
+    """Rows."""
+    return [{"name": query}]
+'''
+    wrong = "steps:\n  - {id: a, tool: names, args: {query: x}, output: $state.found}\n" \
+            "  - {id: b, tool: load, args: {rows: $state.found}, output: $state.n}\n"  # fmt: skip
+    folder = project(tmp_path, wrong_yaml=wrong, right_yaml=wrong.replace("tool: names", "tool: rows"))
+    (folder / "tools.py").write_text(tools)
+    done = run_dagplan(folder, "check", "wrong.yaml", "--tools", "tools.py")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "wrong.yaml:3:" in done.stdout and "argument 'rows' of tool 'load' must be a list of object, not a " \
+           "list of string ($state.found is what the step writing it returns)" in done.stdout  # fmt: skip
+    assert run_dagplan(folder, "check", "right.yaml", "--tools", "tools.py").returncode == 0

@@ -59,7 +59,8 @@ def test_repair_loop_fixes_a_cycle_then_an_unknown_tool(stub, specs):
     result = run_planner(stub, specs, text(fenced), json_reply(UNKNOWN_TOOL), json_reply(GOOD))
     assert stub.count == 3 and result.repairs == 2
     codes = [[d.code for d in a.diagnostics if d.severity == "error"] for a in result.attempts]
-    assert codes == [["cycle"], ["unknown-tool"], []]
+    # (the cyclic plan also passes a history, a list, as a customer id: its tool says what it returns)
+    assert codes == [["cycle", "bad-argument", "bad-argument"], ["unknown-tool"], []]
     # the diagnostics go back to the model, located in its own answer, with hints
     first_repair = stub.requests[1]["messages"][-1]["content"]
     assert (
@@ -154,7 +155,7 @@ def test_gives_up_after_repair_attempts(stub, specs):
     failure = caught.value
     assert stub.count == 2
     assert failure.code == "planning-failed" and "no valid plan after 2 attempt(s)" in str(failure)
-    assert [d.code for d in failure.diagnostics] == ["planning-failed", "cycle"]
+    assert [d.code for d in failure.diagnostics] == ["planning-failed", "cycle", "bad-argument", "bad-argument"]
     assert len(failure.attempts) == 2
     assert pickle.loads(pickle.dumps(failure)).attempts == failure.attempts
 

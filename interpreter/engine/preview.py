@@ -93,8 +93,11 @@ class Preview:
 
     def command_to_run(self, tool_sources: Any = None) -> str:
         """The command that runs this plan: with the ``--tools`` given (none when the configuration names
-        the tools: pass ``()``), else a ``--tools TOOLS.py`` placeholder; a placeholder for each required input."""
-        tools = ["--tools TOOLS.py"] if tool_sources is None else [f"--tools {t}" for t in tool_sources]
+        the tools: pass ``()``), else a ``--tools TOOLS.py`` placeholder (none for a plan that calls no tool: a
+        gate's, a model's); a placeholder for each required input."""
+        calls_tools = any(s.kind in ("tool", "plan", "loop") for s in self.steps)
+        placeholder = ["--tools TOOLS.py"] if calls_tools else []
+        tools = placeholder if tool_sources is None else [f"--tools {t}" for t in tool_sources]
         parts = ["dagplan run", self.source, *tools]
         for name, schema in self.inputs.items():
             if not (isinstance(schema, Mapping) and "default" in schema):

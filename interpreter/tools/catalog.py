@@ -146,6 +146,7 @@ def tool(
             fn=func,
             description=description if description is not None else inspect.cleandoc(func.__doc__ or ""),
             parameters=MappingProxyType(dict(parameters)) if parameters else schema_from_signature(func),
+            output_schema=return_schema(func),
             purity=purity,
             retry_on=tuple(retry_on),
             is_async=inspect.iscoroutinefunction(func),
@@ -281,6 +282,18 @@ def schema_from_signature(func: Callable) -> Mapping[str, Any]:
     if required:
         schema["required"] = required
     return MappingProxyType(schema)
+
+
+def return_schema(func: Callable) -> Mapping[str, Any] | None:
+    """What the function's return annotation says it returns (``-> list[str]``), as JSON Schema; None when it
+    says nothing a schema holds (no annotation, ``Any``, a class of its own). ``check`` reads it where a step's
+    output is passed on: a ``list[str]`` into a ``list[dict]`` parameter is refused before the run."""
+    try:
+        hint = typing.get_type_hints(func).get("return", Any)
+    except Exception:  # unresolvable forward references: nothing is said
+        return None
+    schema = type_schema(hint)
+    return MappingProxyType(schema) if schema.get("type") else None
 
 
 def type_schema(hint: Any) -> dict[str, Any]:
