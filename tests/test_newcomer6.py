@@ -169,7 +169,9 @@ def test_a_plan_that_calls_no_tool_is_not_told_to_give_tools():
 def test_a_steps_return_type_flows_into_the_next_steps_argument_check(tmp_path):
     """A `list[str]` a tool returns, passed to a `list[dict]` parameter, passed `check` (and `dagplan plan` said
     argument types were checked): the return annotation is the step's output type now, checked where it is read."""
-    tools = TOOLS + '''
+    tools = (
+        TOOLS
+        + '''
 @dagplan.tool(purity="pure")
 def names(query: str) -> list[str]:
     """Names."""
@@ -180,6 +182,7 @@ def rows(query: str) -> list[dict]:
     """Rows."""
     return [{"name": query}]
 '''
+    )
     wrong = "steps:\n  - {id: a, tool: names, args: {query: x}, output: $state.found}\n" \
             "  - {id: b, tool: load, args: {rows: $state.found}, output: $state.n}\n"  # fmt: skip
     folder = project(tmp_path, wrong_yaml=wrong, right_yaml=wrong.replace("tool: names", "tool: rows"))
