@@ -203,6 +203,26 @@ def _clauses(text: str) -> object:
     return clauses(text)
 
 
+def _calls_dialect(n: int) -> str:
+    """The calls dialect (seed 004): a list of calls, each reading the one before it."""
+    calls = [{"_tool": "t", "x": f"$E{i}" if i else "start", "_outputPath": f"$state.v{i + 1}"} for i in range(n)]
+    return json.dumps(calls)
+
+
+def _steps_dialect(n: int) -> str:
+    """The steps dialect (seed 003): agents and tasks with deps, and their parallel groups."""
+    steps = [{"id": f"E{i}", "agent": "search", "task": f"look at #E{i - 1}" if i > 1 else "start",
+              **({"deps": [f"E{i - 1}"]} if i > 1 else {})} for i in range(1, n + 1)]  # fmt: skip
+    return json.dumps({"task_summary": "x", "steps": steps, "parallel_groups": [[s["id"]] for s in steps]})
+
+
+def _plan_tool_dialect(n: int) -> str:
+    """The plan-tool dialect (seed 000): a goal and described steps with depends_on."""
+    steps = [{"id": f"s{i}", "description": f"do {i}", "tools": ["t"],
+              "depends_on": [f"s{i - 1}"] if i > 1 else []} for i in range(1, n + 1)]  # fmt: skip
+    return json.dumps({"goal": "x", "steps": steps})
+
+
 def _cassette(path: Path) -> object:
     from dagplan.interpreter.testing.cassette import read
 
@@ -280,6 +300,9 @@ CASES = [
     ),  # fmt: skip
     Case("JSON Lines: many lines", 5_000, lambda n: '{"name": "x"}\n' * n, _json_lines),
     Case("YAML plan: many steps", 300, _steps_yaml, _check("p.yaml")),
+    Case("calls dialect: many calls", 300, _calls_dialect, _check("p.json")),
+    Case("steps dialect: many agents' tasks", 300, _steps_dialect, _check("p.json")),
+    Case("plan-tool dialect: many described steps", 300, _plan_tool_dialect, _check("p.json")),
     Case("fmt: many steps", 40, _steps_yaml, _fmt),
     Case("diff: many steps", 200, _steps_yaml, _diff),
     Case(
@@ -355,6 +378,9 @@ READERS = (
     "JSON plan",
     "YAML plan",
     "ReWOO",
+    "calls dialect",
+    "steps dialect",
+    "plan-tool dialect",
     "when",
     "JSON Lines",
     "fmt",
