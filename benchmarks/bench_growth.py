@@ -25,6 +25,7 @@ class Case:
     make: Callable[[int], str]  # the input of size about n
     read: Callable[[str], object]  # the reader, as the CLI calls it
     loops: int = 1  # reads a timing (a reader bounded by a limit reads little: it is read many times)
+    extra: str | None = None  # the optional dependency its reader needs (the suite's core runs without it)
 
 
 def _check(name: str) -> Callable[[str], object]:
@@ -341,7 +342,7 @@ CASES = [
         _output_path,
     ),  # fmt: skip
     Case("references: a long path", 16_000, lambda n: "\u2020state.k" + ".k".join(map(str, range(n))), _output_path),
-    Case("language server: a keystroke at the far end", 150, _steps_yaml, _lsp_edit),
+    Case("language server: a keystroke at the far end", 150, _steps_yaml, _lsp_edit, extra="lsp"),
     Case(
         "references: blanks before a || and no default",
         20_000,
