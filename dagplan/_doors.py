@@ -269,13 +269,16 @@ def resume_context(run_id: str, state_dir: Any, given: Iterable[str]) -> tuple[A
     (the one rule), its tools, and the tool files that changed since it started. The tools are those it was
     started with (its recorded sources, the configured ones among them), unless others are given (then the
     configuration's and those)."""
+    from .api import _configured_tools
     from .interpreter.tools.sources import load_tools
 
     config = run_config(run_id, state_dir)
     state = _state(state_dir, config)
     given = tuple(given)
-    sources, changed = ([*config.tools, *given], []) if given else resume_tools(run_id, state)
-    return config, state, (load_tools(sources) if sources else {}), changed
+    if given:  # the configuration's and those: the one merge of every door
+        return config, state, _configured_tools(given, config)[0] or {}, []
+    recorded, changed = resume_tools(run_id, state)
+    return config, state, (load_tools(recorded) if recorded else {}), changed
 
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:

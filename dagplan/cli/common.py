@@ -203,7 +203,8 @@ def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
     from ..project import Project
 
     sources = tuple(dict.fromkeys(os.path.abspath(s) if s.endswith(".py") else s for s in tool_sources))
-    built = _group().setdefault("projects", {}) if _group() else {}  # built once per command line
+    group = _group()
+    built = group.setdefault("projects", {}) if group else {}  # built once per command line
     if (state_dir, sources) not in built:
         built[(state_dir, sources)] = Project(state=state_dir, tool_sources=sources)
     return built[(state_dir, sources)]

@@ -205,11 +205,15 @@ def _as_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str,
             name = message.get("name") or "the tool"
             chat.append({"role": "user", "content": f"Result of {name}: {message.get('content')}"})
         elif message.get("tool_calls"):
+            from ...dsl.jsontext import value_or_text  # the arguments as given, or their text
+
             function = message["tool_calls"][0]["function"]
             chat.append(
                 {
                     "role": "assistant",
-                    "content": json.dumps({"call": function["name"], "arguments": _arguments_of(function)}),
+                    "content": json.dumps(
+                        {"call": function["name"], "arguments": value_or_text(function.get("arguments") or "{}")}
+                    ),
                 }
             )
         else:
@@ -219,13 +223,6 @@ def _as_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str,
 
 class Truncated(ValueError):
     """The model stopped (max_tokens) inside the JSON a grammar held it to: no call and no answer."""
-
-
-def _arguments_of(function: Mapping[str, Any]) -> Any:
-    """A tool call's arguments as the chat shows them again (text that is no JSON value: as it is)."""
-    from ...dsl.jsontext import value_or_text
-
-    return value_or_text(function.get("arguments") or "{}")
 
 
 def _tool_message(content: str, structured: bool) -> dict[str, Any]:
