@@ -249,11 +249,16 @@ def render_svg(plan: Plan, analysis: Analysis, statuses: Mapping[str, str] | Non
     found = edges(plan, analysis)
     layout = _layered(analysis, found) if len(analysis.order) <= LAYOUT_LIMIT else None
     nodes, paths, labels = layout or _columns(analysis, found)
-    xs = [x for x, _, w, _ in nodes.values()] + [x - w / 2 for x, _, w in labels]
-    ys = [y for _, y, _, _ in nodes.values()] + [y - _LABEL_H / 2 for _, y, _ in labels]
+    # the box holds every node, every label and every point an edge is routed through (a layered layout routes
+    # some edges around the nodes, outside them)
+    routed = [point for parts in paths for part in parts for point in part]
+    xs = [x for x, _, w, _ in nodes.values()] + [x - w / 2 for x, _, w in labels] + [x for x, _ in routed]
+    ys = [y for _, y, _, _ in nodes.values()] + [y - _LABEL_H / 2 for _, y, _ in labels] + [y for _, y in routed]
     dx, dy = _PAD - min(xs, default=0), _PAD - min(ys, default=0)
-    width = max([x + w for x, _, w, _ in nodes.values()] + [x + w / 2 for x, _, w in labels], default=0) + dx + _PAD
-    height = max([y + h for _, y, _, h in nodes.values()] + [y + _LABEL_H for _, y, _ in labels], default=0) + dy + _PAD
+    right = [x + w for x, _, w, _ in nodes.values()] + [x + w / 2 for x, _, w in labels] + [x for x, _ in routed]
+    bottom = [y + h for _, y, _, h in nodes.values()] + [y + _LABEL_H for _, y, _ in labels] + [y for _, y in routed]
+    width = max(right, default=0) + dx + _PAD
+    height = max(bottom, default=0) + dy + _PAD
     width, height = max(round(width), 200), max(round(height), 80)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width}" height="{height}" '

@@ -164,6 +164,8 @@ def report_text(result: Any, verbose: bool = False) -> str:
         if getattr(s, "trace", None):
             detail = f"{detail} (at {where(s.trace)})"
         status = f"{s.status} ({reused_text(s.reused)})" if getattr(s, "reused", None) else str(s.status)
+        if getattr(s, "taken", None):
+            status = f"{s.status} ({s.taken[0]} of {len(s.output)} items {reused_text(s.taken[1])})"
         rows.append((sid, s.call, status, str(s.attempts), f"{s.duration:.2f}s", cut(detail or "", 60)))
     lines = [header, *table(rows)]
     reused = sorted({s.reused for s in result.steps.values() if getattr(s, "reused", None) not in (None, EARLY)})

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 
-def start_postgres() -> tuple[str, Callable[[], None], str]:
+def start_postgres(settings: str = "") -> tuple[str, Callable[[], None], str]:
     """Start a server; returns its TCP URL (no database name: append ``/postgres``), a function stopping it,
-    and the URL of its database ``postgres`` over its Unix socket."""
+    and the URL of its database ``postgres`` over its Unix socket. ``settings``: more ``-c name=value`` options
+    (a benchmark's statistics)."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb") or ""]
     initdb = found[-1]
     if not initdb or not os.path.exists(initdb):
@@ -35,7 +36,7 @@ def start_postgres() -> tuple[str, Callable[[], None], str]:
     data = folder / "data"
     subprocess.run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
                    capture_output=True)  # fmt: skip
-    options = f"-k {folder} -p {port} -c listen_addresses=127.0.0.1"
+    options = f"-k {folder} -p {port} -c listen_addresses=127.0.0.1 {settings}".rstrip()
     subprocess.run([*as_user, f"{bindir}/pg_ctl", "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w",
                     "start"], check=True, capture_output=True)  # fmt: skip
 

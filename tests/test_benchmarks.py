@@ -154,3 +154,36 @@ def test_the_reuse_benchmark_runs_only_the_edited_step_and_its_dependents():
     assert found["full re-run"]["calls"] == 10 and found["--reuse"]["calls"] == 3, found
     lines = bench_reuse.table(found, 0.0)
     assert lines[-1].startswith("--reuse: 30% of the calls")
+
+
+def test_the_pools_scaling_models_fit_what_they_were_made_from_and_predict_as_their_laws_say():
+    """bench_pool's predictions: the universal scalability law fitted to throughputs made by the law gives its
+    contention and coherency back; Amdahl's law with a serial fraction f gives 1 / (1 + f (N - 1)) efficiency."""
+    from benchmarks import bench_pool
+
+    for s, k in ((0.05, 0.0), (0.1, 0.01), (0.0, 0.02)):
+        made = {n: bench_pool.predicted(100.0, n, s=s, k=k) for n in (1, 2, 4)}
+        fitted = bench_pool.usl_fit(made)
+        assert fitted == pytest.approx((s, k), abs=1e-9), (s, k, fitted)
+    eight = bench_pool.predicted(50.0, 8, serial=0.05)
+    assert eight / (8 * 50.0) == pytest.approx(1 / (1 + 0.05 * 7))
+    # more workers never help past the law's peak: the coherency term makes it fall
+    assert bench_pool.predicted(100.0, 16, s=0.05, k=0.01) < bench_pool.predicted(100.0, 8, s=0.05, k=0.01)
+
+
+def test_the_pools_per_run_work_is_read_from_the_servers_statistics(tmp_path):
+    """bench_pool on a server of its own, as its command does (statistics on): a 20-step run's statements,
+    commits and WAL come out of the server's own counters, and a durable chain commits at least once a step."""
+    from benchmarks import bench_pool
+    from pg_server import start_postgres
+
+    _, stop, url = start_postgres(bench_pool.STATISTICS)
+    try:
+        from dagplan.interpreter.stores.pgstore import PgRegistry
+
+        PgRegistry(url).connection()  # the schema
+        work = bench_pool.per_run(url, tmp_path, runs=3)
+    finally:
+        stop()
+    assert work["commits"] >= 20 and work["statements"] >= 20 and work["WAL bytes"] > 0, work
+    assert work["WAL syncs"] >= 1 and work["WAL write+sync ms"] > 0, work

@@ -253,3 +253,72 @@ def test_where_each_word_of_a_prompt_came_from_survives_resume_and_shows_in_runs
     finally:
         server.terminate()
         server.wait(10)
+
+
+FAN_OUT = """inputs:
+  words: {type: array}
+steps:
+  - id: each
+    tool: shout
+    for_each: $input.words
+    max_items: 10
+    args: {word: $item}
+    output: $state.loud
+  - id: joined
+    tool: join
+    args: {parts: $state.loud}
+    output: $state.line
+result: $state.line
+"""
+
+SHOUT = """import os
+import dagplan
+
+def note(name):
+    with open(os.environ["CALLS"], "a") as f:
+        f.write(name + "\\n")
+
+@dagplan.tool(purity="side_effect")
+def shout(word: str) -> str:
+    note("shout:" + word)
+    return word.upper()
+
+@dagplan.tool(purity="pure")
+def join(parts: list) -> str:
+    note("join")
+    return " ".join(parts)
+"""
+
+
+def test_a_fan_out_takes_each_item_it_has_seen_and_runs_only_the_new_ones(tmp_path):
+    """Per-item reuse (as Make or Prefect's cache do): a list that grew by one item runs that item; the others
+    are taken by their own fingerprint (what the item reads), wherever they sit in the list."""
+    (tmp_path / "tools.py").write_text(SHOUT)
+    (tmp_path / "plan.yaml").write_text(FAN_OUT)
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.py"]\n')
+    dagplan(tmp_path, "run", "plan.yaml", "-i", 'words=["a", "b"]')
+    assert tool_calls(tmp_path) == ["shout:a", "shout:b", "join"]
+    grown = dagplan(tmp_path, "run", "plan.yaml", "-i", 'words=["b", "c", "a"]', "--reuse", "@last")
+    assert tool_calls(tmp_path)[3:] == ["shout:c", "join"], tool_calls(tmp_path)  # a and b were not called again
+    assert re.search(r"each\s+shout\s+completed \(2 of 3 items reused from \S+\)", grown.stdout), grown.stdout
+    assert "B C A" in grown.stdout
+    # everything seen: the preview says the fan-out is taken whole, and the run calls nothing for it
+    shown = dagplan(tmp_path, "preview", "plan.yaml", "--reuse", "@last")
+    assert re.search(r"reuse\s+each\s+each of its 3 item\(s\), reading the same values", shown.stdout), shown.stdout
+    same = dagplan(tmp_path, "run", "plan.yaml", "-i", 'words=["b", "c", "a"]', "--reuse", "@last", "--format", "json")
+    steps = json.loads(same.stdout)["steps"]
+    assert steps["each"]["items_reused"]["count"] == 3 and steps["joined"]["reused"], steps
+    assert tool_calls(tmp_path)[5:] == []
+    # an item's result is its own: another value runs, and the preview counts it
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        from dagplan import api
+
+        other = api.rerun("plan.yaml", "@last", inputs={"words": ["a", "d"]})
+    finally:
+        os.chdir(cwd)
+    row = next(r for r in other.steps if r["id"] == "each")
+    assert row["action"] == "run" and row["why"].startswith("1 of its 2 items run"), row
+    dagplan(tmp_path, "run", "plan.yaml", "-i", 'words=["a", "d"]', "--reuse", "@last")
+    assert tool_calls(tmp_path)[5:] == ["shout:d", "join"]

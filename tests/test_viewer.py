@@ -502,3 +502,32 @@ def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_termina
     run_id = json.loads(run_dagplan(tmp_path, "runs", "--format", "json").stdout)[0]["id"]
     page = served_page(tmp_path, f"/runs/{run_id}")
     assert "what the tool printed" in page and "fetching owls" in page
+
+
+def test_every_edge_of_the_graph_is_drawn_inside_its_box():
+    """A layered layout routes some edges around the nodes: the SVG's box holds every point of every edge
+    (the page showed them clipped), every node and every label; checked over random plans."""
+    import json
+    import random
+
+    import dagplan
+    from dagplan.dsl.schedule import analysis_of
+    from dagplan.render import render_svg
+
+    rng, outside, edges = random.Random(7), [], 0
+    for case in range(120):
+        steps = []
+        for i in range(rng.randint(2, 14)):
+            reads = [j for j in range(i) if rng.random() < 0.3]
+            steps.append({"id": f"s{i}", "tool": "t", "args": {f"a{j}": f"†state.v{j}" for j in reads},
+                          "output": f"†state.v{i}"})  # fmt: skip
+        plan = dagplan.load(text=json.dumps({"steps": steps}))
+        svg = render_svg(plan, analysis_of(plan))
+        width, height = map(float, re.search(r'viewBox="0 0 (\S+) (\S+)"', svg).groups())
+        for d in re.findall(r'class="edge"[^>]* d="([^"]+)"', svg):
+            edges += 1
+            outside += [(case, x, y, width, height) for x, y in re.findall(r"[ML](-?[\d.]+),(-?[\d.]+)", d)
+                        if not (0 <= float(x) <= width and 0 <= float(y) <= height)]  # fmt: skip
+        for x, y, w, h in re.findall(r'<rect x="(-?[\d.]+)" y="(-?[\d.]+)" width="([\d.]+)" height="([\d.]+)"', svg):
+            assert 0 <= float(x) and float(x) + float(w) <= width and 0 <= float(y) and float(y) + float(h) <= height
+    assert edges > 500 and not outside, outside[:5]

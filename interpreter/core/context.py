@@ -43,6 +43,12 @@ class StepContext(Protocol):
     def carries_failure_of(self, unit_id: str) -> None:
         """This unit's value holds the failure of ``unit_id`` (a fan-out's list): it carries it (engine/world.py)."""
 
+    def reused_from(self) -> str | None:
+        """The run this unit's result was taken from (``--reuse``), or None: it ran (or was replayed)."""
+
+    def took_items(self, count: int, source: str) -> None:
+        """This fan-out took ``count`` of its items' results from the run ``source`` (``--reuse``)."""
+
     def memo(self) -> Any:
         """The memo of completed calls for this unit (None in a run without a journal)."""
 
@@ -63,10 +69,13 @@ class StepContext(Protocol):
     def holds(self) -> bool:
         """Whether this unit's ``when:`` holds (a fan-out item's condition reads †item)."""
 
-    async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
+    async def settle(
+        self, once: Callable[[], Awaitable[Any]], *, failure_value: bool, reads: Callable[[], Any] | None = None
+    ) -> Any:
         """Run this (child) unit to its outcome under the attempt policy: replayed when the journal has it,
-        events and journal records with its id. A failure gives the failure value (``failure_value``)
-        or raises."""
+        taken from an earlier run by its fingerprint when ``reads`` (what it would read: a fan-out item's
+        arguments or prompt) matches one (``--reuse``), events and journal records with its id. A failure
+        gives the failure value (``failure_value``) or raises."""
 
     async def run_plan(self, sub: SubPlan, inputs: Any) -> Any:
         """Run a sub-plan as part of this run, its steps checkpointed as ``<unit_id>.<step>``."""

@@ -56,7 +56,10 @@ class FanOut:
             else:
                 async with limit:
                     try:
-                        results[index] = await child.settle(lambda: self._attempt(child, step), failure_value=True)
+                        results[index] = await child.settle(
+                            lambda: self._attempt(child, step), failure_value=True,
+                            reads=lambda: self.inner.prepare(child, step),
+                        )  # fmt: skip
                     except Waiting as wait:
                         waiting.append(wait)  # the other items go on; the step waits once they settled
                         return
@@ -70,6 +73,9 @@ class FanOut:
         failed = next((c.unit_id for c in children if c is not None and c.failed()), None)
         if failed is not None:
             ctx.carries_failure_of(failed)
+        taken = [c.reused_from() for c in children if c is not None and c.reused_from()]
+        if taken:
+            ctx.took_items(len(taken), ", ".join(dict.fromkeys(taken)))  # each run it took from, once
         return _outcome(step, results, items)
 
     def _attempt(self, child: StepContext, step: Step) -> Awaitable[Any]:

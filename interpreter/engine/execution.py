@@ -28,7 +28,7 @@ from ...dsl.ir import NOT_GIVEN, Plan, Ref, Step, SubPlan
 from ...dsl.schedule import analysis_of
 from .attempts import StepFailure, Waiting
 from .lifecycle import UnitLife
-from .reuse import definition_of, fingerprint, model_identity, reusable
+from .reuse import definition_of, fingerprint, model_identity, reusable, reusable_item
 from .world import held_back
 from .results import RunResult, StepReport
 from .runners import runner_for
@@ -272,9 +272,26 @@ class Execution:
         resume replays it); what acts or costs waits for the answers."""
         return step.gate is not None or (step.llm is None and not self.scope.acts(step))
 
-    def _fingerprint(self, step: Step, prepared: Any) -> str:
-        """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model."""
-        upstream = [self.units[dep].fingerprint or dep for dep in self.analysis.deps[step.id]]
+    def item_found(self, unit: Unit, reads: Callable[[], Any]) -> Any:
+        """A fan-out item's fingerprint, kept on its unit (reuse.py), and the result of an earlier run it
+        matches (None: the item runs). What the item reads is its arguments or prompt as resolved (``reads``);
+        a failure there is the attempt's to say."""
+        step = unit.step
+        if not (self.scope.fingerprinting and reusable_item(step)):
+            return None
+        try:
+            prepared = reads()
+        except Exception:  # noqa: BLE001 - the attempt resolves it again and fails with it
+            return None
+        unit.fingerprint = self._fingerprint(step, prepared, item=True)
+        return self.scope.reuse.get(unit.fingerprint) if self.scope.reuse is not None else None
+
+    def _fingerprint(self, step: Step, prepared: Any, item: bool = False) -> str:
+        """The step's fingerprint (reuse.py): its definition, what it read, its upstream, its tool or model.
+        A fan-out item's upstream is the steps the plan orders it after (``depends_on``): what it reads of the
+        others is in ``prepared`` (its item among it), so an item of a list that grew is the same item."""
+        deps = step.deps if item else self.analysis.deps[step.id]
+        upstream = [self.units[dep].fingerprint or dep for dep in deps]
         defined = definition_of(self.plan, step)
         if step.tool:
             tool = self.scope.tools.get(step.tool)
@@ -472,6 +489,7 @@ class Reports(Mapping[str, StepReport]):
                 u.usage,
                 u.reused,
                 u.trace,
+                u.taken,
             )
         return found
 
@@ -561,8 +579,17 @@ class StepContext:
     def carries_failure_of(self, unit_id: str) -> None:
         self.unit.tainted = unit_id
 
-    async def settle(self, once: Callable[[], Awaitable[Any]], *, failure_value: bool) -> Any:
-        return await self.execution.life.settle_child(self, once, failure_value)
+    def reused_from(self) -> str | None:
+        return self.unit.reused
+
+    def took_items(self, count: int, source: str) -> None:
+        self.unit.taken = (count, source)
+
+    async def settle(
+        self, once: Callable[[], Awaitable[Any]], *, failure_value: bool, reads: Callable[[], Any] | None = None
+    ) -> Any:
+        found = self.execution.item_found(self.unit, reads) if reads is not None else None
+        return await self.execution.life.settle_child(self, once, failure_value, found)
 
     def holds(self) -> bool:
         """Whether this unit's ``when:`` holds (a false one is recorded as skipped; an undecidable

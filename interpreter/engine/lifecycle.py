@@ -129,12 +129,18 @@ class UnitLife:
         if self._journal is not None and not per_child and self.scope.acts(unit.step):
             await self._journal.commit()
 
-    async def settle_child(self, ctx: UnitContext, once: Callable[[], Awaitable[Any]], failure_value: bool) -> Any:
-        """A child unit to its outcome: replayed, or started and tried under the attempt policy."""
+    async def settle_child(
+        self, ctx: UnitContext, once: Callable[[], Awaitable[Any]], failure_value: bool, found: Any = None
+    ) -> Any:
+        """A child unit to its outcome: replayed, taken from an earlier run (``found``, by its fingerprint), or
+        started and tried under the attempt policy."""
         unit = ctx.unit
         recorded = self.scope.replay.units.get(unit.id)
         if recorded is not None:
             return self._replayed_child(unit, recorded, failure_value)
+        if found is not None:
+            self._taken(unit, found)
+            return unit.output
         started = time.perf_counter()
         if self.scope.sinks:
             await self._started(unit, False, ctx)
@@ -271,9 +277,13 @@ class UnitLife:
 
     def reused(self, unit: Unit, found: Any) -> None:
         """A result taken from another run by the step's fingerprint (reuse.py): written, called nothing."""
+        self._write(unit.step.output, found.recorded.alternative, found.recorded.output)
+        self._taken(unit, found)
+
+    def _taken(self, unit: Unit, found: Any) -> None:
+        """A unit (a step, a fan-out item) completed with a result of another run: announced, called nothing."""
         recorded = found.recorded
         unit.attempts, unit.reused = 0, found.source
-        self._write(unit.step.output, recorded.alternative, recorded.output)
         unit.status, unit.output, unit.alternative = StepStatus.COMPLETED, recorded.output, recorded.alternative
         if self.scope.sinks:
             self._emit_completed(unit, 0, output=recorded.output, alternative=recorded.alternative, replayed=False,

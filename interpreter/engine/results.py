@@ -28,6 +28,7 @@ class StepReport:
     usage: Mapping[str, Any] | None = None
     reused: str | None = None  # the run its result was taken from (`run --reuse`)
     trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
+    taken: tuple[int, str] | None = None  # a fan-out's items taken from another run: (how many, from which)
 
     @property
     def head(self) -> str:
@@ -50,6 +51,8 @@ class StepReport:
             out["replayed"] = True
         if self.reused:
             out["reused"] = self.reused
+        if self.taken:
+            out["items_reused"] = {"count": self.taken[0], "from": self.taken[1]}
         if self.trace:
             out["traceback"] = list(self.trace)
         return out

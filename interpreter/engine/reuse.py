@@ -7,7 +7,8 @@ lock entry, else its source's hash) and, for a model step, the model and the par
 answer. It is recorded with each completion. A run given a :class:`Reuse` takes the result of a completed
 unit with an equal fingerprint instead of calling anything; a different input, tool, model or upstream
 makes a different fingerprint, so a reused result is never another input's result. Tool and model steps
-are reused; compositions (fan-outs, sub-plans, loops) and gates run, and their children decide.
+are reused, and so is each item of a fan-out of them (by its own fingerprint: what the item reads, not the
+whole list); compositions (fan-outs, sub-plans, loops) and gates run, and their children decide.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ REUSED_KINDS = (StepKind.TOOL, StepKind.LLM)
 def reusable(step: Step) -> bool:
     """Whether a step's result can be taken by fingerprint: a tool or model step, not a fan-out."""
     return step.kind in REUSED_KINDS and step.for_each is None
+
+
+def reusable_item(step: Step) -> bool:
+    """Whether a fan-out's items can be taken by fingerprint, each on its own: items of a tool or model step
+    (a list that grew by one item runs that item; the others are taken)."""
+    return step.kind in REUSED_KINDS and step.for_each is not None
 
 
 def definition(step: Step) -> str:

@@ -133,6 +133,7 @@ class Unit:
         "usage",
         "fingerprint",
         "reused",
+        "taken",
         "trace",
         "tainted",
         "held",
@@ -151,6 +152,7 @@ class Unit:
         self.usage: Mapping[str, Any] | None = None
         self.fingerprint: str | None = None  # what determined its result (reuse.py), when the run keeps them
         self.reused: str | None = None  # the run its result was taken from (`--reuse`)
+        self.taken: tuple[int, str] | None = None  # a fan-out's items taken from another run: (how many, from)
         self.trace: list | None = None  # where its tool failed: the user's frames (core/trace.py)
         self.tainted: str | None = None  # the failed unit whose failure its value carries (world.py), if any
         self.held: Cause | None = None  # why the gate to the world held it back (refused, input-failed), if it did

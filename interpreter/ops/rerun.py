@@ -5,7 +5,8 @@ results of RUN offered by fingerprint (:mod:`..engine.reuse`), exactly as ``--re
 whose fingerprint matches is taken, every other runs (its fake answer then changes what its dependents
 read, so they run too, as they would). Each step that runs says why: it is new, its definition changed
 (which fields, from the semantic diff against RUN's plan), a step it depends on runs again, it is a kind
-that always runs (a gate, a fan-out, a sub-plan, a loop), or what it reads or its tool's code changed.
+that always runs (a gate, a sub-plan, a loop), or what it reads or its tool's code changed. A fan-out of a tool
+or a model is taken item by item: it says how many of its items run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...dsl.schedule import analysis_of
 from ..core.calls import Fakes
 from ..core.vocabulary import EventType, StepStatus
 from ..engine.execution import Execution
-from ..engine.reuse import Reuse, reusable
+from ..engine.reuse import Reuse, reusable, reusable_item
 from ..engine.scope import Options, RunScope
 
 
@@ -68,7 +69,9 @@ async def would_rerun(
     reuse = Reuse.of(journals)
     fakes = Fakes()
     now: dict[str, Any] = {}  # what each step would read now: a tool call's arguments, a prompt as resolved
-    dry = replace(options, calls=fakes, ask_gate=fakes.answer_gate, reuse=reuse, subscribers=[_reads(now)],
+    items: dict[str, list[int]] = {}  # by fan-out step: [items taken from the runs, items that run]
+    dry = replace(options, calls=fakes, ask_gate=fakes.answer_gate, reuse=reuse,
+                  subscribers=[_reads(now), _items(items)],
                   backoff_scale=0.0, person_gates=False)  # fmt: skip
     given = dict(inputs if inputs is not None else (journals[0].inputs if journals else {}))
     values = prepare_inputs(plan, given)
@@ -93,16 +96,24 @@ async def would_rerun(
             # decided by what is known for certain: the inputs and the results taken from the runs
             rows.append({"id": sid, "action": "skip", "why": f"not reached here ({report.reason})"})
             continue
-        again.add(sid)
         if report.status is StepStatus.SKIPPED:
+            again.add(sid)
             # skipped here on a stand-in's answer (nothing is called): what the run reads there decides, so it
             # is counted as running, as the run may run it (a preview never says skipped of what then runs)
             rows.append({"id": sid, "action": "run", "why": f"if reached: {', '.join(deciders)} runs again, and "
                          "what it returns decides"})  # fmt: skip
             continue
+        taken, ran = items.get(sid, (0, 0))
+        if taken and not ran and report.status is StepStatus.COMPLETED:
+            rows.append({"id": sid, "action": "reuse", "why": f"each of its {taken} item(s), reading the same values",
+                         "from": journals[0].id})  # fmt: skip
+            continue
+        again.add(sid)
         why = _why(sid, step, analysis.deps[sid], again, changed)
         if why == _UNSAID and journals:
             why = _which_changed(sid, step, now, _reads_of(journals[0]))
+        if taken:
+            why = f"{ran} of its {taken + ran} items run ({why}); {taken} are taken from the run"
         rows.append({"id": sid, "action": "run", "why": why})
     calls, tokens = _calls(plan, again, config)
     return Rerun(tuple(j.id for j in journals), tuple(rows), calls, tokens)
@@ -120,6 +131,8 @@ def _why(sid: str, step: Any, deps: Any, again: set[str], changed: Any) -> str:
     upstream = sorted(d for d in deps if d in again)
     if upstream:
         return f"{', '.join(upstream)} runs again"
+    if step.for_each is not None and reusable_item(step):
+        return "its items are new or read other values"
     if not reusable(step):
         return f"a {step.kind if step.for_each is None else 'fan-out'} step runs every time"
     return _UNSAID if changed is not None else "not in the run"
@@ -134,6 +147,19 @@ def _reads(into: dict[str, Any]) -> Any:
         key = _READ.get(event.type)
         if key is not None and event.step:
             into[event.step] = event.data.get(key)
+
+    return seen
+
+
+def _items(into: dict[str, list[int]]) -> Any:
+    """Counts, by fan-out step, the items taken from the runs by their fingerprint and the items that run."""
+
+    def seen(event: Any) -> None:
+        unit = event.step or ""
+        if "[" not in unit or event.type not in (EventType.STEP_COMPLETED, EventType.STEP_FAILED):
+            return
+        counts = into.setdefault(unit.split("[", 1)[0], [0, 0])
+        counts[0 if event.data.get("reused") else 1] += 1
 
     return seen
 
