@@ -13,11 +13,7 @@ from . import _lazy
 from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
 from .api import (
     ToolsArg,
-    _state,
-    _sync,
-    load_config,
-    stored_plan,
-    write_file,
+    _here,
 )
 from .dsl.errors import DagplanError
 from .dsl.ir import Plan
@@ -64,9 +60,8 @@ async def ask_at_terminal(run_id: str, request: Mapping[str, Any], prompt: Calla
     """A gate of the live run ``run_id`` asked at this terminal (``prompt(cancelled)``), answerable meanwhile
     by :func:`answer` from elsewhere: the first answer, as an :class:`Answered` (interpreter/ops/asking.py)."""
     from .interpreter.ops.asking import ask_here_or_elsewhere
-    from .interpreter.stores.registry import open_registry
 
-    journal = open_registry(_state(state_dir)).open(run_id)
+    journal = _here(state_dir=state_dir)._registry().open(run_id)
     return await ask_here_or_elsewhere(journal, request, prompt)
 
 
@@ -130,14 +125,14 @@ def shown_state(state_dir: Any = None) -> str:
     """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
     from .interpreter.core.redact import masked
 
-    return masked(_state(state_dir) or ".dagplan")
+    return masked(_here(state_dir=state_dir).state or ".dagplan")
 
 
 def in_database(state_dir: Any = None) -> bool:
     """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
     from .interpreter.core.state import is_url
 
-    return is_url(_state(state_dir))
+    return is_url(_here(state_dir=state_dir).state)
 
 
 def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
@@ -149,21 +144,8 @@ def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, stat
 
 def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
                   config: Any = None) -> dict[str, list[str]]:  # fmt: skip
-    """What ``resume(run_id, from_step=...)`` would do, running nothing: ``again``, the units whose recorded
-    results it clears and runs again; ``side_effects``, those among them that already touched the world."""
-    from .dsl.schedule import analysis_of
-    from .interpreter.engine.resume import side_effects_again as again
-    from .interpreter.stores.journal import cleared_ids
-    from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.catalog import registry
-
-    cfg = config or load_config()
-    journal = open_registry(_state(state_dir, cfg)).open(run_id)
-    plan = stored_plan(run_id, tools, state_dir, config=cfg, from_step=from_step)
-    progress = journal.progress()
-    cleared = [u for u in cleared_ids(progress, from_step, list(analysis_of(plan).order)) if u in progress.steps]
-    return {"again": cleared, "side_effects": again(progress, plan, registry(tools) if tools is not None else {},
-                                                    from_step)}  # fmt: skip
+    """What ``resume(run_id, from_step=...)`` would do, running nothing (:meth:`Project.rerun_preview`)."""
+    return _here(config, state_dir).rerun_preview(run_id, from_step, tools)
 
 
 def walk(plan: Plan) -> Any:
@@ -196,10 +178,7 @@ def answer_problem(request: Any, answer: Any) -> str | None:
 
 def asked_at_terminal(run_id: str, state_dir: Any = None) -> list[str]:
     """The gates a live run of ``run_id`` asks a person about at a terminal now (their full ids)."""
-    from .interpreter.ops.asking import asked
-    from .interpreter.stores.registry import open_registry
-
-    return [str(r.get("step")) for r in asked(open_registry(_state(state_dir)).open(run_id))]
+    return _here(state_dir=state_dir).asked_at_terminal(run_id)
 
 
 def matches(pattern: str, unit_id: str) -> bool:
@@ -211,30 +190,12 @@ def matches(pattern: str, unit_id: str) -> bool:
 
 def output_chunks(run_id: str, step: str, state_dir: Any = None):
     """A step's recorded output as bytes, in chunks (a spilled output streams from its file), secrets masked."""
-    from .interpreter.ops.runs import output_chunks as chunks
-
-    return chunks(run_id, step, _state(state_dir))
+    return _here(state_dir=state_dir).output_chunks(run_id, step)
 
 
 def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
-    """``dagplan tools lock``: connect to every MCP server the configuration declares and write the lock
-    (``dagplan.lock`` beside the configuration) that offline checks read. Returns the lock's path and
-    the number of tools of each server. RunError ``mcp-none`` when no server is declared."""
-    import json
-
-    from .dsl.errors import RunError
-    from .interpreter.tools.mcp import alock, declared, lock_path
-
-    cfg = config or load_config()
-    if not cfg.mcp:
-        raise RunError.make("mcp-none", "no MCP server is declared: nothing to lock",
-                            hint='declare one in dagplan.toml: [mcp.NAME] command = "..." or url = "..."')  # fmt: skip
-    base = cfg.path.parent if cfg.path else None
-    servers = {name: declared(name, table, base) for name, table in cfg.mcp.items()}
-    lock = _sync(alock(servers))
-    path = lock_path(cfg)
-    write_file(path, (json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
-    return str(path), {name: len(server["tools"]) for name, server in lock["servers"].items()}
+    """``dagplan tools lock`` (:meth:`Project.lock_tools`)."""
+    return _here(config).lock_tools()
 
 
 def cassette_tools(path: str | os.PathLike) -> dict:
@@ -247,14 +208,8 @@ def cassette_tools(path: str | os.PathLike) -> dict:
 
 def run_config(run_id: str, state_dir: Any = None):
     """The configuration to resume a run with: the working directory's, else the one the run started
-    with (so ``dagplan resume RUN`` works from anywhere)."""
-    from .interpreter.stores.registry import open_registry
-
-    here = load_config()
-    if here.path is not None:
-        return here
-    started = open_registry(_state(state_dir, here)).open(run_id).meta.get("config")
-    return load_config(os.path.dirname(started)) if started and os.path.isfile(started) else here
+    with (so ``dagplan resume RUN`` works from anywhere): :meth:`Project.for_run`."""
+    return _here(state_dir=state_dir).for_run(run_id).config
 
 
 def read_json(text: str) -> Any:
@@ -265,26 +220,15 @@ def read_json(text: str) -> Any:
 
 
 def resume_context(run_id: str, state_dir: Any, given: Iterable[str]) -> tuple[Any, Any, dict, list[str]]:
-    """What ``dagplan resume RUN`` resumes with: the configuration (:func:`run_config`), where the run is kept
-    (the one rule), its tools, and the tool files that changed since it started. The tools are those it was
-    started with (its recorded sources, the configured ones among them), unless others are given (then the
-    configuration's and those)."""
-    from .api import _configured_tools
-    from .interpreter.tools.sources import load_tools
-
-    config = run_config(run_id, state_dir)
-    state = _state(state_dir, config)
-    given = tuple(given)
-    if given:  # the configuration's and those: the one merge of every door
-        return config, state, _configured_tools(given, config)[0] or {}, []
-    recorded, changed = resume_tools(run_id, state)
-    return config, state, (load_tools(recorded) if recorded else {}), changed
+    """What ``dagplan resume RUN`` resumes with (:meth:`Project.resume_context`): the configuration, where the
+    run is kept, its tools, and the tool files that changed since it started."""
+    here, tools, changed = _here(state_dir=state_dir, tool_sources=given).resume_context(run_id)
+    return here.config, here.state, tools, changed
 
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:
     """(the tool sources a run was started with, those of them whose file changed since)."""
-    from .interpreter.stores.registry import open_registry
     from .interpreter.tools.sources import changed_sources, recorded_sources
 
-    record = open_registry(_state(state_dir)).open(run_id).meta.get("tool_sources") or []
+    record = _here(state_dir=state_dir)._registry().open(run_id).meta.get("tool_sources") or []
     return recorded_sources(record), changed_sources(record)

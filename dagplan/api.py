@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .dsl import check as _check
-from .dsl.errors import DagplanError, PlanInvalid
+from .dsl.errors import DagplanError, PlanInvalid  # noqa: F401 - DagplanError: what the doors catch
 from .dsl.ir import Plan
 from .dsl.files import create_file, write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
@@ -48,27 +48,16 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     """``dagplan check``: each file checked as ``run`` will load it, with the same configuration
     (its ``tools`` and the given ones, ``max_items``, ``max_steps``); a plan test file
     (``*.test.yaml``) is checked as one (its fields, its plan, the names its mocks use). Raises
-    RunError ``tools-import`` when the tools cannot be loaded."""
-    from .dsl.load import is_test_file
-
-    cfg = config or load_config()
-    checking = _checker(cfg, tool_sources)
-    return [_check_tests(path, cfg) if is_test_file(path)  # a plan test file: checked as one
-            else checking(path, name=os.fspath(path) if os.fspath(path) != "-" else None)
-            for path in paths]  # fmt: skip
+    RunError ``tools-import`` when the tools cannot be loaded. (:meth:`Project.check`.)"""
+    return _here(config, tool_sources=tool_sources).check(list(paths))
 
 
-def _checker(cfg: Any, tool_sources: Iterable[str]) -> Callable[..., Any]:
-    """One file's or text's ``check`` with the configuration's tools, budget and rules (the one way)."""
+def _checker(cfg: Any, specs: Mapping[str, Any] | None) -> Callable[..., Any]:
+    """One file's or text's ``check`` with these tool specs and the configuration's budget and rules (the one
+    way; :meth:`Project.check` gives it the project's)."""
     from .dsl import with_diagnostics
     from .dsl.compose import Budget
 
-    sources = [*cfg.tools, *tool_sources]
-    specs = None
-    if sources:  # importing user code (and the tool registry) only when there is some
-        from .interpreter.tools.sources import load_tool_specs
-
-        specs = load_tool_specs(sources)
     budget = Budget.of(cfg)
 
     def checking(source: Any = None, **kwargs: Any) -> Any:
@@ -115,18 +104,9 @@ def _check_tests(path: str | os.PathLike, config: Any):
 
 def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None):
     """What the plan would run, running nothing: a :class:`Preview` (``.to_json()``); with ``tools`` (or only
-    their specs), the steps that act on the world and those whose tool is destructive are marked."""
-    from .dsl.schedule import analysis_of
-    from .interpreter.engine.preview import build_preview
-    from .interpreter.tools.catalog import registry
-
-    from .dsl.ir import ToolSpec
-
-    cfg = config or load_config()
-    plan = _as_plan(plan, tools, cfg)
-    if isinstance(tools, Mapping) and tools and all(isinstance(t, ToolSpec) for t in tools.values()):
-        return build_preview(plan, analysis_of(plan), cfg, tools)  # specs (a planner's catalog) say enough
-    return build_preview(plan, analysis_of(plan), cfg, registry(tools))
+    their specs), the steps that act on the world and those whose tool is destructive are marked.
+    (:meth:`Project.preview`.)"""
+    return _here(config).preview(plan, tools)
 
 
 def rerun(
@@ -143,33 +123,15 @@ def rerun(
     """What ``run(plan, reuse=...)`` would run again and why, calling nothing (a :class:`Rerun`: each step
     ``reuse`` or ``run`` with its reason, and the model calls it would make and save). ``inputs``: the
     first run's unless given; ``tools`` (or the ``tool_sources`` they are loaded from, with the
-    configuration's): as the run would have them (their code is part of a step's fingerprint)."""
-    from .interpreter.engine.scope import Options
-    from .interpreter.ops.rerun import would_rerun
-    from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.catalog import registry
-
-    cfg = config or load_config()
-    if tools is None:
-        tools, tool_sources = _configured_tools(tool_sources, cfg)
-    plan = _as_plan(plan, tools, cfg)
-    runs = open_registry(_state(state_dir, cfg))
-    journals = [runs.open(run_id) for run_id in _runs_of_plan(runs, reuse, plan)]
-    try:
-        before: Plan | None = stored_plan(journals[0].id, None, state_dir, config=cfg) if journals else None
-    except DagplanError:  # an agent's run, a streamed run that never got its plan: no fields to compare
-        before = None
-    options = Options.from_config(cfg, model=model)
-    return _sync(would_rerun(plan, registry(tools), journals, options, inputs, before, cfg))
+    configuration's): as the run would have them (their code is part of a step's fingerprint).
+    (:meth:`Project.rerun`.)"""
+    return _here(config, state_dir, tool_sources).rerun(plan, reuse, tools, inputs=inputs, model=model)
 
 
 def estimate(plan: Plan | str | os.PathLike, config: Any = None):
     """The worst case of a plan before it runs: steps, model calls, input tokens and dollars
-    (:class:`Estimate`; ``.summary()``), priced with litellm's offline cost map."""
-    from .interpreter.llm.estimate import estimate as worst
-
-    cfg = config or load_config()
-    return worst(_as_plan(plan, config=cfg), cfg.default_model, cfg.max_items, cfg.step_max_iterations)
+    (:class:`Estimate`; ``.summary()``), priced with litellm's offline cost map. (:meth:`Project.estimate`.)"""
+    return _here(config).estimate(plan)
 
 
 if TYPE_CHECKING:
@@ -230,73 +192,22 @@ async def arun(
 
     ``settings``: the run's settings, a :class:`RunSettings` (``model``, ``max_cost``, ``max_concurrency``,
     ``subscribers``, ``ask_gate``...: each field says what it does); each may also be given by name, as a
-    keyword (``model="local"``), over ``settings``. ``options``: those, and the run's context (a
-    :class:`Project` fills it in): ``config``, ``state_dir``, and ``tool_sources`` (the files or modules the
-    tools came from, recorded with content hashes so a resume loads the same ones)."""
-    from .interpreter.ops.driver import RunRequest, start
-    from .interpreter.engine.scope import Options
-    from .interpreter.tools.catalog import registry
-
-    options = {**(settings.given() if settings is not None else {}),
-               **_options("arun", options, (*CONTEXT, *settings_names()))}  # fmt: skip
-    cfg = options.pop("config", None) or load_config()
-    state_dir, tool_sources = options.pop("state_dir", None), options.pop("tool_sources", ())
-    model, ask_gate = options.pop("model", None), options.pop("ask_gate", None)
-    recorded = _cassette(cassette)
-    if tools is None and recorded is not None and not isinstance(plan, Plan):
-        from .interpreter.testing.cassette import replay_tools
-
-        tools = replay_tools(recorded[0]) or None  # a replay checks the plan against the recorded catalog
-    elif tools is None:
-        tools, tool_sources = _configured_tools(tool_sources, cfg)
-    plan = _as_plan(plan, tools, cfg)
-    replay = _replaying(recorded, ask_gate, model or cfg.default_model, cfg)
-    how = Options.from_config(
-        cfg,
-        model=replay.pop("model", model),
-        ask_gate=replay.pop("ask_gate", ask_gate),
-        reuse=_reuse_of(reuse, state_dir, cfg, plan),
-        **options,
-        **replay,
-    )
-    from .interpreter.tools.sources import source_record
-
-    if not durable and how.ask_gate is None and plan.gate_steps:
-        durable = True  # it can stop at a gate: kept, so that answer() and resume() of its id find its work
-    return await start(
-        RunRequest(
-            plan,
-            registry(tools),
-            how,
-            inputs=inputs,
-            approve=approve if approval is None else (lambda preview: True),  # approved ahead, by a person
-            durable=durable,
-            state=_state(state_dir, cfg),
-            run_id=run_id,
-            meta={
-                "tool_sources": source_record(tool_sources),
-                "config": str(cfg.path) if cfg.path else None,
-                **({"approval": {k: approval.get(k) for k in _APPROVAL_KEPT}} if approval else {}),
-            },  # fmt: skip
-            on_run_created=on_run_created,
-        )
-    )
+    keyword (``model="local"``), over ``settings``. ``options``: those, and the run's context, shorthands for
+    a :class:`Project`'s (:meth:`Project.arun` is this): ``config``, ``state_dir``, and ``tool_sources`` (the
+    files or modules the tools came from, recorded with content hashes so a resume loads the same ones)."""
+    context = {key: options.pop(key) for key in CONTEXT if key in options}
+    return await _here(**context).arun(
+        plan, tools=tools, inputs=inputs, approve=approve, durable=durable, run_id=run_id, reuse=reuse,
+        cassette=cassette, approval=approval, on_run_created=on_run_created, settings=settings, **options,
+    )  # fmt: skip
 
 
 _APPROVAL_KEPT = ("plan_hash", "tools_hash", "tools", "side_effects", "approved_by", "approved_at")
 
 
 def _reuse_of(runs: Any, state_dir: Any = None, config: Any = None, plan: Plan | None = None) -> Any:
-    """The completed results of ``runs`` (ids, ``@last``: the newest run of ``plan``, or a Reuse already) by
-    step fingerprint; None for none. An id that names no run is the usual unknown-run error."""
-    from .interpreter.engine.reuse import Reuse
-
-    if runs is None or isinstance(runs, Reuse):
-        return runs
-    from .interpreter.stores.registry import open_registry
-
-    registry = open_registry(_state(state_dir, config or load_config()))
-    return Reuse.of(registry.open(run_id) for run_id in _runs_of_plan(registry, runs, plan))
+    """The completed results of ``runs`` by step fingerprint (:meth:`Project.reuse_of`)."""
+    return _here(config, state_dir).reuse_of(runs, plan)
 
 
 def _runs_of_plan(registry: Any, runs: str | Iterable[str], plan: Plan | None) -> list[str]:
@@ -350,34 +261,14 @@ async def aresume(
     plan was whole is planned on (its model answers memoized), and its plan approved with it. ``settings`` (a
     :class:`RunSettings`, or its fields by name): those a resume can change (``model``, ``completion_kwargs``,
     ``max_concurrency``, ``on_limit_exceeded``, ``subscribers``, ``ask_gate``; the rest are the run's, kept from
-    its start). ``options``: those, and ``config`` and ``state_dir`` (a :class:`Project` fills them in)."""
-    from .interpreter.ops.driver import ResumeRequest, resume as _resume
-    from .interpreter.engine.scope import Options
-    from .interpreter.tools.catalog import registry
-
-    given = settings.given() if settings is not None else {}
-    options = {
-        **_options("aresume", given, settings_names(resume=True)),
-        **_options("aresume", options, ("state_dir", "config", *settings_names(resume=True))),
-    }  # its sources: the run's
-    cfg = options.pop("config", None) or load_config()
-    state_dir = options.pop("state_dir", None)
-    how = Options.from_config(cfg, **options)
-    return await _resume(
-        ResumeRequest(
-            run_id,
-            registry(tools),
-            how,
-            cfg,
-            state=_state(state_dir, cfg),
-            from_step=from_step,
-            on_interrupted=on_interrupted,
-            on_run_created=on_run_created,
-            rerun_side_effects=rerun_side_effects,
-            adopted_output=adopted_output,
-            approve=approve,
-        )
-    )
+    its start). ``options``: those, and ``config`` and ``state_dir`` (shorthands for a :class:`Project`'s:
+    :meth:`Project.aresume` is this)."""
+    context = {key: options.pop(key) for key in ("config", "state_dir") if key in options}
+    return await _here(**context).aresume(
+        run_id, tools=tools, from_step=from_step, on_interrupted=on_interrupted,
+        rerun_side_effects=rerun_side_effects, adopted_output=adopted_output, approve=approve,
+        on_run_created=on_run_created, settings=settings, **options,
+    )  # fmt: skip
 
 
 def resume(run_id: str, **kwargs: Any):
@@ -397,32 +288,24 @@ def resume(run_id: str, **kwargs: Any):
 
 def runs(state_dir: Any = None, *, limit: int | None = None, statuses: Iterable[str] = ()):
     """The recorded runs, newest first: a list of :class:`RunInfo`; ``limit``: only the newest so many (only
-    those are read), ``statuses``: only runs in one of these."""
-    from .interpreter.ops.runs import list_runs
-
-    return list_runs(_state(state_dir), limit, tuple(statuses))
+    those are read), ``statuses``: only runs in one of these. (:meth:`Project.runs`.)"""
+    return _here(state_dir=state_dir).runs(limit=limit, statuses=statuses)
 
 
 def run_report(run_id: str, state_dir: Any = None):
     """One run's :class:`RunReport`: status, each step's status, attempts, output and error."""
-    from .interpreter.ops.runs import run_report as report
-
-    return report(run_id, _state(state_dir))
+    return _here(state_dir=state_dir).run_report(run_id)
 
 
 def events(run_id: str, state_dir: Any = None, types: Iterable[str] | None = None):
     """A run's journaled :class:`Event` values, oldest first (``types``: only those)."""
-    from .interpreter.ops.runs import run_events
-
-    return run_events(run_id, _state(state_dir), types)
+    return _here(state_dir=state_dir).events(run_id, types)
 
 
 def watch(run_id: str, state_dir: Any = None):
     """Follow a run another process (or this one) writes: ``watch(run).poll()`` returns the events
     recorded since the last poll (the viewer's live updates)."""
-    from .interpreter.ops.runs import Watch
-
-    return Watch(run_id, _state(state_dir))
+    return _here(state_dir=state_dir).watch(run_id)
 
 
 def answer(
@@ -438,19 +321,13 @@ def answer(
     """Answer the approval gate ``step`` a waiting run stopped at; :func:`resume` then continues it.
     ``channel`` (``answer``, ``viewer``, ``mcp``, ...; see :class:`Channel`) and ``who`` (by default the
     OS user) are recorded with the answer; a gate only a person may answer refuses a model's channel."""
-    from .interpreter.core.vocabulary import os_user
-    from .interpreter.ops.runs import answer_gate
-
-    return answer_gate(run_id, step, value, _state(state_dir), text=text, channel=channel,
-                       who=who if who is not None else os_user())  # fmt: skip
+    return _here(state_dir=state_dir).answer(run_id, step, value, text=text, channel=channel, who=who)
 
 
 def discard(run_id: str, state_dir: Any = None, *, force: bool = False) -> str:
     """Record ``plan_aborted`` and remove a run; returns its full id. A running run is refused unless
     ``force`` (then it is stopped first); :func:`cancel` stops a run and keeps its record."""
-    from .interpreter.ops.runs import discard_run
-
-    return discard_run(run_id, _state(state_dir), force)
+    return _here(state_dir=state_dir).discard(run_id, force=force)
 
 
 def prune(
@@ -459,23 +336,12 @@ def prune(
     """``dagplan runs prune``: discard runs finished more than ``older_than`` ago (seconds, or a duration:
     ``30d``), in the given statuses (default: every finished one); never a run a process owns now. Returns
     their RunInfo; RunError ``usage`` for a duration that is not one."""
-    from .dsl.errors import RunError
-    from .dsl.ir import parse_duration
-    from .interpreter.ops.runs import prune_runs
-
-    seconds = parse_duration(older_than)
-    if seconds is None:
-        raise RunError.make(
-            "usage", f"--older-than {older_than!r} is not a duration", hint="for example 30d, 12h or 90m"
-        )
-    return prune_runs(seconds, statuses, _state(state_dir), dry_run=dry_run)
+    return _here(state_dir=state_dir).prune(older_than, statuses, dry_run=dry_run)
 
 
 def cancel(run_id: str, state_dir: Any = None) -> str:
     """Stop a running or waiting run for good, keeping its record (status ``cancelled``); its full id."""
-    from .interpreter.ops.runs import cancel_run
-
-    return cancel_run(run_id, _state(state_dir))
+    return _here(state_dir=state_dir).cancel(run_id)
 
 
 def stored_plan(
@@ -491,18 +357,7 @@ def stored_plan(
     (None: against none, to show it) and ``from_step`` (a ``resume --from`` step, checked first).
     ``resumable``: refuse first a run that ended for good (``run-finished``), as resuming it would; None for
     a streamed run stopped before its plan was written (resuming it plans again)."""
-    from .interpreter.ops.driver import refuse_finished, stored_plan as plan_of
-    from .interpreter.ops.streamed import is_streamed_unwritten
-    from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.catalog import registry
-
-    cfg = config or load_config()
-    journal = open_registry(_state(state_dir, cfg)).open(run_id)
-    if resumable:
-        refuse_finished(journal)
-        if is_streamed_unwritten(journal):
-            return None  # type: ignore[return-value]
-    return plan_of(journal, registry(tools) if tools is not None else None, cfg, from_step)
+    return _here(config, state_dir).stored_plan(run_id, tools, from_step=from_step, resumable=resumable)
 
 
 def load_config(start: str | os.PathLike | None = None):
@@ -516,26 +371,8 @@ def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool
          config: Any = None, state_dir: Any = None):  # fmt: skip
     """``dagplan diff``: the semantic difference of two plans (:class:`dagplan.dsl.diff.PlanDiff`). A plan
     is a file, a loaded :class:`Plan`, or ``run:RUN_ID`` (the plan a recorded run runs). With LLM steps on
-    either side, the worst-case cost before and after is priced."""
-    from .dsl.diff import diff as semantic
-
-    cfg = config or load_config()
-    tools, _ = _configured_tools(tool_sources, cfg)
-
-    def side(plan: Plan | str | os.PathLike) -> Plan:
-        if isinstance(plan, str) and plan.startswith("run:"):
-            return stored_plan(plan[4:], None, state_dir, config=cfg)
-        return _as_plan(plan, tools, cfg)
-
-    old, new = side(before), side(after)
-    found = semantic(old, new, {name: tool.spec for name, tool in tools.items()} if tools is not None else None)
-    if found.same:
-        return found
-    from .interpreter.llm.preflight import llm_steps
-
-    if llm_steps(old) or llm_steps(new):
-        found.cost = tuple(estimate(p, cfg).summary(steps=False) or "no model calls" for p in (old, new))  # type: ignore[assignment]
-    return found
+    either side, the worst-case cost before and after is priced. (:meth:`Project.diff`.)"""
+    return _here(config, state_dir, tool_sources).diff(before, after)
 
 
 def approve(
@@ -549,14 +386,7 @@ def approve(
     """A person's approval of ``plan`` with these tools (``dagplan preview PLAN --approve``): its canonical
     hash, the tools' hash, the steps that can act, the worst-case cost, who approved it (by default the OS
     user) and when. :func:`run` with ``approval=`` runs only this plan with these tools."""
-    from .interpreter.core.vocabulary import os_user
-    from .interpreter.ops.approval import make
-
-    cfg = config or load_config()
-    plan = _as_plan(plan, tools, cfg)
-    cost = estimate(plan, cfg).to_json()
-    return make(plan, _tools(tools) if tools is not None else {}, who=who if who is not None else os_user(),
-                cost=cost)  # fmt: skip
+    return _here(config, tool_sources=tool_sources, tools=tools).approve(plan, who)
 
 
 def check_approval(
@@ -569,18 +399,7 @@ def check_approval(
 ) -> dict:
     """The approval (a file, or its data) when ``plan`` with these tools is what it approved; else the error
     ``not-approved``, each difference in ``dagplan diff``'s words."""
-    from .dsl.errors import RunError
-    from .interpreter.ops.approval import differences, read
-
-    given = read(approval) if not isinstance(approval, Mapping) else dict(approval)
-    cfg = config or load_config()
-    plan = _as_plan(plan, tools, cfg)
-    found = differences(given, plan, _tools(tools) if tools is not None else {})
-    if found:
-        raise RunError.make("not-approved", "this is not the plan that was approved: " + "; ".join(found),
-                            hint="run the approved plan, or have a person approve this one: "
-                                 "dagplan preview PLAN --approve -o FILE")  # fmt: skip
-    return given
+    return _here(config, tool_sources=tool_sources, tools=tools).check_approval(approval, plan)
 
 
 def answered(value: Any, channel: str, who: str | None = None) -> Any:
@@ -600,6 +419,14 @@ def waiting(request: Mapping[str, Any]) -> Exception:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _here(config: Any = None, state_dir: Any = None, tool_sources: Iterable[str] = (), tools: ToolsArg = None) -> Any:
+    """The project a module-level function means (:meth:`Project.given`): the working directory's, with the
+    context the call gave."""
+    from .project import Project
+
+    return Project.given(config, state_dir, tool_sources, tools)
 
 
 def _sync(coroutine: Any) -> Any:
@@ -641,24 +468,6 @@ def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, mo
         "model": model or calls.recorded_model(),
         "backoff_scale": 0.0,
     }
-
-
-def _state(state_dir: Any, config: Any = None) -> Any:
-    """Where runs are: the one rule of every door (``interpreter/core/config.state_of``)."""
-    from .interpreter.core.config import state_of
-
-    return state_of(state_dir, config or load_config())
-
-
-def _configured_tools(tool_sources: Iterable[str], config: Any) -> tuple[Any, list[str]]:
-    """The tools of a call that gives none, as the CLI loads them: the configuration's ``tools`` and the
-    sources given (None when there are none); and those sources, recorded with a durable run."""
-    sources = [*config.tools, *tool_sources]
-    if not sources:
-        return None, []
-    from .interpreter.tools.sources import load_tools
-
-    return load_tools(sources), sources
 
 
 def _specs(tools: ToolsArg):

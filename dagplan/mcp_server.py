@@ -162,13 +162,13 @@ def build(allow_run: bool = False, allow_side_effects: bool = False, state: Any 
     @_answers
     def preview_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
         """What a valid plan would do, running nothing: steps, arguments, order, parallel groups, branches."""
-        return _plain(api.preview(here.loaded(plan, name), here.tools()).to_json())
+        return _plain(here.project.preview(here.loaded(plan, name), here.tools()).to_json())
 
     @server.tool(annotations=read_only, structured_output=True)
     @_answers
     def estimate_plan(plan: str, name: str = "plan.yaml") -> dict[str, Any]:
         """The worst-case cost of a valid plan: model calls, input tokens and dollars."""
-        return _plain(api.estimate(here.loaded(plan, name)).to_json())
+        return _plain(here.project.estimate(here.loaded(plan, name)).to_json())
 
     @server.tool(annotations=read_only, structured_output=True)
     @_answers

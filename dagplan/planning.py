@@ -11,12 +11,9 @@ from typing import Any, Callable, Iterable, Mapping
 from .api import (
     Approve,
     ToolsArg,
+    _here,
     _specs,
-    _state,
     _sync,
-    arun,
-    load_config,
-    preview,
 )
 from .dsl.ir import Plan
 
@@ -54,9 +51,39 @@ async def aplan(
     (streamed; recorded with the run) puts a person's gate before the steps that act. ``on_event``
     sees the streaming: ``started_early``, ``early_done``, ``prefix_failed``, ``plan_complete``. Other
     keywords go to the planner (``repair``, ``guide``, ``structured_output``, ``on_attempt``...)."""
+    return await _here(config, state_dir, tool_sources).aplan(
+        task, tools=tools, model=model, run=run, stream=stream, inputs=inputs, approve=approve, durable=durable,
+        subscribers=subscribers, on_run_created=on_run_created, on_event=on_event, ask_gate=ask_gate,
+        completion_kwargs=completion_kwargs, on_limit_exceeded=on_limit_exceeded, gate_acting=gate_acting, **planner,
+    )  # fmt: skip
+
+
+async def _planned(
+    here: Any,
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    run: bool = False,
+    stream: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    approve: Approve | None = None,
+    durable: bool = True,
+    subscribers: Iterable[Callable] = (),
+    on_run_created: Callable[[str], None] | None = None,
+    on_event: Callable[[Mapping[str, Any]], None] | None = None,
+    ask_gate: Callable[[Mapping[str, Any]], Any] | None = None,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_limit_exceeded: Callable | None = None,
+    gate_acting: bool = False,
+    **planner: Any,
+):
+    """:func:`aplan` in the project ``here`` (:meth:`Project.aplan`)."""
     from .interpreter.llm import planner as planning
 
-    cfg = config or load_config()
+    cfg = here.config
+    own = tools is None or tools is here.tools  # the project's tools: a resume loads them from its sources
+    tools = here.tools if tools is None else tools
     chosen = model or cfg.default_model
     kwargs = {**cfg.llm, **(completion_kwargs or {})}
     planner.setdefault("structured_output", cfg.structured_output)
@@ -69,10 +96,10 @@ async def aplan(
     if not stream:
         result = await planning.aplan(task, tools={n: t.spec for n, t in found.items()}, model=chosen,
                                       completion_kwargs=kwargs, **planner)  # fmt: skip
-        done = await arun(result.plan, tools=found, inputs=inputs, approve=approve, durable=durable,
-                          state_dir=state_dir, config=cfg, subscribers=subscribers, on_run_created=on_run_created,
-                          ask_gate=ask_gate, model=chosen, completion_kwargs=completion_kwargs,
-                          on_limit_exceeded=on_limit_exceeded, tool_sources=tool_sources)  # fmt: skip
+        done = await here.arun(result.plan, tools=None if own else found, inputs=inputs, approve=approve,
+                               durable=durable, subscribers=subscribers, on_run_created=on_run_created,
+                               ask_gate=ask_gate, model=chosen, completion_kwargs=completion_kwargs,
+                               on_limit_exceeded=on_limit_exceeded)  # fmt: skip
         from dataclasses import replace
 
         return replace(result, run=done)
@@ -84,7 +111,8 @@ async def aplan(
     on_attempt = planner.pop("on_attempt", None)
     from .interpreter.tools.sources import source_record
 
-    meta = {"tool_sources": source_record(tool_sources), "config": str(cfg.path) if cfg.path else None}
+    sources = here.sources if own else here.tool_sources
+    meta = {"tool_sources": source_record(sources), "config": str(cfg.path) if cfg.path else None}
     return await plan_and_run(
         StreamRequest(
             task,
@@ -96,7 +124,7 @@ async def aplan(
             inputs=inputs,
             approve=approve,
             durable=durable,
-            state=_state(state_dir, cfg),
+            state=here.state,
             on_run_created=on_run_created,
             on_event=on_event,
             on_attempt=on_attempt,
@@ -109,25 +137,36 @@ async def aagent(
     task: str,
     *,
     tools: ToolsArg = None,
-    model: str | None = None,
-    approve: Approve | None = None,
-    max_turns: int = 5,
     state_dir: Any = None,
     config: Any = None,
-    completion_kwargs: Mapping[str, Any] | None = None,
-    on_run_created: Callable[[str], None] | None = None,
-    on_turn: Callable[[Any], Any] | None = None,
+    **options: Any,
 ):
     """The agent loop on ``task`` (``dagplan agent``): the model plans, a batch runs, the model re-plans from
     the live state, until it answers; a durable run (each model call memoized, each turn logged). A batch
     that can act on the world runs only once ``approve(preview)`` said yes (a person; without ``approve``
     such a batch is refused): the model never approves its own side effects. Every gate is a person's."""
+    return await _here(config, state_dir).aagent(task, tools=tools, **options)
+
+
+async def _agent(
+    here: Any,
+    task: str,
+    *,
+    tools: ToolsArg = None,
+    model: str | None = None,
+    approve: Approve | None = None,
+    max_turns: int = 5,
+    completion_kwargs: Mapping[str, Any] | None = None,
+    on_run_created: Callable[[str], None] | None = None,
+    on_turn: Callable[[Any], Any] | None = None,
+):
+    """:func:`aagent` in the project ``here`` (:meth:`Project.aagent`)."""
     from .interpreter.llm.agent import durable_agent_loop
     from .interpreter.tools.catalog import registry
     from .dsl.ir import can_act
     from .dsl.errors import RunError
 
-    cfg = config or load_config()
+    cfg = here.config
     found = registry(tools)
     chosen = model or cfg.default_model
 
@@ -138,17 +177,17 @@ async def aagent(
                 said = f"the agent's next steps act on the world ({', '.join(acting)})"
                 raise RunError.make("approval-required", said,
                                     hint="a person approves them: dagplan agent on a terminal, or --yes")  # fmt: skip
-            answer = approve(preview(batch, found))
+            answer = approve(here.preview(batch, found))
             if hasattr(answer, "__await__"):
                 answer = await answer
             if not answer:
                 raise RunError.make("not-approved", f"the agent's next steps were not approved ({', '.join(acting)})")
-        done = await arun(batch, tools=found, config=cfg, model=chosen, completion_kwargs=completion_kwargs,
-                          person_gates=True)  # fmt: skip
+        done = await here.arun(batch, tools=found, model=chosen, completion_kwargs=completion_kwargs,
+                               person_gates=True)  # fmt: skip
         return done.state
 
     return await durable_agent_loop(task, tools={n: t.spec for n, t in found.items()}, run_plan=run_plan,
-                                    model=chosen, state_dir=_state(state_dir, cfg), on_run_created=on_run_created,
+                                    model=chosen, state_dir=here.state, on_run_created=on_run_created,
                                     max_turns=max_turns, checkpoint=on_turn,
                                     completion_kwargs={**cfg.llm, **(completion_kwargs or {})})  # fmt: skip
 
@@ -158,25 +197,30 @@ def plan(task: str, **kwargs: Any):
     return _sync(aplan(task, **kwargs))
 
 
-async def aevaluate(
+async def aevaluate(tasks: str | os.PathLike, *, config: Any = None, **options: Any):
+    """``dagplan eval``: plan every task of a task file with ``model`` over ``tools`` (tools, or their
+    :class:`ToolSpec`: a catalog needs no code) and score the plans
+    (node and edge F1, argument values, runs to the end with the tools faked; misses by kind). Returns a
+    :class:`~dagplan.interpreter.testing.evaluate.Report`."""
+    return await _here(config).aevaluate(tasks, **options)
+
+
+async def _evaluated(
+    here: Any,
     tasks: str | os.PathLike,
     *,
     tools: ToolsArg = None,
     model: str,
     repair: int = 2,
     completion_kwargs: Mapping[str, Any] | None = None,
-    config: Any = None,
     on_graded: Callable[[Any], None] | None = None,
 ):
-    """``dagplan eval``: plan every task of a task file with ``model`` over ``tools`` (tools, or their
-    :class:`ToolSpec`: a catalog needs no code) and score the plans
-    (node and edge F1, argument values, runs to the end with the tools faked; misses by kind). Returns a
-    :class:`~dagplan.interpreter.testing.evaluate.Report`."""
+    """:func:`aevaluate` in the project ``here`` (:meth:`Project.aevaluate`)."""
     from .interpreter.testing.evaluate import aevaluate as evaluate, read_tasks
 
     from .dsl.ir import ToolSpec
 
-    cfg = config or load_config()
+    cfg = here.config
     given = dict(tools) if isinstance(tools, Mapping) else None
     specs = given if given is not None and all(isinstance(v, ToolSpec) for v in given.values()) else _specs(tools)
     return await evaluate(read_tasks(os.fspath(tasks)), specs, model,

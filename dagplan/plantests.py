@@ -11,13 +11,10 @@ from typing import Any, Iterable
 
 from .api import (
     ToolsArg,
-    _specs,
-    _state,
+    _here,
     _sync,
     load,
-    load_config,
 )
-from .dsl.errors import DagplanError
 
 
 async def atest(
@@ -26,9 +23,7 @@ async def atest(
     """Run every case of the plan test files among ``paths`` (``*.test.yaml``; directories searched,
     globs expanded) offline; returns a :class:`TestReport` (``.coverage()`` per plan unless
     ``coverage=False``, which spares each case the events coverage is read from)."""
-    from .interpreter.testing.plantest import run_tests
-
-    return await run_tests([os.fspath(p) for p in paths], config or load_config(), select, coverage)
+    return await _here(config).atest(paths, select=select, coverage=coverage)
 
 
 def test(paths: Iterable[str | os.PathLike] = (".",), **kwargs: Any):
@@ -48,16 +43,12 @@ def find_tests(paths: Iterable[str | os.PathLike]) -> list[str]:
 
 def load_tests(path: str | os.PathLike, config: Any = None):
     """One test file, checked and its plan loaded: a :class:`Suite` whose cases :func:`run_test_case` runs."""
-    from .interpreter.testing.plantest import load_suite
-
-    return load_suite(path, config or load_config())
+    return _here(config).load_tests(path)
 
 
 def run_test_case(suite: Any, index: int, config: Any = None):
     """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
-    from .interpreter.testing.plantest import run_case
-
-    return _sync(run_case(suite, index, config or load_config(), coverage=False))
+    return _here(config).run_test_case(suite, index)
 
 
 def untested_paths(report: Any, plan_path: str, limit: int = 64):
@@ -77,23 +68,7 @@ def export_cassette(
     """The cassette of a recorded run (every tool and model call, secrets redacted, and the catalog of
     its tools: ``tools``, else those of the sources the run recorded); written to ``path`` when given.
     Replay it with ``run(..., cassette=...)`` or ``cassette:`` in a test case (no tools needed)."""
-    from .interpreter.testing import cassette
-    from .interpreter.stores.registry import open_registry
-    from .interpreter.tools.sources import load_tool_specs, recorded_sources
-
-    cfg = config or load_config()
-    journal = open_registry(_state(state_dir, cfg)).open(run_id)
-    found = cassette.from_journal(journal, cfg.redact)
-    if tools is not None:
-        found = cassette.with_tools(found, _specs(tools).values())
-    elif journal.meta.get("tool_sources"):
-        try:
-            found = cassette.with_tools(found, load_tool_specs(recorded_sources(journal.meta["tool_sources"])).values())
-        except DagplanError:  # the run's tool files moved or broke since: the calls are still worth having
-            pass
-    if path is not None:
-        cassette.write(found, path)
-    return found
+    return _here(config, state_dir).export_cassette(run_id, path, tools)
 
 
 def read_cassette(path: str | os.PathLike) -> dict:

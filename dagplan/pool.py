@@ -1,6 +1,8 @@
 """Runs for the workers of a run database: ``submit`` (one queued run, checked first), ``submit_each`` (one
 a line of a JSON Lines file), ``worker_pool`` / ``awork`` (a worker), ``schedules`` (the configuration's
-cron schedules) and ``db_upgrade`` (the database's schema). The state is a ``postgresql://`` URL.
+cron schedules) and ``db_upgrade`` (the database's schema). The state is a ``postgresql://`` URL. Each is
+:class:`dagplan.Project`'s method of the same name, for the working directory's project (``state_dir``,
+``config``, ``tool_sources``: shorthands for a project's); what a queued run is made of is written here once.
 """
 
 from __future__ import annotations
@@ -8,12 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Mapping
 
-from .api import (
-    ToolsArg,
-    _as_plan,
-    _state,
-    load_config,
-)
+from .api import ToolsArg, _here
 from .dsl.ir import Plan
 
 
@@ -30,14 +27,32 @@ def submit_each(
     """Queue one run per line of the JSON Lines file ``each`` (each line an object of inputs, over
     ``inputs``); returns their ids, in the file's order. Every line is checked first: one bad line
     (``FILE:LINE``) queues nothing."""
+    return _here(config, state_dir, tool_sources, tools).submit_each(plan, each, inputs)
+
+
+def submit(
+    plan: Plan | str | os.PathLike,
+    *,
+    tools: ToolsArg = None,
+    tool_sources: Iterable[str] = (),
+    inputs: Mapping[str, Any] | None = None,
+    state_dir: Any = None,
+    config: Any = None,
+) -> str:
+    """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
+    checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
+    return _here(config, state_dir, tool_sources, tools).submit(plan, inputs)
+
+
+def _each_inputs(plan: Plan, each: str | os.PathLike, inputs: Mapping[str, Any] | None, state: Any) -> list[dict]:
+    """The inputs of every line of ``each`` over ``inputs``, each checked against the plan and what the run
+    database ``state`` can store; a :class:`RunError` naming every bad line (``FILE:LINE``), or an empty file."""
     from .dsl.errors import LoadError, RunError, error
     from .dsl.load import read_json_lines
     from .interpreter.engine.inputs import prepare_inputs
 
-    cfg = config or load_config()
-    plan = _as_plan(plan, tools, cfg)
     name = os.fspath(each)
-    holds = _database_holds(state_dir, cfg)
+    holds = _database_holds(state)
     rows, problems = [], []
     for number, given in read_json_lines(each):
         if isinstance(given, LoadError):
@@ -58,60 +73,32 @@ def submit_each(
         raise RunError(problems)
     if not rows:
         raise RunError.make("bad-input", f"{name} has no line of inputs", hint="one JSON object of inputs a line")
-    return [submit(plan, tools=tools, tool_sources=tool_sources, inputs=row, state_dir=state_dir, config=cfg)
-            for row in rows]  # fmt: skip
+    return rows
 
 
-def _database_holds(state_dir: Any, config: Any) -> Any:
-    """The check of what the configured run database can store (a :class:`RunError` when it cannot)."""
+def _database_holds(state: Any) -> Any:
+    """The check of what the run database ``state`` can store (a :class:`RunError` when it cannot)."""
     from .interpreter.core.state import is_url
 
-    if is_url(_state(state_dir, config)):  # the one test of a run database's state
+    if is_url(state):  # the one test of a run database's state
         from .interpreter.stores.pgstore import refuse_nul
 
         return refuse_nul
     return lambda values: None
 
 
-def submit(
-    plan: Plan | str | os.PathLike,
-    *,
-    tools: ToolsArg = None,
-    tool_sources: Iterable[str] = (),
-    inputs: Mapping[str, Any] | None = None,
-    state_dir: Any = None,
-    config: Any = None,
-) -> str:
-    """Queue a run for the workers of a run database (``dagplan worker``); returns its id. The plan is
-    checked (against ``tools``) and the inputs too, now: a worker never gets a run that cannot start."""
-    from .interpreter.stores.registry import open_registry
-
-    cfg = config or load_config()
-    run = _submission(plan, tools=tools, tool_sources=tool_sources, inputs=inputs, config=cfg)
-    registry = open_registry(_state(state_dir, cfg))
-    if not hasattr(registry, "submit"):
-        from .dsl.errors import RunError
-
-        hint = 'set state = "postgresql://..." (or --state URL), then start: dagplan worker'
-        raise RunError.make("no-pool", "runs are submitted to the workers of a run database", hint=hint)
-    return registry.submit(**run)
-
-
-def _submission(
-    plan: Plan | str | os.PathLike, *, tools: ToolsArg, tool_sources: Iterable[str], inputs: Any, config: Any
-) -> dict[str, Any]:
-    """What a queued run is made of (``submit``, ``submit --each``, a schedule's runs): the plan checked
-    against its tools, its inputs checked, and where its tools come from (what a worker loads)."""
+def _submission(plan: Plan, tools: Any, sources: Iterable[str], inputs: Any, config: Any) -> dict[str, Any]:
+    """What a queued run is made of (``submit``, ``submit --each``, a schedule's runs): the plan (checked against
+    its tools), its inputs checked, and where its tools come from (what a worker loads)."""
     from .interpreter.engine.inputs import prepare_inputs
     from .interpreter.tools.sources import source_record
 
-    plan = _as_plan(plan, tools, config)
     values = prepare_inputs(plan, inputs, strict=True)
     if plan.document is None:
         from .dsl.errors import RunError
 
         raise RunError.make("not-durable", "a submitted plan must be loaded from a document", hint="use dagplan.load()")
-    meta = {"dialect": plan.dialect, "tool_sources": source_record(tool_sources),
+    meta = {"dialect": plan.dialect, "tool_sources": source_record(sources),
             "config": str(config.path) if config.path else None}  # fmt: skip
     return {"plan_doc": plan.document, "plan_name": plan_name(plan.source, config), "inputs": dict(values),
             "meta": meta}  # fmt: skip
@@ -142,38 +129,13 @@ def worker_pool(
     claims queued and orphaned runs and runs them, up to ``concurrency`` at once, until ``pool.stop()``
     (``drain``: until none is left); returns (run id, status) of the runs it finished. ValueError when
     the state is not a database. See :mod:`dagplan.interpreter.ops.workers`."""
-    from . import load_tools as tools_of
-    from .interpreter.core.state import is_url
-    from .interpreter.ops.workers import Pool
-
-    cfg = config or load_config()
-    url = _state(state, cfg)
-    if not is_url(url):
-        raise ValueError(f"workers share a run database: the state ({url or './.dagplan'}) is not a postgresql:// URL")
-
-    def scheduled(schedule: Any) -> dict[str, Any]:  # a schedule's run, made as `submit` makes one
-        sources = list(cfg.tools)
-        return _submission(schedule.plan, tools=tools_of(sources) if sources else None, tool_sources=sources,
-                           inputs=schedule.inputs, config=cfg)  # fmt: skip
-
-    return Pool(url, cfg, concurrency, load_tools=tools_of, on_interrupted=on_interrupted, on_event=on_event,
-                submission=scheduled)  # fmt: skip
+    return _here(config, state).worker_pool(concurrency=concurrency, on_interrupted=on_interrupted, on_event=on_event)
 
 
 def schedules(state: Any = None, *, config: Any = None) -> list[dict[str, Any]]:
     """The configuration's schedules (``[schedule.NAME]``): name, cron, time zone, plan, next time, and, when
     the state is a run database, when each last fired and the run it submitted."""
-    from .interpreter.core.state import is_url
-    from .interpreter.ops.schedules import listing
-
-    cfg = config or load_config()
-    url = _state(state, cfg)
-    marks = None
-    if cfg.schedule and is_url(url):
-        from .interpreter.stores.pgstore import PgRegistry
-
-        marks = PgRegistry(url).schedule_marks()
-    return listing(cfg, marks)
+    return _here(config, state).schedules()
 
 
 async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> list[tuple[str, str]]:
@@ -184,12 +146,4 @@ async def awork(state: Any = None, *, drain: bool = False, **kwargs: Any) -> lis
 def db_upgrade(url: Any = None) -> tuple[int, int]:
     """Create or migrate the PostgreSQL schema of ``url`` (default: the configured state); returns
     (version before, version after). ValueError when the state is not a PostgreSQL URL."""
-    from .interpreter.stores.pgstore import upgrade
-    from .interpreter.core.state import is_url
-
-    url = _state(url)
-    if not is_url(url):
-        raise ValueError(
-            f"the state ({url or './.dagplan'}) is a directory, not a postgresql:// URL: nothing to upgrade"
-        )
-    return upgrade(url)
+    return _here(state_dir=url).db_upgrade()

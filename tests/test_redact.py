@@ -91,14 +91,13 @@ def test_a_planted_secret_reaches_no_artefact_of_a_recorded_run(tmp_path):
 def test_a_streamed_output_is_masked_even_where_a_chunk_cuts_a_secret(monkeypatch, size):
     """The viewer streams a step's whole output in chunks: a secret cut by a chunk's end, or inside a line
     longer than what the stream holds back, is masked all the same; nothing else changes."""
-    from dagplan.interpreter.core import configured
-    from dagplan.interpreter.core.redact import redacted_chunks
+    from dagplan.interpreter.core.redact import project_patterns, redacted_chunks
 
-    monkeypatch.setattr(configured, "REDACT", ("acct_[0-9]+",))
     text = ("line one acct_31415 here\n" + "x" * 2_000_000 + " acct_27182 é\n" + "tail acct_1") * 2
     data = text.encode("utf-8")
     chunks = [data[i : i + size] for i in range(0, len(data), size)]  # cuts secrets and é's two bytes alike
-    out = b"".join(redacted_chunks(chunks)).decode("utf-8")
+    with project_patterns(("acct_[0-9]+",)):  # the project's patterns, as its door sets them
+        out = b"".join(redacted_chunks(chunks)).decode("utf-8")
     assert "acct_" not in out and out == text.replace("acct_31415", REDACTED).replace("acct_27182", REDACTED).replace(
         "acct_1", REDACTED)  # fmt: skip
 

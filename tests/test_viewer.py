@@ -347,15 +347,15 @@ def test_the_runs_list_refreshes_itself_only_while_a_run_runs(project, monkeypat
 
     from starlette.testclient import TestClient
 
-    from dagplan import api
     from dagplan.interpreter.core.progress import RunInfo
     from dagplan.interpreter.core.vocabulary import RunStatus
     from dagplan.web.app import Viewer
 
-    client = TestClient(Viewer(project / ".dagplan", root=project).app, base_url="http://127.0.0.1")
+    viewer = Viewer(project / ".dagplan", root=project)
+    client = TestClient(viewer.app, base_url="http://127.0.0.1")
     for status, refreshes in ((RunStatus.RUNNING, True), (RunStatus.COMPLETED, False)):
         info = RunInfo("20261125-000000-abcd", "approve_refund.yaml", status, 1, 3, clock.time())
-        monkeypatch.setattr(api, "runs", lambda *a, info=info, **k: [info])
+        monkeypatch.setattr(viewer.project, "runs", lambda *a, info=info, **k: [info])
         page = client.get("/").text
         assert ('http-equiv="refresh"' in page) is refreshes, status
         assert 'class="plan-link"' in page  # the plan is a file of the served folder: linked

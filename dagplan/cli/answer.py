@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from .. import DagplanError
-from .common import EXIT_OK, fail, finish, state_dir_option
+from .common import EXIT_OK, fail, finish, project_of, state_dir_option
 
 
 @click.command("answer")
@@ -22,12 +22,11 @@ from .common import EXIT_OK, fail, finish, state_dir_option
 @state_dir_option
 def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     """Answer the approval gate STEP of RUN with VALUE (one of its choices, or JSON for a schema)."""
-    from .. import api
     from .. import _doors
 
     try:
-        live = _doors.asked_at_terminal(run_id, state_dir)  # a run asking a person now takes the answer itself
-        full_id = api.answer(run_id, step, value, state_dir, text=True)
+        live = project_of(state_dir).asked_at_terminal(run_id)  # a run asking a person now takes the answer itself
+        full_id = project_of(state_dir).answer(run_id, step, value, text=True)
     except DagplanError as exc:
         fail(exc)
     if live and any(_doors.matches(step, unit) for unit in live):

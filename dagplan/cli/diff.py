@@ -24,14 +24,15 @@ def diff(before: str, after: str, tool_sources: tuple[str, ...], state_dir: str 
     side effects added or removed first, then steps added, removed, renamed and changed (field by
     field), dependency edges, the plan's keys and the worst-case cost. Exit 0 when they are the same
     plan, 1 when they differ (as diff does)."""
-    from .. import api
+    from .common import project_of
 
     try:
-        found = api.diff(before, after, tool_sources, state_dir=state_dir)
+        project = project_of(state_dir, tool_sources)
+        found = project.diff(before, after)
         again = None
         if against:
-            plan = api.stored_plan(after[4:], None, state_dir) if after.startswith("run:") else after
-            again = api.rerun(plan, list(against), tool_sources=tool_sources, state_dir=state_dir)
+            plan = project.stored_plan(after[4:], None) if after.startswith("run:") else after
+            again = project.rerun(plan, list(against))
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":

@@ -219,7 +219,6 @@ def _as_json(result: Any, path: Path | None) -> dict:
 
 
 def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, config, yes: bool, no_input: bool, fmt: str):
-    from .. import api
     from .common import project_of
     from .run import Session, read_inputs
 
@@ -227,19 +226,16 @@ def _run(plan: Any, path: Path | None, tool_sources, pairs, model, kwargs, confi
         _die("not approved: nothing was run (pass --yes to run without asking)", EXIT_FAILED)
     project = project_of(None, tool_sources)
     try:
-        tools = project.tools or {}
+        project.tools  # noqa: B018 - loaded now: a tools file that cannot load is said before anything runs
         inputs = read_inputs(pairs, None, plan)
     except DagplanError as exc:
         _show_failure(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=None, yes=yes, no_input=no_input)
     session.execute(
-        api.arun,
+        project.arun,  # its tools, whose sources the run records: `dagplan resume RUN` loads the same
         str(path),
-        tools=tools,
-        tool_sources=project.sources,  # recorded: `dagplan resume RUN` loads the same
         inputs=inputs,
         durable=True,
-        config=config,
         model=model,
         completion_kwargs=kwargs,
     )
@@ -249,7 +245,6 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
               fmt: str, repair: int, output: str | None) -> None:  # fmt: skip
     """``plan --run --stream``: one run from the model's first word; the plan is shown whole and approved
     before anything that changes something runs; the run's report and exit code as ``dagplan run``'s."""
-    from .. import planning
     from .common import project_of
     from .run import Session, read_inputs
 
@@ -262,15 +257,15 @@ def _streamed(task: str, tool_sources, pairs, model: str, kwargs: dict, config: 
     written: dict[str, Any] = {}
 
     async def planned(target: str, **given: Any) -> Any:
-        result = await planning.aplan(target, **given)
+        result = await project.aplan(target, **given)
         written["result"] = result
         return result.run
 
     session = Session(None, fmt=fmt, events=None, yes=yes, no_input=no_input, approve=approver(yes, no_input))
     try:
         session.execute(planned, task, tools=tools, model=model, run=True, stream=True, inputs=inputs,
-                        config=config, completion_kwargs=kwargs, repair=repair, on_event=_said,
-                        on_attempt=_report_attempt, tool_sources=project.sources)  # fmt: skip
+                        completion_kwargs=kwargs, repair=repair, on_event=_said,
+                        on_attempt=_report_attempt)  # fmt: skip
     finally:
         if output and "result" in written:
             _write(written["result"].document_yaml, output)

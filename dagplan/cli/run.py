@@ -96,7 +96,6 @@ def preview(
     """Show what FILE would run (steps, arguments, parallel groups, branch points), running nothing. With
     --approve, a person approves it: `dagplan run FILE --approved APPROVAL` then runs only this plan."""
     from .. import api
-    from ..api import preview as build
     from ..views import preview_text, rerun_text
 
     if output is not None and not approve:
@@ -105,10 +104,10 @@ def preview(
         project = project_of(state_dir, tool_sources)
         config = project.config
         tools = project.tools if project.tools_known else None
-        plan = load_plan(file, tools) if tools is not None else api.load(file)
-        shown = build(plan, tools)
-        again = api.rerun(plan, list(reuse), tools, state_dir=state_dir, config=config) if reuse else None
-        approval = api.approve(plan, tools=tools, tool_sources=project.sources, config=config) if approve else None
+        plan = load_plan(file, tools) if tools is not None else project.load(file)
+        shown = project.preview(plan, tools)
+        again = project.rerun(plan, list(reuse), tools) if reuse else None
+        approval = project.approve(plan) if approve else None
     except DagplanError as exc:
         fail(exc)
     if fmt == "json":
@@ -193,37 +192,32 @@ def run(
         ctx = click.get_current_context()
         ctx.invoke(preview, file=file, tool_sources=tool_sources, fmt=fmt)
         return
-    from .. import _doors, api
-
     config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file, replay)
-    sources = project_of(None, tool_sources).sources
+    project = project_of(state_dir, tool_sources)
     approval = None
     if approved is not None:
         try:
-            approval = api.check_approval(approved, plan, tools=tools, tool_sources=sources, config=config)
+            approval = project.check_approval(approved, plan)
         except DagplanError as exc:
             fail(exc)
     reused = None
     if reuse:
         try:  # read before this run exists: @last is the run before it
-            reused = _doors.reuse_of(list(reuse), state_dir, config, plan)
+            reused = project.reuse_of(list(reuse), plan)
         except DagplanError as exc:
             fail(exc, EXIT_USAGE)
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
-        tools=tools,
-        tool_sources=sources,  # recorded: `dagplan resume RUN` loads the same
+        tools=None if tools is project.tools else tools,  # the project's, whose sources a resume loads again
         inputs=inputs,
         durable=not ephemeral,
-        state_dir=state_dir,
-        config=config,
         settings=settings,
         cassette=replay,
         approval=approval,
         reuse=reused,
     )
-    session.execute(api.arun, plan, **kwargs)
+    session.execute(project.arun, plan, state_dir=state_dir, **kwargs)
 
 
 def prepare(
@@ -375,11 +369,13 @@ class Session:
 
     state_dir: Any = None
 
-    def execute(self, function: Callable[..., Coroutine[Any, Any, Any]], target: Any, **kwargs: Any) -> None:
-        """Call ``function`` (``api.arun`` or ``api.aresume``) with this session's hooks added."""
+    def execute(self, function: Callable[..., Coroutine[Any, Any, Any]], target: Any, state_dir: Any = None,
+                **kwargs: Any) -> None:  # fmt: skip
+        """Call ``function`` (a project's ``arun`` or ``aresume``, or ``aplan``) with this session's hooks added;
+        ``state_dir``: where the session finds the run (a gate asked at this terminal, ``--record``)."""
         from .. import RunStatus
 
-        self.state_dir = kwargs.get("state_dir")
+        self.state_dir = state_dir
         guard_descriptors()  # a subprocess a tool starts writes to the terminal escaped, never raw
         kwargs.update(self._hooks(starting="on_interrupted" not in kwargs))
         if kwargs.get("on_interrupted") is not None:  # its question is asked with the live table paused
@@ -398,7 +394,7 @@ class Session:
         self._stop_progress()
         self._render(result)
         if self.record:
-            self._write_cassette(result.run_id, kwargs.get("state_dir"))
+            self._write_cassette(result.run_id, state_dir)
         if result.waiting:
             _waiting_hint(result, self.record)
             finish(EXIT_WAITING)

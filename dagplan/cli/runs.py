@@ -15,7 +15,17 @@ import click
 from .. import DagplanError
 from ..dsl.errors import counted, error, printable
 from ..settings import options_of
-from .common import EXIT_FAILED, EXIT_USAGE, OUTPUT_FILE, die, fail, raw_stream, state_dir_option, tools_option
+from .common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    OUTPUT_FILE,
+    die,
+    fail,
+    project_of,
+    raw_stream,
+    state_dir_option,
+    tools_option,
+)
 from .run import output_options, record_option
 
 
@@ -116,14 +126,13 @@ LIMIT = 50  # runs a plain `dagplan runs` lists: a big history is paged, never r
 def runs(ctx: click.Context, state_dir: str | None, fmt: str, statuses: tuple[str, ...], limit: int = LIMIT,
          every: bool = False) -> None:  # fmt: skip
     """List active, interrupted and recent runs (newest first; the newest 50 unless --limit or --all)."""
-    from .. import api
 
     ctx.obj = {"state_dir": state_dir}
     if ctx.invoked_subcommand is not None:
         return
     _known_statuses(statuses)
     try:
-        infos = api.runs(state_dir, limit=None if every else limit + 1, statuses=statuses)
+        infos = project_of(state_dir).runs(limit=None if every else limit + 1, statuses=statuses)
     except DagplanError as exc:
         reject(exc)
     if not every and len(infos) > limit:
@@ -174,13 +183,12 @@ def _show_waiting(run_id: str, request: Any) -> None:
 def show(ctx: click.Context, run_id: str, state_dir: str | None, fmt: str, step: str | None = None,
          prompt: bool = False) -> None:  # fmt: skip
     """The final report and per-step status of RUN."""
-    from .. import api
 
     state_dir = state_dir or (ctx.obj or {}).get("state_dir")
     if prompt and step is None:
         die("--prompt shows one step's prompt: give --step STEP", EXIT_USAGE)
     try:
-        report = api.run_report(run_id, state_dir)
+        report = project_of(state_dir).run_report(run_id)
     except DagplanError as exc:
         reject(exc)
     if step is not None:
@@ -264,11 +272,10 @@ _COLOURS = ("cyan", "magenta", "yellow", "green", "blue")
 @click.pass_context
 def prune(ctx: click.Context, older_than: str, statuses: tuple[str, ...], dry_run: bool, state_dir: str | None) -> None:
     """Discard old runs (never one that a process is running now)."""
-    from .. import api
 
     _known_statuses(statuses)
     try:
-        gone = api.prune(older_than, statuses, state_dir or ctx.obj["state_dir"], dry_run=dry_run)
+        gone = project_of(state_dir or ctx.obj["state_dir"]).prune(older_than, statuses, dry_run=dry_run)
     except DagplanError as exc:
         reject(exc)
     for info in gone:
@@ -391,22 +398,20 @@ def resume(
     settings,
 ) -> None:
     """Resume RUN: completed steps replay from the record, the rest run (with the tools it started with)."""
-    from .. import api
-    from .. import _doors
     from .run import Session, check_record
 
     check_record(record)
     try:
-        config, state, tools, changed = _doors.resume_context(run_id, state_dir, tool_sources)
+        # the project the run belongs to (here, else where it started), its tools as it started with them
+        here, tools, changed = project_of(state_dir, tool_sources).resume_context(run_id)
         for path in changed:
             click.echo(f"warning: {path} changed since the run started; its tools are loaded as they are now",
                        err=True)  # fmt: skip
         adopted = _adopted(adopted_output, on_interrupted)
         if dry_run:
-            _show_rerun(run_id, from_step, tools, state, config, fmt)
+            _show_rerun(run_id, from_step, tools, here, fmt)
             return
-        plan = api.stored_plan(run_id, tools, state, config=config, from_step=from_step,
-                               resumable=True)  # fmt: skip
+        plan = here.stored_plan(run_id, tools, from_step=from_step, resumable=True)
     except DagplanError as exc:
         reject(exc)
     from .plan import approver
@@ -415,29 +420,26 @@ def resume(
     # a streamed run stopped before its plan was whole: its plan is approved as `plan --run --stream` asks
     streaming: dict[str, Any] = {"approve": approver(yes, no_input)} if plan is None else {}
     session.execute(
-        api.aresume,
+        here.aresume,
         run_id,
+        state_dir=here.state,
         tools=tools,
         from_step=from_step,
-        state_dir=state,
-        config=config,
         on_interrupted=Interrupted(yes=yes, no_input=no_input, policy=on_interrupted),
-        rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, state, config, no_input),
+        rerun_side_effects=rerun_side_effects or _confirm_rerun(run_id, from_step, tools, here, no_input),
         adopted_output=adopted,
         settings=settings,
         **streaming,
     )
 
 
-def _show_rerun(run_id: str, from_step: str | None, tools: Any, state: Any, config: Any, fmt: str) -> None:
+def _show_rerun(run_id: str, from_step: str | None, tools: Any, here: Any, fmt: str) -> None:
     """``resume --from STEP --dry-run``: what would run again, the side effects among it marked."""
-    from .. import _doors
-
     if from_step is None:
         raise DagplanError(
             error("usage", "--dry-run goes with --from STEP", hint=f"dagplan resume {run_id} --from STEP --dry-run")
         )
-    found = _doors.rerun_preview(run_id, from_step, tools, state, config=config)
+    found = here.rerun_preview(run_id, from_step, tools)
     if fmt == "json":
         click.echo(_dump(found))
         return
@@ -463,13 +465,11 @@ def _adopted(text: str | None, on_interrupted: str | None):
         raise DagplanError(error("usage", f"--output is not JSON: {exc}", hint="e.g. --output '{\"id\": 42}'"))
 
 
-def _confirm_rerun(run_id, from_step, tools, state, config, no_input) -> bool:
+def _confirm_rerun(run_id, from_step, tools, here, no_input) -> bool:
     """On a terminal, ``--from`` that would repeat side effects asks first (elsewhere it is refused)."""
-    from .. import _doors
-
     if from_step is None or no_input or not sys.stdin.isatty():
         return False
-    again = _doors.side_effects_again(run_id, from_step, tools, state, config=config)
+    again = here.rerun_preview(run_id, from_step, tools)["side_effects"]
     if not again:
         return False
     return click.confirm(f"These side effects already ran and would run again: {', '.join(again)}. Go on?",
@@ -508,10 +508,9 @@ class Interrupted:
 @state_dir_option
 def discard(run_id: str, force: bool, state_dir: str | None) -> None:
     """Remove RUN and its state (a running run only with --force; `cancel` keeps the record)."""
-    from .. import api
 
     try:
-        full_id = api.discard(run_id, state_dir, force=force)
+        full_id = project_of(state_dir).discard(run_id, force=force)
     except DagplanError as exc:
         reject(exc)
     click.echo(f"run {full_id} discarded", err=True)
@@ -522,10 +521,9 @@ def discard(run_id: str, force: bool, state_dir: str | None) -> None:
 @state_dir_option
 def cancel(run_id: str, state_dir: str | None) -> None:
     """Stop RUN (running or waiting) for good; its record is kept, with status cancelled."""
-    from .. import api
 
     try:
-        full_id = api.cancel(run_id, state_dir)
+        full_id = project_of(state_dir).cancel(run_id)
     except DagplanError as exc:
         reject(exc)
     click.echo(f"run {full_id} cancelled", err=True)
@@ -541,10 +539,9 @@ def cancel(run_id: str, state_dir: str | None) -> None:
 @format_option("json", "jsonl")
 def events(run_id: str, types: tuple[str, ...], state_dir: str | None, fmt: str) -> None:
     """Print RUN's event log; each plan_step_completed says replayed or fresh, and its duration."""
-    from .. import api
 
     try:  # a view: every value masked (the journal keeps outputs whole for a resume; the API returns them so)
-        found = [shown(e.to_json()) for e in api.events(run_id, state_dir, types or None)]
+        found = [shown(e.to_json()) for e in project_of(state_dir).events(run_id, types or None)]
     except DagplanError as exc:
         reject(exc)
     if fmt == "json":

@@ -105,7 +105,7 @@ class Viewer:
             Route("/plan", self.plan_page),
             Route("/plan/run", self.run_plan, methods=["POST"]),
         ]
-        middleware = [Middleware(_Guard, viewer=self)]
+        middleware = [Middleware(_Secrets, viewer=self), Middleware(_Guard, viewer=self)]
         return Starlette(routes=routes, middleware=middleware, exception_handlers={DagplanError: self._error})
 
     def url(self, path: str, **query: Any) -> str:
@@ -135,7 +135,7 @@ class Viewer:
         from ..interpreter.core.vocabulary import RunStatus
 
         status = request.query_params.get("status") or None
-        found = await asyncio.to_thread(api.runs, self.state_dir)
+        found = await asyncio.to_thread(self.project.runs)
         rows = [{**_run_row(r), "plan_file": self._plan_file(r.plan_name)} for r in found]
         waiting = sum(1 for r in rows if r["status"] == RunStatus.WAITING)
         if status:
@@ -155,7 +155,7 @@ class Viewer:
         from ..dsl.schedule import analysis_of
         from ..views import event_text
 
-        watch = api.watch(run_id, self.state_dir)
+        watch = self.project.watch(run_id)
         events = watch.poll()  # first: the report is then at least as new as these, and the page's stream
         report = watch.report()  # starts after them (a report older than the log left its status stale)
         plan = self._plan_of(watch)
@@ -208,7 +208,7 @@ class Viewer:
         from starlette.responses import StreamingResponse
 
         run_id = request.path_params["run_id"]
-        watch = await asyncio.to_thread(api.watch, run_id, self.state_dir)
+        watch = await asyncio.to_thread(self.project.watch, run_id)
         cursor = request.query_params.get("cursor") or ""
         watch.cursor = int(cursor) if cursor.isdigit() and len(cursor) <= 18 else None  # an offset, a seq
 
@@ -234,7 +234,7 @@ class Viewer:
         from starlette.responses import StreamingResponse
 
         run_id, step = request.path_params["run_id"], request.path_params["step"]
-        chunks = await asyncio.to_thread(_doors.output_chunks, run_id, step, self.state_dir)
+        chunks = await asyncio.to_thread(self.project.output_chunks, run_id, step)
         return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
     async def plan_page(self, request: Any) -> Any:
@@ -271,19 +271,19 @@ class Viewer:
         run_id = request.path_params["run_id"]
         form = await request.form()
         step, value = str(form.get("step") or ""), str(form.get("value") or "")
-        await asyncio.to_thread(lambda: api.answer(run_id, step, value, self.state_dir, text=True, channel="viewer",
+        await asyncio.to_thread(lambda: self.project.answer(run_id, step, value, text=True, channel="viewer",
                                                    who=self.token_id))  # fmt: skip
         self._in_background(run_id, lambda: self._resume(run_id))
         return self._redirect(self.url(f"/runs/{run_id}"))
 
     async def resume(self, request: Any) -> Any:
         run_id = request.path_params["run_id"]
-        await asyncio.to_thread(api.run_report, run_id, self.state_dir)  # an unknown run is a 404 now
+        await asyncio.to_thread(self.project.run_report, run_id)  # an unknown run is a 404 now
         self._in_background(run_id, lambda: self._resume(run_id))
         return self._redirect(self.url(f"/runs/{run_id}"))
 
     async def discard(self, request: Any) -> Any:
-        await asyncio.to_thread(api.discard, request.path_params["run_id"], self.state_dir)
+        await asyncio.to_thread(self.project.discard, request.path_params["run_id"])
         return self._redirect(self.url("/"))
 
     async def run_plan(self, request: Any) -> Any:
@@ -380,6 +380,18 @@ class Viewer:
         from starlette.responses import RedirectResponse
 
         return RedirectResponse(url, status_code=303)
+
+
+class _Secrets:
+    """Every request is answered under the viewer's project's secrets (:meth:`Project.secrets`): what its pages
+    and streams show is masked by this project's ``redact`` patterns, whatever else the process serves."""
+
+    def __init__(self, app: Any, viewer: Viewer):
+        self.app, self.viewer = app, viewer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        with self.viewer.project.secrets():
+            await self.app(scope, receive, send)
 
 
 class _Guard:

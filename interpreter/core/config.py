@@ -111,11 +111,7 @@ def chosen_model(step: str | None = None, given: str | None = None, configured: 
 
 def load_config(start: str | os.PathLike | None = None) -> Config:
     """The configuration that applies in ``start`` (default: the working directory)."""
-    from . import configured
-
-    config = _found(os.path.abspath(start or os.getcwd()))
-    configured.REDACT = config.redact  # the project's secrets, for every sink that redacts (core/redact.py)
-    return config
+    return _found(os.path.abspath(start or os.getcwd()))
 
 
 def _found(folder: str) -> Config:

@@ -28,28 +28,31 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
-from . import configured as _configured
-
-# the `redact` patterns of the project whose run this is (set by the run for its own tasks and threads: two
-# projects running in one process each mask their own secrets); None outside a run: the configuration loaded
-_PATTERNS: ContextVar[tuple[str, ...] | None] = ContextVar("dagplan_redact", default=None)
+# the `redact` patterns of the project whose work this is: set by its door (a command for its process, the
+# viewer and the MCP server for each request, a Project's method for its call, a run for its tasks and
+# threads), so two projects in one process each mask their own secrets; there is no process-wide list
+_PATTERNS: ContextVar[tuple[str, ...]] = ContextVar("dagplan_redact", default=())
 
 
 @contextmanager
 def project_patterns(patterns: Iterable[str] | None) -> Iterator[None]:
     """Within the block (and the tasks and threads it starts), ``redact`` applies these patterns: the run's
     project's, not whichever configuration the process loaded last."""
-    token = _PATTERNS.set(tuple(patterns) if patterns is not None else None)
+    token = _PATTERNS.set(tuple(patterns or ()))
     try:
         yield
     finally:
         _PATTERNS.reset(token)
 
 
+def use_patterns(patterns: Iterable[str]) -> None:
+    """From here on in this context (a command's process: it serves one project), ``redact`` applies these."""
+    _PATTERNS.set(tuple(patterns))
+
+
 def project_redact() -> tuple[str, ...]:
-    """The patterns in force here: the run's project's, else the configuration this process loaded."""
-    found = _PATTERNS.get()
-    return found if found is not None else _configured.REDACT
+    """The patterns in force here: those of the project whose door, call or run this is (none outside one)."""
+    return _PATTERNS.get()
 
 
 REDACTED = "[REDACTED]"
@@ -173,9 +176,9 @@ def redact(value: Any, patterns: Iterable[str] = (), also: Iterable[str] = ()) -
     """``value`` with every secret replaced by ``[REDACTED]`` (``also``: more literal secrets, such as the
     values of :func:`secret_inputs`). Without ``patterns`` or ``also`` the rules are kept
     between calls (a tool call's arguments are redacted on the hot path), renewed when the environment
-    gains or loses a variable or the configured patterns (:mod:`.configured`) change."""
+    gains or loses a variable or the project's patterns (:func:`project_patterns`) change."""
     global _DEFAULT
-    configured = project_redact()  # the project's patterns (its run's, else the configuration loaded)
+    configured = project_redact()  # the patterns of the project whose work this is
     patterns, also = tuple(patterns), tuple(also)
     if patterns or also:
         return Redactor(dict.fromkeys((*configured, *patterns)), also)(value)
