@@ -361,10 +361,11 @@ def stored_plan(
 
 
 def load_config(start: str | os.PathLike | None = None):
-    """The project configuration that applies in ``start`` (default: the working directory)."""
-    from .interpreter.core.config import load_config as read
+    """The project configuration that applies in ``start`` (default: the working directory): its
+    :class:`Project`'s."""
+    from .project import Project
 
-    return read(start)
+    return Project(start).config
 
 
 def diff(before: Plan | str | os.PathLike, after: Plan | str | os.PathLike, tool_sources: Iterable[str] = (),

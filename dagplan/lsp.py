@@ -184,6 +184,21 @@ def build(project: Any = None) -> Any:
     from pygls.lsp.server import LanguageServer
 
     project = _project(project)
+    others: dict[Any, Any] = {}  # the other roots of a workspace: each document is its own project's
+
+    def project_at(uri: str) -> Any:
+        """The project a document belongs to: the server's, or (a workspace of several roots) the one its file
+        is in, with that root's configuration, tools and secrets, as `dagplan check` run there would have."""
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return project
+        from .project import Project
+
+        path = os.path.abspath(unquote(parsed.path))
+        if path.startswith(str(project.root) + os.sep):  # under the server's folder: its project
+            return project
+        found = Project.of_file(path)
+        return project if found.root == project.root else others.setdefault(found.root, found)
 
     # Full sync: every change carries the whole text, so no line model but ours ever applies an edit.
     server = LanguageServer("dagplan", api_version(), text_document_sync_kind=t.TextDocumentSyncKind.Full,
@@ -207,7 +222,9 @@ def build(project: Any = None) -> Any:
         if not _doors.is_ours(doc.text, name):  # a workflow, a compose file, package.json: not ours to judge
             return []
         try:
-            result = project.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
+            here = project_at(uri)
+            with here.secrets():  # what it says is masked by its own project's patterns
+                result = here.check_text(doc.text, name, test_file=bool(path))  # a file: as `check` would see it
             return [_diagnostic(t, d, doc, name) for d in result.diagnostics] if result is not None else []
         except Exception as exc:  # noqa: BLE001 - a configuration or tools problem: say it, at the top
             return [t.Diagnostic(range=t.Range(t.Position(0, 0), t.Position(0, 1)), message=str(exc),
@@ -236,7 +253,8 @@ def build(project: Any = None) -> Any:
         if doc is None:
             return t.CompletionList(is_incomplete=False, items=[])
         prefix = doc.line(params.position.line)[: doc.column(params.position)]
-        return t.CompletionList(is_incomplete=False, items=complete(t, doc.text, prefix, params.position.line, project))
+        items = complete(t, doc.text, prefix, params.position.line, project_at(params.text_document.uri))
+        return t.CompletionList(is_incomplete=False, items=items)
 
     @server.feature(t.TEXT_DOCUMENT_HOVER)
     def hover(ls: Any, params: t.HoverParams) -> t.Hover | None:
@@ -244,7 +262,7 @@ def build(project: Any = None) -> Any:
         if doc is None:
             return None
         word, _, _ = doc.word(params.position)
-        shown = describe(doc.text, word, project)
+        shown = describe(doc.text, word, project_at(params.text_document.uri))
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=shown)) if shown else None
 
     @server.feature(t.TEXT_DOCUMENT_DEFINITION)
@@ -253,7 +271,7 @@ def build(project: Any = None) -> Any:
         doc = opened(uri)
         if doc is None:
             return None
-        found = define(doc.text, doc.word(params.position)[0], project)
+        found = define(doc.text, doc.word(params.position)[0], project_at(uri))
         if found is None:
             return None
         target, (line, col) = found

@@ -158,7 +158,7 @@ class Project:
     def secrets(self) -> Any:
         """A context in which everything shown, recorded or returned is masked by this project's patterns (its
         runs' tasks and threads inherit it): every door of this project enters it."""
-        from .interpreter.core.redact import project_patterns
+        from .interpreter.core.patterns import project_patterns
 
         return project_patterns(self.patterns)
 

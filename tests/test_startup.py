@@ -27,6 +27,7 @@ MAY_LOAD = {
     "dagplan.dsl.refschema", "dagplan.dsl.schedule", "dagplan.dsl.schema", "dagplan.dsl.source", "dagplan.dsl.validate",
     "dagplan.dsl.validate_tools", "dagplan.dsl.yaml_reader", "dagplan.schemas",
     "dagplan.interpreter", "dagplan.interpreter.core", "dagplan.interpreter.core.config",
+    "dagplan.interpreter.core.patterns",  # one context variable: the project's redact patterns, set by its door
     "dagplan.interpreter.llm", "dagplan.interpreter.llm.estimate", "dagplan.interpreter.llm.local",
     "dagplan.interpreter.llm.preflight",
 }  # fmt: skip

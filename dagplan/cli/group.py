@@ -70,7 +70,7 @@ def cli(ctx: click.Context, quiet: int, verbose: int, state: str | None, tools: 
     root): its tools, where its runs are kept, its secrets. --state and --tools apply to every command, given
     here or after the command's name (dagplan run plan.yaml --tools tools.py)."""
     ctx.obj = {"verbosity": verbose - quiet, "state": state, "tools": tools}
-    from ..interpreter.core.redact import use_patterns
+    from ..interpreter.core.patterns import use_patterns
     from .common import project_of
 
     use_patterns(project_of().patterns)  # the project's secrets, masked at every sink this command writes to

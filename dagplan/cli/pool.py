@@ -22,18 +22,12 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, die, fail, finish, project
 @state_dir_option
 def submit(file: str, tool_sources, pairs, input_file, each, state_dir) -> None:
     """Queue a run of FILE for the workers of the run database; prints its id (with --each, one a line)."""
-    from .. import pool
     from .run import prepare
 
-    config, tools, plan, inputs = prepare(file, tool_sources, pairs, input_file)
-    sources = project_of(state_dir, tool_sources).sources
+    _, _, plan, inputs = prepare(file, tool_sources, pairs, input_file)
+    project = project_of(state_dir, tool_sources)  # its tools checked the plan; a worker loads their sources
     try:
-        if each is not None:
-            ids = pool.submit_each(plan, each, tools=tools, tool_sources=sources, inputs=inputs, state_dir=state_dir,
-                                  config=config)  # fmt: skip
-        else:
-            ids = [pool.submit(plan, tools=tools, tool_sources=sources, inputs=inputs, state_dir=state_dir,
-                              config=config)]  # fmt: skip
+        ids = project.submit_each(plan, each, inputs) if each is not None else [project.submit(plan, inputs)]
     except DagplanError as exc:
         fail(exc, EXIT_USAGE)
     for run_id in ids:

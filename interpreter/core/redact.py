@@ -24,36 +24,9 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
-# the `redact` patterns of the project whose work this is: set by its door (a command for its process, the
-# viewer and the MCP server for each request, a Project's method for its call, a run for its tasks and
-# threads), so two projects in one process each mask their own secrets; there is no process-wide list
-_PATTERNS: ContextVar[tuple[str, ...]] = ContextVar("dagplan_redact", default=())
-
-
-@contextmanager
-def project_patterns(patterns: Iterable[str] | None) -> Iterator[None]:
-    """Within the block (and the tasks and threads it starts), ``redact`` applies these patterns: the run's
-    project's, not whichever configuration the process loaded last."""
-    token = _PATTERNS.set(tuple(patterns or ()))
-    try:
-        yield
-    finally:
-        _PATTERNS.reset(token)
-
-
-def use_patterns(patterns: Iterable[str]) -> None:
-    """From here on in this context (a command's process: it serves one project), ``redact`` applies these."""
-    _PATTERNS.set(tuple(patterns))
-
-
-def project_redact() -> tuple[str, ...]:
-    """The patterns in force here: those of the project whose door, call or run this is (none outside one)."""
-    return _PATTERNS.get()
-
+from .patterns import project_patterns, project_redact, use_patterns  # noqa: F401 - where they are set
 
 REDACTED = "[REDACTED]"
 SECRET_KEY = re.compile(
