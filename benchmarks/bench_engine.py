@@ -3,7 +3,7 @@
     python benchmarks/bench_engine.py [--repeat 7]
 
 Shapes: a chain of 1,000 no-op steps and a fan-out of 1,000 independent no-op
-steps, with async and with sync tools; a `for_each` step over 1,000 items; and 100
+steps, with async tools (that return at once, and that await once: ``awaits``) and with sync tools; a `for_each` step over 1,000 items; and 100
 steps sleeping 50 ms each (parallel efficiency = 50 ms / wall time). Each is run
 through the public API (`dagplan.arun` on a loaded plan: what users call) and
 through the engine alone (`Execution`). Figures are medians of the repeats;
@@ -34,6 +34,14 @@ async def anoop(x: int = 0) -> int:
 
 @tool
 def snoop(x: int = 0) -> int:
+    return x
+
+
+@tool
+async def ayield(x: int = 0) -> int:
+    """An async tool that awaits (once: what a tool calling a service does, without the service's time)."""
+    if x >= 0:
+        await asyncio.sleep(0)
     return x
 
 
@@ -80,7 +88,7 @@ def deps_of(doc: dict) -> dict[str, list[str]]:
 # --- the three executors ---------------------------------------------------------------------
 
 
-TOOLS = [anoop, snoop, nap]
+TOOLS = [anoop, ayield, snoop, nap]
 
 
 def ours(doc: dict, max_concurrency: int, api: bool = True) -> Callable[[], float]:
@@ -246,6 +254,7 @@ def main() -> None:
           f"{'ratio':>8}")  # fmt: skip
     for kind, name, fn in (
         ("async", "anoop", anoop.__wrapped__ if hasattr(anoop, "__wrapped__") else anoop),
+        ("awaits", "ayield", ayield.__wrapped__ if hasattr(ayield, "__wrapped__") else ayield),
         ("sync", "snoop", snoop),
     ):
         for shape, make, size in (

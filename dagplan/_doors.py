@@ -7,12 +7,11 @@ rerun is shown. Not for users: the names here may change with any release; ``dag
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from . import _lazy
 from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
 from .api import (
-    ToolsArg,
     _here,
 )
 from .dsl.errors import DagplanError
@@ -121,31 +120,18 @@ def word_value(raw: str) -> Any:
     return parse(raw)
 
 
-def shown_state(state_dir: Any = None) -> str:
+def shown_state(state: Any) -> str:
     """Where runs are, as pages and messages show it: a directory, or a database URL with its password masked."""
     from .interpreter.core.redact import masked
 
-    return masked(_here(state_dir=state_dir).state or ".dagplan")
+    return masked(state or ".dagplan")
 
 
-def in_database(state_dir: Any = None) -> bool:
+def is_database(state: Any) -> bool:
     """Whether runs are kept in a run database (a ``postgresql://`` state), where workers take them."""
     from .interpreter.core.state import is_url
 
-    return is_url(_here(state_dir=state_dir).state)
-
-
-def side_effects_again(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
-                       config: Any = None) -> list[str]:  # fmt: skip
-    """The side-effecting steps ``resume(run_id, from_step=...)`` would run again although they already ran
-    (what ``resume --from`` and a preview of it show, and refuse without ``rerun_side_effects``)."""
-    return rerun_preview(run_id, from_step, tools, state_dir, config=config)["side_effects"]
-
-
-def rerun_preview(run_id: str, from_step: str, tools: ToolsArg = None, state_dir: Any = None, *,
-                  config: Any = None) -> dict[str, list[str]]:  # fmt: skip
-    """What ``resume(run_id, from_step=...)`` would do, running nothing (:meth:`Project.rerun_preview`)."""
-    return _here(config, state_dir).rerun_preview(run_id, from_step, tools)
+    return is_url(state)
 
 
 def walk(plan: Plan) -> Any:
@@ -176,26 +162,11 @@ def answer_problem(request: Any, answer: Any) -> str | None:
     return rule(request, answer)
 
 
-def asked_at_terminal(run_id: str, state_dir: Any = None) -> list[str]:
-    """The gates a live run of ``run_id`` asks a person about at a terminal now (their full ids)."""
-    return _here(state_dir=state_dir).asked_at_terminal(run_id)
-
-
 def matches(pattern: str, unit_id: str) -> bool:
     """Whether a gate's full id (``each[2].approve_close``) matches ``pattern`` (``*``: any characters)."""
     from .interpreter.core.calls import matches as rule
 
     return rule(pattern, unit_id)
-
-
-def output_chunks(run_id: str, step: str, state_dir: Any = None):
-    """A step's recorded output as bytes, in chunks (a spilled output streams from its file), secrets masked."""
-    return _here(state_dir=state_dir).output_chunks(run_id, step)
-
-
-def lock_tools(config: Any = None) -> tuple[str, dict[str, int]]:
-    """``dagplan tools lock`` (:meth:`Project.lock_tools`)."""
-    return _here(config).lock_tools()
 
 
 def cassette_tools(path: str | os.PathLike) -> dict:
@@ -217,13 +188,6 @@ def read_json(text: str) -> Any:
     from .dsl.jsontext import loads
 
     return loads(text)
-
-
-def resume_context(run_id: str, state_dir: Any, given: Iterable[str]) -> tuple[Any, Any, dict, list[str]]:
-    """What ``dagplan resume RUN`` resumes with (:meth:`Project.resume_context`): the configuration, where the
-    run is kept, its tools, and the tool files that changed since it started."""
-    here, tools, changed = _here(state_dir=state_dir, tool_sources=given).resume_context(run_id)
-    return here.config, here.state, tools, changed
 
 
 def resume_tools(run_id: str, state_dir: Any = None) -> tuple[list[str], list[str]]:

@@ -87,9 +87,10 @@ def _database_holds(state: Any) -> Any:
     return lambda values: None
 
 
-def _submission(plan: Plan, tools: Any, sources: Iterable[str], inputs: Any, config: Any) -> dict[str, Any]:
-    """What a queued run is made of (``submit``, ``submit --each``, a schedule's runs): the plan (checked against
-    its tools), its inputs checked, and where its tools come from (what a worker loads)."""
+def _submission(plan: Plan, sources: Iterable[str], inputs: Any, config: Any) -> dict[str, Any]:
+    """What a queued run is made of (``submit``, ``submit --each``, a schedule's runs): the plan (loaded, so
+    checked against its project's tools), its inputs checked, and where its tools come from (what a worker
+    loads)."""
     from .interpreter.engine.inputs import prepare_inputs
     from .interpreter.tools.sources import source_record
 

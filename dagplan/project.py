@@ -69,6 +69,8 @@ class Project:
         self.tool_sources = tuple(str(self.root / s) if s.endswith(".py") and not os.path.isabs(s) else s
                                   for s in map(os.fspath, tool_sources))  # fmt: skip
         self._given_tools = tools
+        self._once = False  # a long-lived project reads its configuration again when the file changed
+        self._read: Any = None  # ...a project for one call, once
         # every run's settings (model, max_cost, subscribers...), refused by the rule arun's are
         self.settings: Mapping[str, Any] = api._options("Project", settings, api.settings_names()) if settings else {}
 
@@ -84,7 +86,9 @@ class Project:
         (its tool files relative to the working directory, as a command line's are)."""
         sources = [os.path.abspath(s) if str(s).endswith(".py") and os.path.exists(s) else os.fspath(s)
                    for s in tool_sources]  # fmt: skip
-        return cls(state=state, tool_sources=sources, tools=tools, config=config)
+        here = cls(state=state, tool_sources=sources, tools=tools, config=config)
+        here._once = True  # a project for one call: its configuration is read once, at the first ask
+        return here
 
     @classmethod
     def of_file(cls, path: str | os.PathLike, **given: Any) -> "Project":
@@ -119,7 +123,12 @@ class Project:
             return self._given_config
         from .interpreter.core.config import load_config
 
-        return load_config(self.root)
+        if self._read is not None:
+            return self._read
+        found = load_config(self.root)
+        if self._once:
+            self._read = found
+        return found
 
     @property
     def state(self) -> Any:
@@ -170,8 +179,9 @@ class Project:
     def _plan(self, plan: Any, tools: Any = _OWN) -> Any:
         """A plan given as a path (relative to the working directory, else to the project) or text-free object:
         loaded against this project's tools (or those given)."""
-        if isinstance(plan, (str, os.PathLike)) and not os.path.isabs(plan) and not os.path.exists(plan):
-            plan = self.root / plan
+        if isinstance(plan, os.PathLike) or (isinstance(plan, str) and "\n" not in plan):  # a path, not a text
+            if not os.path.isabs(plan) and not os.path.exists(plan):
+                plan = self.root / plan
         if not isinstance(plan, (str, os.PathLike)):
             return plan
         return api.load(plan, tools=self.tools if tools is _OWN else tools, config=self.config)
@@ -590,7 +600,7 @@ class Project:
         cannot start."""
         from . import pool
 
-        run = pool._submission(self._plan(plan), self.tools, self.sources, inputs, self.config)
+        run = pool._submission(self._plan(plan), self.sources, inputs, self.config)
         registry = self._registry()
         if not hasattr(registry, "submit"):
             from .dsl.errors import RunError
@@ -625,7 +635,7 @@ class Project:
 
         def scheduled(schedule: Any) -> dict[str, Any]:  # a schedule's run, made as `submit` makes one
             plan = api.load(schedule.plan, tools=self.tools, config=cfg)
-            return pool._submission(plan, self.tools, self.sources, schedule.inputs, cfg)
+            return pool._submission(plan, self.sources, schedule.inputs, cfg)
 
         return Pool(url, cfg, concurrency, load_tools=load_tools, on_interrupted=on_interrupted, on_event=on_event,
                     submission=scheduled)  # fmt: skip

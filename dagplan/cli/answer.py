@@ -24,14 +24,15 @@ def answer(run_id: str, step: str, value: str, state_dir: str | None) -> None:
     """Answer the approval gate STEP of RUN with VALUE (one of its choices, or JSON for a schema)."""
     from .. import _doors
 
+    project = project_of(state_dir)
     try:
-        live = project_of(state_dir).asked_at_terminal(run_id)  # a run asking a person now takes the answer itself
-        full_id = project_of(state_dir).answer(run_id, step, value, text=True)
+        live = project.asked_at_terminal(run_id)  # a run asking a person now takes the answer itself
+        full_id = project.answer(run_id, step, value, text=True)
     except DagplanError as exc:
         fail(exc)
     if live and any(_doors.matches(step, unit) for unit in live):
         click.echo(f"answered {step}: run {full_id}, asking at a terminal, takes the answer and goes on", err=True)
-    elif _doors.in_database(state_dir):  # the answer queued the run: any worker goes on with it
+    elif _doors.is_database(project.state):  # the answer queued the run: any worker goes on with it
         click.echo(f"recorded the answer of {step}; the next `dagplan worker` continues run {full_id} "
                    f"(or here: dagplan resume {full_id})", err=True)  # fmt: skip
     else:

@@ -19,10 +19,10 @@ def tools() -> None:
 def lock() -> None:
     """Connect to every MCP server declared in dagplan.toml and write dagplan.lock: each tool's schemas,
     annotations and hash. `check` reads the lock (no server needed); `run` refuses a tool that drifted."""
-    from .. import _doors
+    from .common import project_of
 
     try:
-        path, counts = _doors.lock_tools()
+        path, counts = project_of().lock_tools()
     except DagplanError as exc:
         fail(exc)
     listed = ", ".join(f"{name} ({n} tool{'s' if n != 1 else ''})" for name, n in counts.items())
