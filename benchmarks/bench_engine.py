@@ -5,8 +5,8 @@
 Shapes: a chain of 1,000 no-op steps and a fan-out of 1,000 independent no-op
 steps, with async tools (that return at once, and that await once: ``awaits``) and with
 sync tools; a `for_each` step over 1,000 items; and 100 steps sleeping 50 ms each (parallel
-efficiency = 50 ms / wall time). Each is run through the public API (`dagplan.arun` on a loaded plan: what users call) and
-through the engine alone (`Execution`). Figures are medians of the repeats;
+efficiency = 50 ms / wall time). Each is run through the public API (`dagplan.arun` on a
+loaded plan: what users call) and through the engine alone (`Execution`). Figures are medians of the repeats;
 ratios are against the floor measured in the same run. LangGraph is measured
 when installed (`pip install -e '.[bench]'`).
 """
