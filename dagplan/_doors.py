@@ -10,10 +10,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from . import _lazy
-from .api import _reuse_of as reuse_of  # noqa: F401 - the CLI reads a run's reuse before the run exists
-from .api import (
-    _here,
-)
+from .api import _here
 from .dsl.errors import DagplanError
 from .dsl.ir import Plan
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .dsl import check as _check
-from .dsl.errors import DagplanError, PlanInvalid  # noqa: F401 - DagplanError: what the doors catch
+from ._pipeline import Approve, ToolsArg, load_plan, settings_names
+from ._pipeline import sync as _sync
+from .dsl.errors import DagplanError, PlanInvalid  # noqa: F401 - what the doors catch
 from .dsl.ir import Plan
 from .dsl.files import create_file, write_file  # noqa: F401 - how every file dagplan writes is written (the CLI's too)
 from .dsl.load import TEST_SUFFIXES  # noqa: F401 - what a plan test file is called, for the viewer
-
-ToolsArg = Iterable[Any] | Mapping[str, Any] | None
-Approve = Callable[[Any], "bool | Any"]
 
 
 def load(
@@ -35,13 +33,7 @@ def load(
     carries its analysis (graph, order, groups): running it again costs no re-analysis.
     ``root``: a folder the plan's sub-plan files must lie under (a plan from an untrusted client).
     """
-    from .dsl.compose import Budget
-
-    specs = _specs(tools) if tools is not None else None
-    result = _check(source, text=text, name=name, tools=specs, budget=Budget.of(config), root=root)
-    if not result.ok or result.plan is None:
-        raise PlanInvalid(result.diagnostics)
-    return result.plan
+    return load_plan(source, text=text, name=name, tools=tools, config=config, root=root)
 
 
 def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] = (), config: Any = None) -> list:
@@ -50,56 +42,6 @@ def check_files(paths: Iterable[str | os.PathLike], tool_sources: Iterable[str] 
     (``*.test.yaml``) is checked as one (its fields, its plan, the names its mocks use). Raises
     RunError ``tools-import`` when the tools cannot be loaded. (:meth:`Project.check`.)"""
     return _here(config, tool_sources=tool_sources).check(list(paths))
-
-
-def _checker(cfg: Any, specs: Mapping[str, Any] | None) -> Callable[..., Any]:
-    """One file's or text's ``check`` with these tool specs and the configuration's budget and rules (the one
-    way; :meth:`Project.check` gives it the project's)."""
-    from .dsl import with_diagnostics
-    from .dsl.compose import Budget
-
-    budget = Budget.of(cfg)
-
-    def checking(source: Any = None, **kwargs: Any) -> Any:
-        result = _check(source, tools=specs, budget=budget, **kwargs)
-        return with_diagnostics(result, _config_rules(result.plan, cfg)) if result.plan is not None else result
-
-    return checking
-
-
-def _config_rules(plan: Plan, config: Any) -> list:
-    """What the configuration lets check know: the preflight as far as it can (an LLM step with no model to
-    call), the cost, the gates' notifiers."""
-    from .interpreter.llm.preflight import check_warnings
-
-    return [*check_warnings(plan, config.default_model), *_cost_rules(plan, config), *_notifiers(plan, config)]
-
-
-def _cost_rules(plan: Plan, config: Any) -> list:
-    """``too-expensive``, ``unbounded-cost``, ``context-window``: for plans with LLM steps only."""
-    from .interpreter.llm.preflight import llm_steps
-
-    if not llm_steps(plan):
-        return []
-    from .interpreter.llm.estimate import diagnostics, estimate
-
-    found = estimate(plan, config.default_model, config.max_items, config.step_max_iterations)
-    return diagnostics(found, config.max_cost, plan)
-
-
-def _notifiers(plan: Plan, config: Any) -> list:
-    """``unknown-notifier``: a gate's ``notify`` names what the configuration declares."""
-    from .interpreter.core.config import unknown_notifier
-    from .interpreter.llm.preflight import plan_steps
-
-    return [unknown_notifier(step, name, config.notify) for step in plan_steps(plan) if step.gate is not None
-            for name in step.gate.notify if name not in config.notify]  # fmt: skip
-
-
-def _check_tests(path: str | os.PathLike, config: Any):
-    from .interpreter.testing.plantest import check_suite
-
-    return check_suite(path, config)
 
 
 def preview(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None):
@@ -149,24 +91,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def settings_names(resume: bool = False) -> tuple[str, ...]:
-    """The run settings' names (:class:`RunSettings`'s fields), or those a resume may change."""
-    from . import settings
-
-    return settings.ON_RESUME_NAMES if resume else settings.NAMES
-
-
-def _options(function: str, given: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
-    """The keyword options of ``function``, each one of ``allowed``: an unknown one is refused as Python refuses
-    an unknown keyword argument, with the names it takes (``arun``, ``aresume``, ``Project``)."""
-    allowed = tuple(allowed)
-    for name in given:
-        if name not in allowed:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r} (it takes: "
-                            f"{', '.join(allowed)})")  # fmt: skip
-    return dict(given)
-
-
 async def arun(
     plan: Plan | str | os.PathLike,
     *,
@@ -200,32 +124,6 @@ async def arun(
         plan, tools=tools, inputs=inputs, approve=approve, durable=durable, run_id=run_id, reuse=reuse,
         cassette=cassette, approval=approval, on_run_created=on_run_created, settings=settings, **options,
     )  # fmt: skip
-
-
-_APPROVAL_KEPT = ("plan_hash", "tools_hash", "tools", "side_effects", "approved_by", "approved_at")
-
-
-def _reuse_of(runs: Any, state_dir: Any = None, config: Any = None, plan: Plan | None = None) -> Any:
-    """The completed results of ``runs`` by step fingerprint (:meth:`Project.reuse_of`)."""
-    return _here(config, state_dir).reuse_of(runs, plan)
-
-
-def _runs_of_plan(registry: Any, runs: str | Iterable[str], plan: Plan | None) -> list[str]:
-    """Run ids as given, with ``@last`` (``-``) the newest run of ``plan`` (its file, the same path however
-    it was written): another plan's run, newer, is never taken in its place. Without a plan: the newest run."""
-    from .dsl.errors import RunError
-    from .interpreter.stores.journal import LATEST
-
-    given = [runs] if isinstance(runs, str) else list(runs)
-    if plan is None or not any(r in LATEST for r in given):
-        return given
-    mine = os.path.realpath(plan.source)
-    ran = sorted((info for info in registry.list() if os.path.realpath(info.plan_name or "?") == mine),
-                 key=lambda info: info.started)  # fmt: skip
-    if not ran:
-        raise RunError.make("unknown-run", f"@last: no earlier run of {plan.source}",
-                            hint="run it once first, or name the run to reuse: --reuse RUN_ID")  # fmt: skip
-    return [ran[-1].id if r in LATEST else r for r in given]
 
 
 def run(plan: Plan | str | os.PathLike, **kwargs: Any):
@@ -428,54 +326,3 @@ def _here(config: Any = None, state_dir: Any = None, tool_sources: Iterable[str]
     from .project import Project
 
     return Project.given(config, state_dir, tool_sources, tools)
-
-
-def _sync(coroutine: Any) -> Any:
-    """The sync twin of an async function: its coroutine run to the end (asyncio is imported here,
-    not for every command: ``check`` never needs it)."""
-    import asyncio
-
-    return asyncio.run(coroutine)
-
-
-def _as_plan(plan: Plan | str | os.PathLike, tools: ToolsArg = None, config: Any = None) -> Plan:
-    return plan if isinstance(plan, Plan) else load(plan, tools=tools, config=config)
-
-
-def _cassette(cassette: Any) -> tuple[Mapping[str, Any], str] | None:
-    """A cassette given as a file or as its data: (its data, how messages name it)."""
-    if cassette is None:
-        return None
-    if isinstance(cassette, Mapping):
-        return cassette, "the cassette"
-    from .interpreter.testing.cassette import read
-
-    return read(cassette), f"cassette {os.fspath(cassette)}"
-
-
-def _replaying(cassette: tuple[Mapping[str, Any], str] | None, ask_gate: Any, model: str | None,
-               config: Any) -> dict[str, Any]:  # fmt: skip
-    """The options of a run replaying ``cassette`` (its calls, its gate answers, the model it
-    recorded when none is given; retries do not wait), or none."""
-    if cassette is None:
-        return {}
-    from .interpreter.testing.cassette import CassetteCalls
-
-    data, name = cassette
-    calls = CassetteCalls(data, name=name, patterns=tuple(config.redact))
-    return {
-        "calls": calls,
-        "ask_gate": ask_gate or calls.answer_gate,
-        "model": model or calls.recorded_model(),
-        "backoff_scale": 0.0,
-    }
-
-
-def _specs(tools: ToolsArg):
-    return {name: t.spec for name, t in _tools(tools).items()}
-
-
-def _tools(tools: ToolsArg):
-    from .interpreter.tools.catalog import registry
-
-    return registry(tools)

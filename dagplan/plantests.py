@@ -9,12 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from .api import (
-    ToolsArg,
-    _here,
-    _sync,
-    load,
-)
+from ._pipeline import ToolsArg
+from ._pipeline import sync as _sync
+from .api import _here, load
 
 
 async def atest(

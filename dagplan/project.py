@@ -26,7 +26,7 @@ import os
 from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping
 
-from . import api
+from . import _pipeline as pipeline
 
 _OWN: Any = object()  # a method's tools not given: the project's
 
@@ -72,7 +72,9 @@ class Project:
         self._once = False  # a long-lived project reads its configuration again when the file changed
         self._read: Any = None  # ...a project for one call, once
         # every run's settings (model, max_cost, subscribers...), refused by the rule arun's are
-        self.settings: Mapping[str, Any] = api._options("Project", settings, api.settings_names()) if settings else {}
+        self.settings: Mapping[str, Any] = {}
+        if settings:  # (the holder's names are read only then: `check` never imports it)
+            self.settings = pipeline.options_of("Project", settings, pipeline.settings_names())
 
     @classmethod
     def default(cls) -> "Project":
@@ -171,6 +173,13 @@ class Project:
 
         return project_patterns(self.patterns)
 
+    def use_secrets(self) -> None:
+        """From here on in this context (a command's process, which serves this one project), everything shown,
+        recorded or returned is masked by this project's patterns."""
+        from .interpreter.core.patterns import use_patterns
+
+        use_patterns(self.patterns)
+
     def _registry(self) -> Any:
         from .interpreter.stores.registry import open_registry
 
@@ -184,14 +193,14 @@ class Project:
                 plan = self.root / plan
         if not isinstance(plan, (str, os.PathLike)):
             return plan
-        return api.load(plan, tools=self.tools if tools is _OWN else tools, config=self.config)
+        return pipeline.load_plan(plan, tools=self.tools if tools is _OWN else tools, config=self.config)
 
     # --- checking and looking ---
 
     def load(self, source: Any = None, *, text: Any = None, name: str | None = None,
              root: str | os.PathLike | None = None) -> Any:  # fmt: skip
         """:func:`dagplan.load` with this project's tools and budget."""
-        return api.load(source, text=text, name=name, tools=self.tools, config=self.config, root=root)
+        return pipeline.load_plan(source, text=text, name=name, tools=self.tools, config=self.config, root=root)
 
     def check(self, paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list:
         """``dagplan check`` of one file or several (a path alone is one file, never its characters): each checked
@@ -202,7 +211,7 @@ class Project:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         checking = self._checker()
-        return [api._check_tests(path, self.config) if is_test_file(path)
+        return [pipeline.check_tests(path, self.config) if is_test_file(path)
                 else checking(path, name=os.fspath(path) if os.fspath(path) != "-" else None)
                 for path in paths]  # fmt: skip
 
@@ -213,7 +222,7 @@ class Project:
             from .interpreter.tools.sources import load_tool_specs
 
             specs = load_tool_specs(self.sources)
-        return api._checker(self.config, specs)
+        return pipeline.checker(self.config, specs)
 
     def check_text(self, text: str, name: str = "plan.yaml", *, test_file: bool = False,
                    root: str | os.PathLike | None = None) -> Any:  # fmt: skip
@@ -335,20 +344,20 @@ class Project:
         given = {**self.settings, **(settings.given() if settings is not None else {})}
         taken = ("tools", "inputs", "approve", "durable", "run_id", "reuse", "cassette", "approval", "on_run_created")
         call = {k: options.pop(k) for k in taken if k in options}
-        options = {**given, **api._options("arun", options, api.settings_names())}
+        options = {**given, **pipeline.options_of("arun", options, pipeline.settings_names())}
         cfg = self.config
         model, ask_gate = options.pop("model", None), options.pop("ask_gate", None)
-        recorded = api._cassette(call.get("cassette"))
+        recorded = pipeline.cassette_of(call.get("cassette"))
         tools = call.get("tools")
         sources = list(self.sources) if tools is None else list(self.tool_sources)  # what a resume loads
-        if tools is None and self._given_tools is None and recorded is not None and not isinstance(plan, api.Plan):
+        if tools is None and self._given_tools is None and recorded is not None and not isinstance(plan, pipeline.Plan):
             from .interpreter.testing.cassette import replay_tools
 
             tools, sources = replay_tools(recorded[0]) or None, []  # a replay checks against the recorded catalog
         elif tools is None:
             tools = self.tools
         plan = self._plan(plan, tools)
-        replay = api._replaying(recorded, ask_gate, model or cfg.default_model, cfg)
+        replay = pipeline.replaying(recorded, ask_gate, model or cfg.default_model, cfg)
         how = Options.from_config(
             cfg,
             model=replay.pop("model", model),
@@ -374,7 +383,7 @@ class Project:
                 meta={
                     "tool_sources": source_record(sources),
                     "config": str(cfg.path) if cfg.path else None,
-                    **({"approval": {k: approval.get(k) for k in api._APPROVAL_KEPT}} if approval else {}),
+                    **({"approval": {k: approval.get(k) for k in pipeline.APPROVAL_KEPT}} if approval else {}),
                 },  # fmt: skip
                 on_run_created=call.get("on_run_created"),
             )
@@ -382,7 +391,7 @@ class Project:
 
     def run(self, plan: Any, **options: Any) -> Any:
         """Run a plan to the end: see :meth:`arun` and :func:`dagplan.run`."""
-        return api._sync(self.arun(plan, **options))
+        return pipeline.sync(self.arun(plan, **options))
 
     def reuse_of(self, runs: Any, plan: Any = None) -> Any:
         """The completed results of ``runs`` (ids, ``@last``: the newest run of ``plan``, or a Reuse already) by
@@ -392,7 +401,7 @@ class Project:
         if runs is None or isinstance(runs, Reuse):
             return runs
         registry = self._registry()
-        return Reuse.of(registry.open(run_id) for run_id in api._runs_of_plan(registry, runs, plan))
+        return Reuse.of(registry.open(run_id) for run_id in pipeline.runs_of_plan(registry, runs, plan))
 
     @_own_secrets
     def rerun(self, plan: Any, reuse: Any, tools: Any = _OWN, *, inputs: Mapping[str, Any] | None = None,
@@ -408,13 +417,13 @@ class Project:
         tools = self.tools if tools is _OWN or tools is None else tools
         plan = self._plan(plan, tools)
         runs = self._registry()
-        journals = [runs.open(run_id) for run_id in api._runs_of_plan(runs, reuse, plan)]
+        journals = [runs.open(run_id) for run_id in pipeline.runs_of_plan(runs, reuse, plan)]
         try:
             before = self.stored_plan(journals[0].id, None) if journals else None
         except DagplanError:  # an agent's run, a streamed run that never got its plan: no fields to compare
             before = None
         options = Options.from_config(self.config, model=model)
-        return api._sync(would_rerun(plan, registry(tools), journals, options, inputs, before, self.config))
+        return pipeline.sync(would_rerun(plan, registry(tools), journals, options, inputs, before, self.config))
 
     async def aresume(self, run_id: str, *, settings: Any = None, tools: Any = _OWN, **options: Any) -> Any:
         """Resume a durable run of this project (see :func:`dagplan.aresume`), with the settings a resume can
@@ -426,10 +435,11 @@ class Project:
 
         taken = ("from_step", "on_interrupted", "rerun_side_effects", "adopted_output", "approve", "on_run_created")
         call = {k: options.pop(k) for k in taken if k in options}
-        allowed = api.settings_names(resume=True)
+        allowed = pipeline.settings_names(resume=True)
         kept = {k: v for k, v in self.settings.items() if k in allowed}
         given = settings.given() if settings is not None else {}
-        options = {**kept, **api._options("aresume", given, allowed), **api._options("aresume", options, allowed)}
+        options = {**kept, **pipeline.options_of("aresume", given, allowed),
+                   **pipeline.options_of("aresume", options, allowed)}  # fmt: skip
         how = Options.from_config(self.config, **options)
         return await resumed(
             ResumeRequest(
@@ -449,7 +459,7 @@ class Project:
 
     def resume(self, run_id: str, **options: Any) -> Any:
         """Resume an interrupted (or waiting) durable run: see :meth:`aresume` and :func:`dagplan.resume`."""
-        return api._sync(self.aresume(run_id, **options))
+        return pipeline.sync(self.aresume(run_id, **options))
 
     # --- recorded runs ---
 
@@ -598,9 +608,8 @@ class Project:
         """Queue a run for the workers of this project's run database (``dagplan worker``); returns its id. The
         plan is checked (against this project's tools) and the inputs too, now: a worker never gets a run that
         cannot start."""
-        from . import pool
 
-        run = pool._submission(self._plan(plan), self.sources, inputs, self.config)
+        run = pipeline.submission(self._plan(plan), self.sources, inputs, self.config)
         registry = self._registry()
         if not hasattr(registry, "submit"):
             from .dsl.errors import RunError
@@ -612,10 +621,9 @@ class Project:
     def submit_each(self, plan: Any, each: str | os.PathLike, inputs: Mapping[str, Any] | None = None) -> list[str]:
         """Queue one run per line of the JSON Lines file ``each`` (each line an object of inputs, over ``inputs``);
         returns their ids, in the file's order. Every line is checked first: one bad line queues nothing."""
-        from . import pool
 
         plan = self._plan(plan)
-        rows = pool._each_inputs(plan, each, inputs, self.state)
+        rows = pipeline.each_inputs(plan, each, inputs, self.state)
         return [self.submit(plan, row) for row in rows]
 
     def worker_pool(self, *, concurrency: int = 1, on_interrupted: str | None = None,
@@ -623,7 +631,6 @@ class Project:
         """A worker of this project's run database: ``await pool.run(drain=...)`` claims queued and orphaned runs
         and runs them, up to ``concurrency`` at once, until ``pool.stop()`` (``drain``: until none is left).
         ValueError when the state is not a database. See :mod:`dagplan.interpreter.ops.workers`."""
-        from . import pool
         from .interpreter.core.state import is_url
         from .interpreter.ops.workers import Pool
         from .interpreter.tools.sources import load_tools
@@ -634,8 +641,8 @@ class Project:
                              "postgresql:// URL")  # fmt: skip
 
         def scheduled(schedule: Any) -> dict[str, Any]:  # a schedule's run, made as `submit` makes one
-            plan = api.load(schedule.plan, tools=self.tools, config=cfg)
-            return pool._submission(plan, self.sources, schedule.inputs, cfg)
+            plan = pipeline.load_plan(schedule.plan, tools=self.tools, config=cfg)
+            return pipeline.submission(plan, self.sources, schedule.inputs, cfg)
 
         return Pool(url, cfg, concurrency, load_tools=load_tools, on_interrupted=on_interrupted, on_event=on_event,
                     submission=scheduled)  # fmt: skip
@@ -682,9 +689,10 @@ class Project:
             raise RunError.make("mcp-none", "no MCP server is declared: nothing to lock", hint=hint)
         base = cfg.path.parent if cfg.path else None
         servers = {name: declared(name, table, base) for name, table in cfg.mcp.items()}
-        lock = api._sync(alock(servers))
+        lock = pipeline.sync(alock(servers))
         path = lock_path(cfg)
-        api.write_file(path, (json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+        text = json.dumps(lock, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+        pipeline.write_file(path, text.encode("utf-8"))
         return str(path), {name: len(server["tools"]) for name, server in lock["servers"].items()}
 
     # --- plan tests and cassettes ---
@@ -699,7 +707,7 @@ class Project:
 
     def test(self, paths: Iterable[str | os.PathLike] = (".",), **options: Any) -> Any:
         """``dagplan test`` of ``paths`` (relative to the project): see :meth:`atest`."""
-        return api._sync(self.atest([self.root / p if not os.path.isabs(p) else p for p in paths], **options))
+        return pipeline.sync(self.atest([self.root / p if not os.path.isabs(p) else p for p in paths], **options))
 
     def load_tests(self, path: str | os.PathLike) -> Any:
         """One test file, checked and its plan loaded: a :class:`Suite` whose cases :meth:`run_test_case` runs."""
@@ -712,7 +720,7 @@ class Project:
         """Run case ``index`` of a loaded test file; a :class:`CaseResult` (``.passed``, ``.failures``)."""
         from .interpreter.testing.plantest import run_case
 
-        return api._sync(run_case(suite, index, self.config, coverage=False))
+        return pipeline.sync(run_case(suite, index, self.config, coverage=False))
 
     @_own_secrets
     def export_cassette(self, run_id: str, path: str | os.PathLike | None = None, tools: Any = None) -> dict:
@@ -725,7 +733,7 @@ class Project:
         journal = self._registry().open(run_id)
         found = cassette.from_journal(journal, self.patterns)
         if tools is not None:
-            found = cassette.with_tools(found, api._specs(tools).values())
+            found = cassette.with_tools(found, pipeline.specs_of(tools).values())
         elif journal.meta.get("tool_sources"):
             try:
                 recorded = recorded_sources(journal.meta["tool_sources"])
@@ -741,28 +749,28 @@ class Project:
     async def aplan(self, task: str, **options: Any) -> Any:
         """A model's plan for ``task`` with this project's tools (or ``tools=``), model and settings: see
         :func:`dagplan.aplan`."""
-        from . import planning
+        from . import _planning as planning
 
         with self.secrets():
-            return await planning._planned(self, task, **options)
+            return await planning.planned(self, task, **options)
 
     def plan(self, task: str, **options: Any) -> Any:
-        return api._sync(self.aplan(task, **options))
+        return pipeline.sync(self.aplan(task, **options))
 
     async def aagent(self, task: str, **options: Any) -> Any:
         """The agent loop on ``task`` with this project's tools (or ``tools=``): see :func:`dagplan.planning.aagent`."""
-        from . import planning
+        from . import _planning as planning
 
         if options.get("tools") is None:
             options["tools"] = self.tools
         with self.secrets():
-            return await planning._agent(self, task, **options)
+            return await planning.agent(self, task, **options)
 
     async def aevaluate(self, tasks: str | os.PathLike, **options: Any) -> Any:
         """``dagplan eval``: see :func:`dagplan.planning.aevaluate`."""
-        from . import planning
+        from . import _planning as planning
 
-        return await planning._evaluated(self, tasks, **options)
+        return await planning.evaluated(self, tasks, **options)
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r})"

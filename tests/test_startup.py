@@ -21,7 +21,7 @@ EXAMPLES = ROOT / "examples"
 # What a check of a plan with plain input schemas may load of ours: the pipeline, the configuration
 # reader, the model preflight and the cost estimate (an LLM step), the renderers. Nothing that runs.
 MAY_LOAD = {
-    "dagplan", "dagplan.api", "dagplan._doors", "dagplan.project", "dagplan.cli", "dagplan.cli.checking", "dagplan.cli.common", "dagplan.render",
+    "dagplan", "dagplan.api", "dagplan._pipeline", "dagplan._doors", "dagplan.project", "dagplan.cli", "dagplan.cli.checking", "dagplan.cli.common", "dagplan.render",
     "dagplan.dsl", "dagplan.dsl.compose", "dagplan.dsl.condition", "dagplan.dsl.dialects", "dagplan.dsl.errors",
     "dagplan.dsl.expr", "dagplan.dsl.files", "dagplan.dsl.ir", "dagplan.dsl.record", "dagplan.dsl.load", "dagplan.dsl.parse",
     "dagplan.dsl.refschema", "dagplan.dsl.schedule", "dagplan.dsl.schema", "dagplan.dsl.source", "dagplan.dsl.validate",

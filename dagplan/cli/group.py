@@ -6,6 +6,8 @@ import importlib
 
 import click
 
+from ..dsl.errors import DagplanError
+
 from . import COMMANDS
 from .checking import QUIET, VERBOSE
 from .common import STATE_HELP
@@ -70,7 +72,9 @@ def cli(ctx: click.Context, quiet: int, verbose: int, state: str | None, tools: 
     root): its tools, where its runs are kept, its secrets. --state and --tools apply to every command, given
     here or after the command's name (dagplan run plan.yaml --tools tools.py)."""
     ctx.obj = {"verbosity": verbose - quiet, "state": state, "tools": tools}
-    from ..interpreter.core.patterns import use_patterns
     from .common import project_of
 
-    use_patterns(project_of().patterns)  # the project's secrets, masked at every sink this command writes to
+    try:
+        project_of().use_secrets()  # the project's secrets, masked at every sink this command writes to
+    except DagplanError:
+        pass  # a configuration that cannot be read: the command says so (an MCP server, to its client)
