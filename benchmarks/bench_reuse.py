@@ -70,7 +70,6 @@ class SlowModel:
 
 async def one(state: str, text: str, latency: float, reuse: str | None) -> dict:
     import dagplan
-    from dagplan._doors import reuse_of
     from dagplan.interpreter.engine.scope import Options
     from dagplan.interpreter.ops.driver import RunRequest, start
     from dagplan.interpreter.tools.catalog import registry
@@ -80,7 +79,8 @@ async def one(state: str, text: str, latency: float, reuse: str | None) -> dict:
         return f"The text of {source}. " * 40
 
     model = SlowModel(latency)
-    options = Options(calls=model, model="openai/gpt-4o-mini", reuse=reuse_of(reuse, state) if reuse else None)
+    reused = dagplan.Project(state=state).reuse_of(reuse) if reuse else None  # the runs' results by fingerprint
+    options = Options(calls=model, model="openai/gpt-4o-mini", reuse=reused)
     started = time.perf_counter()
     result = await start(RunRequest(dagplan.load(text=text, name="plan.yaml"), registry([fetch]), options,
                                     durable=True, state=state))  # fmt: skip
