@@ -150,7 +150,8 @@ def drain(url: str, folder: Path, workers: int, runs: int) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM dagplan_runs")
     (folder / "chain20.json").write_text(json.dumps(CHAIN))
-    (folder / "tools.py").write_text(TOOLS)
+    if not (folder / "tools.py").exists():  # the scaling's folder may hold tools of another purity (--purity)
+        (folder / "tools.py").write_text(TOOLS)
     plan = dagplan.load(folder / "chain20.json")
     for _ in range(runs):
         dagplan.submit(plan, tool_sources=[str(folder / "tools.py")], state_dir=url)
@@ -234,9 +235,13 @@ def predicted(one: float, workers: int, serial: float = 0.0, s: float = 0.0, k: 
     return one * n / (1 + (serial or s) * (n - 1) + k * n * (n - 1))
 
 
-def scaling(url: str, runs: int, repeat: int) -> dict:
-    """The work of one run, the throughput with 1, 2 and 4 workers and the predictions for 8 and 16."""
+def scaling(url: str, runs: int, repeat: int, purity: str | None = None) -> dict:
+    """The work of one run, the throughput with 1, 2 and 4 workers and the predictions for 8 and 16. ``purity``:
+    the chain's tool declares it (``pure``: nothing to make durable before a call; undeclared, as here by
+    default, a step may act, so its intent is committed before the call: two commits a step)."""
     folder = Path(tempfile.mkdtemp(prefix="dagplan-pool-"))
+    if purity:
+        (folder / "tools.py").write_text(TOOLS.replace("@dagplan.tool\n", f"@dagplan.tool(purity={purity!r})\n"))
     work = per_run(url, folder, runs)
     measured = {n: throughput(url, folder, n, runs, repeat) for n in (1, 2, 4)}
     serial = work["WAL write+sync ms"] / 1e3 * measured[1]  # the serial part of one worker's time per run
@@ -274,6 +279,7 @@ def main() -> None:
     parser.add_argument("--idle-workers", type=int, default=16)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=100, help="queued runs a scaling drain takes (0: none)")
+    parser.add_argument("--purity", default=None, help="the chain's tool declares it (pure: one commit a step)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.history.split(",")]
     from dagplan.interpreter.stores.pgstore import PgRegistry
@@ -299,7 +305,7 @@ def main() -> None:
                   f"core over {args.idle_seconds:.0f} s; alone (no worker) {alone:.2%}: the workers' part "
                   f"{max(0.0, share - alone):.2%}")  # fmt: skip
         table = [{"finished": s, **{k: round(v * 1e3, 3) for k, v in f.items()}} for s, f in rows]
-        found = scaling(url, args.runs, 3) if args.runs else None
+        found = scaling(url, args.runs, 3, args.purity) if args.runs else None
         if found is not None:
             print_scaling(found, args.runs)
         print(json.dumps({"history": table, "scaling": found}))
