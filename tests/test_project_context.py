@@ -248,3 +248,14 @@ def test_one_language_server_checks_each_root_of_a_workspace_with_its_own_projec
 
     found = asyncio.run(asyncio.wait_for(main(), 120))
     assert "unknown-tool" in found["first"] and "unknown-tool" not in found["second"], found
+
+
+def test_a_run_with_a_state_given_records_its_projects_tool_sources_for_resume(tmp_path):
+    """`dagplan --state DIR run` (or $DAGPLAN_STATE_DIR) records the configured tool files with the run, so that
+    `resume --from` loads them (a run that recorded none could not find its tools again: repro5 h02, h03)."""
+    project = _project(tmp_path / "P", "acct_[0-9]+")
+    (project.root / "plan.yaml").write_text(PLAN.split("  - id: b")[0] + "result: $state.a\n")
+    ran = _cli(project.root, "--state", "kept", "run", "plan.yaml", "-i", "account=x")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    again = _cli(project.root, "--state", "kept", "resume", "@last", "--from", "a", "--no-input")
+    assert again.returncode == 0 and "record of x" in again.stdout, again.stdout + again.stderr

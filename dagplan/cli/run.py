@@ -209,7 +209,8 @@ def run(
     session = Session(plan, fmt=fmt, events=events, yes=yes, no_input=no_input, record=record,
                       answers=_answers(answers, plan))  # fmt: skip
     kwargs = dict(
-        tools=None if tools is project.tools else tools,  # the project's, whose sources a resume loads again
+        # a replay given no tools checks against its cassette's; else the project's, whose sources the run records
+        tools=tools if replay and not project.sources else None,
         inputs=inputs,
         durable=not ephemeral,
         settings=settings,
