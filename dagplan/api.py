@@ -1,7 +1,9 @@
 """The public API: load -> preview / run, the recorded runs, with an async twin of every run function.
 
-Each function is a thin layer over the pipeline (:mod:`dagplan.dsl`) and the interpreter
-(:mod:`dagplan.interpreter`); the CLI calls only these.
+Each function is its :class:`dagplan.Project` method for the working directory's project, with the context the
+call gave (``state_dir``, ``config``, ``tool_sources``: shorthands for a project's): one line that builds
+:meth:`Project.given` and calls it. The bodies are the project's (``dagplan/project.py``); the doors (the CLI,
+the viewer, the servers) call their project's methods.
 """
 
 from __future__ import annotations
