@@ -204,6 +204,16 @@ def _clauses(text: str) -> object:
     return clauses(text)
 
 
+def _clauses_with_tools(text: str) -> object:
+    """The guide's clauses with a catalog: each "and" and each new sentence asks whether one tool does both."""
+    from dagplan.dsl.ir import ToolSpec
+    from dagplan.interpreter.llm.guide import clauses
+
+    tools = {name: ToolSpec(name, f"{name} of a thing", {"type": "object", "properties": {"x": {"type": "string"}}})
+             for name in ("area", "perimeter", "weather")}  # fmt: skip
+    return clauses(text, tools)
+
+
 def _calls_dialect(n: int) -> str:
     """The calls dialect (seed 004): a list of calls, each reading the one before it."""
     calls = [{"_tool": "t", "x": f"$E{i}" if i else "start", "_outputPath": f"$state.v{i + 1}"} for i in range(n)]
@@ -352,6 +362,13 @@ CASES = [
     Case("recognizer: blank lines in a plans folder", 2_000, lambda n: "x: [\n" + "\n" * n + "steps", _in_plans_folder),
     Case("YAML plan: code fences that never close", 2_000, lambda n: "Here:\n" + "```a\n" * n, _check("p.md")),
     Case("planner: a request of blanks", 20_000, lambda n: "find it" + " " * n + "x", _clauses),
+    Case(
+        "planner: many things joined by and, and sentences",
+        100,
+        lambda n: "Find the area and perimeter of it. " * n + "Then say it",
+        _clauses_with_tools,
+        extra="local",  # the guide's retrieval: rank-bm25 (and wordllama), the local extra
+    ),  # fmt: skip
     Case(
         "YAML plan: deep nesting (refused by the limit)",
         20_000,

@@ -238,6 +238,36 @@ def test_and_before_a_parameters_name_joins_two_values_of_one_thing():
     assert len(clauses("Find a restaurant in Rome and reserve a table", TOOLS["everyday"])) == 2
 
 
+def test_one_tool_asked_two_things_at_once_is_one_step_but_two_things_to_do_stay_two():
+    """Requests others wrote (BFCL's non-live simple and multiple, issue 65): "and" between two things one tool
+    gives at once, a time after "after", and a second sentence asking the same tool stay one thing to do; two
+    things two tools do, and a sentence that starts with "Then", stay two (the reference tasks keep theirs)."""
+    from dagplan.dsl.ir import ToolSpec
+
+    def spec(name: str, description: str, *params: str) -> ToolSpec:
+        return ToolSpec(name, description, {"type": "object", "properties": {p: {"type": "string"} for p in params}})
+
+    science = {s.name: s for s in (
+        spec("get_boiling_melting_points", "Boiling and melting points of a substance at a sea level.", "substance",
+             "sea_level"),
+        spec("calculate_final_velocity", "Final velocity of an object thrown up after a time.", "initial_velocity",
+             "time"),
+        spec("convert_currency", "Convert an amount of money from one currency to another.", "amount", "base",
+             "target"),
+        spec("get_weather", "Current weather in a city.", "city"),
+    )}  # fmt: skip
+    for task in ("Find the boiling point and melting point of water under the sea level of 5000m.",
+                 "Find the final velocity of an object thrown up at 40 m/s after 6 seconds.",
+                 "I have 100 euro. How much is it in USD?"):  # fmt: skip
+        assert len(clauses(task, science)) == 1, (task, clauses(task, science))
+        assert len(positions(task, science)) == 1
+    assert len(clauses("Find the boiling point and melting point of water")) == 2  # no catalog: no way to tell
+    for task, parts in (("Find a restaurant in Rome and reserve a table", 2),
+                        ("Get the weather in Paris. Then email it to Bob", 2),
+                        ("Search flights, then book one, then email it", 3)):  # fmt: skip
+        assert len(clauses(task, TOOLS["everyday"])) == parts, clauses(task, TOOLS["everyday"])
+
+
 def test_a_request_no_tool_is_about_is_said_before_the_model_is_asked():
     """A small model calls some tool whatever it is asked: the planner says none fits (no shared word, no
     meaning near: BFCL's irrelevance requests), and plans as before where one does."""

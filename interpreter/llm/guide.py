@@ -85,14 +85,15 @@ def clauses(task: str, tools: Mapping[str, ToolSpec] | None = None) -> list[str]
     if leading:
         return [*clauses(leading.group(1), tools), *clauses(leading.group(2), tools)]
     trailing = _TRAILING_AFTER.match(task)
-    if trailing and not _THEN.search(task):  # "X after Y" (no comma in Y) is Y, then X
-        return [*clauses(trailing.group(2), tools), *clauses(trailing.group(1), tools)]
-    found = [part.strip(" ,.") for part in CLAUSES.split(task) if part and part.strip(" ,.")]
+    if trailing and not _THEN.search(task) and not _a_while(trailing.group(2), trailing.group(1), tools):
+        return [*clauses(trailing.group(2), tools), *clauses(trailing.group(1), tools)]  # "X after Y": Y, then X
+    found = [part.strip(" ,.") for part in _split(task, tools) if part and part.strip(" ,.")]
     if len(found) > 1 and _THEN.search(task):  # "A, B, then C": its comma-listed things to do are clauses too
         found = [piece for part in found for piece in _LISTED.split(part)]
     named = _parameter_words(tools) if tools else frozenset()
     joined: list[str] = []
     for part in found:
+        before = ""  # the piece before this one, as written (each piece is ranked once, whatever was joined)
         for index, piece in enumerate(_AND_THEN.split(part)):
             piece = piece.strip(" ,")
             if not piece.strip(" ,."):
@@ -100,9 +101,56 @@ def clauses(task: str, tools: Mapping[str, ToolSpec] | None = None) -> list[str]
             first = _WORD.match(piece)
             if index and joined and first and _singular(first.group(0).lower()) in named:
                 joined[-1] = f"{joined[-1]} and {piece}"  # another value of the same thing
+            elif index and joined and before and tools and _one_tool(before, piece, tools):
+                joined[-1] = f"{joined[-1]} and {piece}"  # two things one tool does at once ("the area and ...")
             else:
                 joined.append(piece)
+            before = piece
     return joined or [task]
+
+
+_SEQUENCE = re.compile(r"\s*(?:then|after|afterwards|once|finally|next)\b", re.I)
+
+
+def _split(task: str, tools: Mapping[str, ToolSpec] | None) -> list[str]:
+    """The request cut where it says what comes next (:data:`CLAUSES`), but kept whole where the cut says when
+    (":func:`_a_while`": "... after 6 seconds") or where a new sentence asks the same tool about the same thing
+    ("I have 100 euro. How much is it in USD?"); a sentence that starts with "then" is always a next thing."""
+    parts: list[str] = []
+    last = 0
+    for cut in CLAUSES.finditer(task):
+        part, said = task[last : cut.start()], cut.group(0)
+        last = cut.end()
+        parts.append(part)
+        parts.append(said)
+    parts.append(task[last:])
+    kept = [parts[0]]
+    for before, said, part in zip(parts[0::2], parts[1::2], parts[2::2]):  # each compared with the one before it
+        timed = re.search(r"\b(?:after|once)\b", said, re.I) is not None
+        sentence = said.lstrip(",").strip().startswith(".")
+        if before.strip() and part.strip() and (
+            (timed and _a_while(part, before, tools))
+            or (sentence and tools and not _SEQUENCE.match(part) and _one_tool(before, part, tools))
+        ):
+            kept[-1] = f"{kept[-1]}{said}{part}"
+        else:
+            kept.append(part)
+    return kept
+
+
+def _a_while(after: str, before: str, tools: Mapping[str, ToolSpec] | None) -> bool:
+    """Whether "BEFORE after AFTER" says when, not what comes first: a time ("after 6 seconds", "after 5 years"),
+    or what the same tool takes ("the final velocity ... after accelerating at 2 m/s^2 for 5 s")."""
+    return after.lstrip()[:1].isdigit() or bool(tools) and _one_tool(before, after, tools)  # type: ignore[arg-type]
+
+
+def _one_tool(before: str, piece: str, tools: Mapping[str, ToolSpec]) -> bool:
+    """Whether "BEFORE and PIECE" asks one tool for two things, not for two calls: the tool the piece is most
+    about is the one the clause before it is ("the boiling point and melting point", "the area and perimeter",
+    "based on interest rates and unemployment rates"). Two things to do ask two tools ("find a restaurant and
+    reserve a table"); the same tool twice is said with "then" or another sentence, which are not joined."""
+    found = rank(piece, tools, 1)
+    return bool(found) and found == rank(before, tools, 1)
 
 
 def _parameter_words(tools: Mapping[str, ToolSpec]) -> frozenset[str]:
