@@ -128,9 +128,13 @@ def _split(task: str, tools: Mapping[str, ToolSpec] | None) -> list[str]:
     for before, said, part in zip(parts[0::2], parts[1::2], parts[2::2]):  # each compared with the one before it
         timed = re.search(r"\b(?:after|once)\b", said, re.I) is not None
         sentence = said.lstrip(",").strip().startswith(".")
-        if before.strip() and part.strip() and (
-            (timed and _a_while(part, before, tools))
-            or (sentence and tools and not _SEQUENCE.match(part) and _one_tool(before, part, tools))
+        if (
+            before.strip()
+            and part.strip()
+            and (
+                (timed and _a_while(part, before, tools))
+                or (sentence and tools and not _SEQUENCE.match(part) and _one_tool(before, part, tools))
+            )
         ):
             kept[-1] = f"{kept[-1]}{said}{part}"
         else:
