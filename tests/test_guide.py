@@ -262,6 +262,11 @@ def test_one_tool_asked_two_things_at_once_is_one_step_but_two_things_to_do_stay
         assert len(clauses(task, science)) == 1, (task, clauses(task, science))
         assert len(positions(task, science)) == 1
     assert len(clauses("Find the boiling point and melting point of water")) == 2  # no catalog: no way to tell
+    # the same tool asked twice, each time with values of its own: two calls (BFCL's parallel requests)
+    flights = {"book_flight": spec("book_flight", "Book a flight from a city to another on a date.", "origin",
+                                   "destination", "date")}  # fmt: skip
+    twice = "Book a flight from Rome to Oslo on May 3 and another flight from Oslo to Bergen on May 9."
+    assert len(clauses(twice, flights)) == 2, clauses(twice, flights)
     for task, parts in (("Find a restaurant in Rome and reserve a table", 2),
                         ("Get the weather in Paris. Then email it to Bob", 2),
                         ("Search flights, then book one, then email it", 3)):  # fmt: skip

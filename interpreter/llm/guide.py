@@ -101,7 +101,7 @@ def clauses(task: str, tools: Mapping[str, ToolSpec] | None = None) -> list[str]
             first = _WORD.match(piece)
             if index and joined and first and _singular(first.group(0).lower()) in named:
                 joined[-1] = f"{joined[-1]} and {piece}"  # another value of the same thing
-            elif index and joined and before and tools and _one_tool(before, piece, tools):
+            elif index and joined and before and tools and _one_call(before, piece, tools):
                 joined[-1] = f"{joined[-1]} and {piece}"  # two things one tool does at once ("the area and ...")
             else:
                 joined.append(piece)
@@ -133,7 +133,7 @@ def _split(task: str, tools: Mapping[str, ToolSpec] | None) -> list[str]:
             and part.strip()
             and (
                 (timed and _a_while(part, before, tools))
-                or (sentence and tools and not _SEQUENCE.match(part) and _one_tool(before, part, tools))
+                or (sentence and tools and not _SEQUENCE.match(part) and _one_call(before, part, tools, sentence=True))
             )
         ):
             kept[-1] = f"{kept[-1]}{said}{part}"
@@ -146,6 +146,17 @@ def _a_while(after: str, before: str, tools: Mapping[str, ToolSpec] | None) -> b
     """Whether "BEFORE after AFTER" says when, not what comes first: a time ("after 6 seconds", "after 5 years"),
     or what the same tool takes ("the final velocity ... after accelerating at 2 m/s^2 for 5 s")."""
     return after.lstrip()[:1].isdigit() or bool(tools) and _one_tool(before, after, tools)  # type: ignore[arg-type]
+
+
+def _one_call(before: str, piece: str, tools: Mapping[str, ToolSpec], sentence: bool = False) -> bool:
+    """Whether PIECE asks the call BEFORE makes (:func:`_one_tool`), not another call of it: the two do not each
+    give values of their own ("the boiling point and melting point of water at 5000 m": one call; "a flight from
+    Rome to Oslo on May 3 and another from Oslo to Bergen on May 9": two), or a new sentence refers back to the
+    one before ("I have 100 euro. How much is it in USD?")."""
+    if not _one_tool(before, piece, tools):
+        return False
+    both = VALUES.search(before) is not None and VALUES.search(piece) is not None
+    return not both or (sentence and _BACK.search(piece) is not None)
 
 
 def _one_tool(before: str, piece: str, tools: Mapping[str, ToolSpec]) -> bool:
