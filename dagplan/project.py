@@ -43,15 +43,6 @@ def _own_secrets(method: Callable) -> Callable:
     return under
 
 
-def _own_secrets_async(method: Callable) -> Callable:
-    @functools.wraps(method)
-    async def under(self: "Project", *args: Any, **kwargs: Any) -> Any:
-        with self.secrets():
-            return await method(self, *args, **kwargs)
-
-    return under
-
-
 class Project:
     """One project's context, built once: its configuration, where its runs are kept, its tools, its secrets
     and its runs' settings; its methods are the API (see the module doc)."""
