@@ -237,8 +237,10 @@ def predicted(one: float, workers: int, serial: float = 0.0, s: float = 0.0, k: 
 
 def scaling(url: str, runs: int, repeat: int, purity: str | None = None) -> dict:
     """The work of one run, the throughput with 1, 2 and 4 workers and the predictions for 8 and 16. ``purity``:
-    the chain's tool declares it (``pure``: nothing to make durable before a call; undeclared, as here by
-    default, a step may act, so its intent is committed before the call: two commits a step)."""
+    the chain's tool declares it (``pure``: nothing to make durable before a call, and its completion only
+    written, made durable by the run's end; undeclared, as here by default, a step may act, so its intent is
+    made durable before the call and its completion after: two synchronous commits a step). The rule:
+    DURABLE in interpreter/stores/journal.py."""
     folder = Path(tempfile.mkdtemp(prefix="dagplan-pool-"))
     if purity:
         (folder / "tools.py").write_text(TOOLS.replace("@dagplan.tool\n", f"@dagplan.tool(purity={purity!r})\n"))
@@ -279,7 +281,7 @@ def main() -> None:
     parser.add_argument("--idle-workers", type=int, default=16)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=100, help="queued runs a scaling drain takes (0: none)")
-    parser.add_argument("--purity", default=None, help="the chain's tool declares it (pure: one commit a step)")
+    parser.add_argument("--purity", default=None, help="the chain's tool declares it (pure: one lazy commit a step)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.history.split(",")]
     from dagplan.interpreter.stores.pgstore import PgRegistry

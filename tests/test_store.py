@@ -712,14 +712,14 @@ class _Journal(GroupCommit):
     """A group-committing journal whose durable write waits for ``gate`` and notes the thread it ran on."""
 
     def __init__(self, gate):
-        self._seq, self._durable_seq, self._inflight, self.gate, self.on_main = 1, 0, None, gate, []
+        self._seq, self._durable_seq, self._written_seq, self._inflight, self.gate, self.on_main = 1, 0, 0, None, gate, []
 
-    def _write_durable(self):
+    def _write(self, durable):
         import threading
 
         self.on_main.append(threading.current_thread() is threading.main_thread())
         assert self.gate.wait(10)
-        self._durable_seq = self._seq
+        self._durable_seq = self._written_seq = self._seq
 
 
 def test_a_commit_does_not_block_the_loop_while_another_run_s_write_is_in_a_thread():

@@ -345,8 +345,8 @@ class Execution:
                     else:
                         async with self._limit:
                             ready = await self.life.run_step(*todo)
-                    if self._journal is not None:
-                        await self._journal.commit()  # durable before any dependent starts
+                    if self._journal is not None:  # written before any dependent starts; durable if it acted
+                        await self._journal.commit(self.scope.acts(unit.step))
                     todo = self._release(ready, inline=True)
                     if todo is not None and slot[0] is None and not self.scope.in_place(todo[0].step):
                         self._spawn(todo)  # in place so far: a step that may not be gets a task of its own

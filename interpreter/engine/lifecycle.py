@@ -162,8 +162,8 @@ class UnitLife:
         unit.status, unit.output = StepStatus.COMPLETED, value
         if self.scope.sinks:
             self._emit_completed(unit, unit.attempts, output=value)
-            if self._journal is not None:
-                await self._journal.commit()  # durable before the next resume would need it
+            if self._journal is not None:  # written before the next resume would need it; durable if it acted
+                await self._journal.commit(self.scope.acts(unit.step))
         return value
 
     def _replayed_handled(

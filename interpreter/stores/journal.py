@@ -56,8 +56,11 @@ class Journal(Protocol):
         """Buffer one event (values over the inline limit are spilled first); durable at the next commit.
         (What it returns is the implementation's: the file journal returns the stored line.)"""
 
-    async def commit(self) -> None:
-        """Return once everything recorded before this call is durable (group commit)."""
+    async def commit(self, durable: bool = True) -> None:
+        """Return once everything recorded before this call is durable (group commit); with ``durable``
+        False, once it is written where another process reads it (it outlives the writer's ``kill -9``;
+        a crash of the machine or the database may lose its last moment, made durable by the next
+        durable commit): see the note DURABLE below."""
 
     def commit_sync(self) -> None: ...
 
@@ -271,44 +274,59 @@ def output_bytes(value: Any) -> bytes:
 
 class GroupCommit:
     """The group commit of a durable journal (files, a database): :meth:`commit` returns once everything
-    recorded before it is durable. At most one write runs at a time, in a worker thread; callers that
-    arrive meanwhile share the next one. When no other callback is ready to run (a chain), the write runs
-    inline: the hop to a thread and back costs about as much as the write itself.
+    recorded before it is durable (or, asked for less, written: see the note DURABLE below). At most one write runs
+    at a time, in a worker thread; callers that arrive meanwhile share the next one. When no other callback is
+    ready to run (a chain), the write runs inline: the hop to a thread and back costs about as much as the
+    write itself.
 
-    A journal provides ``_seq`` (recorded), ``_durable_seq`` (durable), ``_inflight`` (None at first),
-    :meth:`_write_durable` (make the recorded events durable, synchronously) and may override
+    A journal provides ``_seq`` (recorded), ``_durable_seq`` (durable), ``_written_seq`` (written, durable or
+    not), ``_inflight`` (None at first), :meth:`_write` (write the recorded events, synchronously, durably when
+    asked; a durable write also makes durable what was only written before) and may override
     :meth:`_after_commit`."""
 
     _seq: int
     _durable_seq: int
+    _written_seq: int
     _inflight: "asyncio.Future | None"
 
-    def _write_durable(self) -> None:
+    def _write(self, durable: bool) -> None:
         raise NotImplementedError
 
     def _after_commit(self) -> None:
         return None
 
-    async def commit(self) -> None:
+    def _done(self, target: int, durable: bool) -> bool:
+        return (self._durable_seq if durable else self._written_seq) >= target
+
+    async def commit(self, durable: bool = True) -> None:
         target = self._seq
-        if self._durable_seq < target and self._inflight is None and not loop_idle():
+        if not self._done(target, durable) and self._inflight is None and not loop_idle():
             await asyncio.sleep(0)  # let ready callbacks run (and ready steps record: they share this commit)
-        if self._durable_seq < target and self._inflight is None and loop_idle() and not _IN_THREADS:
-            self._write_durable()  # nothing else could run meanwhile: a thread hop would only add latency
-        while self._durable_seq < target:
+        if not self._done(target, durable) and self._inflight is None and loop_idle() and not _IN_THREADS:
+            self._write(durable)  # nothing else could run meanwhile: a thread hop would only add latency
+        while not self._done(target, durable):
             if self._inflight is None:
-                self._inflight = asyncio.ensure_future(self._write_in_thread())
+                self._inflight = asyncio.ensure_future(self._write_in_thread(durable))
             await asyncio.shield(self._inflight)
         self._after_commit()
 
-    async def _write_in_thread(self) -> None:
+    async def _write_in_thread(self, durable: bool = True) -> None:
         _IN_THREADS.add(self)
         try:
-            await asyncio.to_thread(self._write_durable)
+            await asyncio.to_thread(self._write, durable)
         finally:
             _IN_THREADS.discard(self)
             self._inflight = None
 
+
+# DURABLE: what a run makes durable before it goes on, and what it only writes (the one rule, asked by the engine
+# through :meth:`RunScope.acts`): durable, a step's intent before it may act, its completion once it may
+# have acted, a paid call's memo, the run's lifecycle (started, waiting, ended, interrupted); only written,
+# the completion of a step that cannot act. Written is where another process reads it: a resume after the
+# writer's kill -9 finds it. A crash of the machine (or of the database server) may lose the last moment of
+# what was only written; a resume then runs those steps again, which is safe because they cannot act, and
+# every durable commit makes what was written before it durable too (one log, written in order). Why: a
+# durable commit is an fsync, the one part of a run no worker can share (benchmarks/bench_pool.py).
 
 # The journals whose durable write runs in a thread now. While one does, another run's commit goes to a
 # thread too instead of blocking the loop: the loop looks idle, but that run's write finishes meanwhile
@@ -349,7 +367,7 @@ class MemoryJournal(Artifact, FoldedReads):
         self._log.append(line)
         fold(self._state, line)
 
-    async def commit(self) -> None:
+    async def commit(self, durable: bool = True) -> None:
         return None
 
     def commit_sync(self) -> None:

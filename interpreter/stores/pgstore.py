@@ -6,7 +6,9 @@ here instead of files, with the file journal's guarantees:
 - each event is a row of ``dagplan_events`` (the same JSON line the file journal writes), numbered
   ``seq`` per run; :meth:`PgRun.commit` inserts every event recorded since the last commit in one
   transaction (completions that land together share it), and returns once it committed: a completion
-  is durable before any dependent starts, a side effect's intent before it runs, a completed call
+  is written before any dependent starts (durable if the step may have acted; else its transaction
+  commits without waiting for the WAL's flush: the note DURABLE in :mod:`.journal`), a side effect's
+  intent is durable before it runs, a completed call
   (its ``memo`` row) before the next is paid for;
 - one writer per run: :meth:`PgRun.acquire` takes a session-level advisory lock on its own connection,
   which PostgreSQL releases when that connection dies (a ``kill -9``), so another process can resume;
@@ -188,7 +190,7 @@ def _unavailable(exc: BaseException) -> RunError:
 
 
 def _translating(cls: type) -> type:
-    """Every public method of ``cls`` (and the journal protocol's ``_write_durable``) says a lost database
+    """Every public method of ``cls`` (and the journal protocol's ``_write``) says a lost database
     as the ``state-unavailable`` error: the one place psycopg's connection errors become dagplan's (a run
     stops with it, a worker waits and reconnects), never a traceback."""
     import inspect
@@ -199,7 +201,7 @@ def _translating(cls: type) -> type:
         return cls
     wrap = translating((psycopg.OperationalError, psycopg.InterfaceError), _unavailable)
     for name, value in list(vars(cls).items()):
-        if inspect.isfunction(value) and (not name.startswith("_") or name == "_write_durable"):
+        if inspect.isfunction(value) and (not name.startswith("_") or name == "_write"):
             setattr(cls, name, wrap(value))
     return cls
 
@@ -597,7 +599,7 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         self._durable_seq = 0
         for line in lines if lines is not None else self._lines_after(0):
             self._fold_line(line)
-        self._durable_seq = self._seq
+        self._durable_seq = self._written_seq = self._seq
 
     def _lines_after(self, seq: int) -> list[str]:
         rows = (
@@ -699,14 +701,17 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
         fold(self._state, line)
         return line
 
-    def commit_sync(self) -> None:
+    def commit_sync(self, durable: bool = True) -> None:
         with self._io:
             rows, self._buf, queue, self._queue = self._buf, [], self._queue, None
-        if not rows:
-            return
         conn = self._writer
+        if not rows:
+            if durable and self._durable_seq < self._written_seq:  # written lazily before: make it durable
+                conn.execute("SELECT pg_current_xact_id()")  # a transaction with an id commits synchronously,
+                self._durable_seq = self._written_seq  # flushing the WAL up to it (the lazy commits before)
+            return
         if queue is None:  # one statement: in autocommit one statement is one transaction, one WAL flush
-            self._insert(conn, rows)
+            self._insert(conn, rows, durable)
         else:  # a lifecycle event: where the run stands for the pool changes with it, atomically
             with conn.transaction():
                 self._insert(conn, rows)
@@ -719,35 +724,45 @@ class PgRun(Artifact, FoldedReads, GroupCommit):
                 if queue in (RunStatus.QUEUED, RunStatus.INTERRUPTED):
                     conn.execute(_NOTIFY)  # claimable from this commit: delivered with it
                 self._owner_noted = not ended
-        self._durable_seq = max(self._durable_seq, rows[-1][0])
+        self._written_seq = max(self._written_seq, rows[-1][0])
+        if durable or queue is not None:
+            self._durable_seq = self._written_seq
 
-    def _insert(self, conn: Any, rows: list[tuple[int, str]]) -> None:
+    def _insert(self, conn: Any, rows: list[tuple[int, str]], durable: bool = True) -> None:
         """The rows of one commit: a few (a step's events) in one INSERT, one round trip, the statement
         prepared by psycopg once it repeats; many (a fan-out's completions) by COPY, two round trips,
-        any number of rows (an INSERT takes at most 65,535 parameters)."""
+        any number of rows (an INSERT takes at most 65,535 parameters). Not ``durable``: its transaction
+        commits without waiting for the WAL's flush (``synchronous_commit`` off for it alone, set by the
+        INSERT itself, so still one round trip; the next synchronous commit flushes it)."""
         if len(rows) <= _INSERT_MAX:
-            conn.execute(_insert_sql(len(rows)), [v for seq, line in rows for v in (self.id, seq, line)])
+            conn.execute(_insert_sql(len(rows), durable), [v for seq, line in rows for v in (self.id, seq, line)])
             return
-        with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
-            for seq, line in rows:
-                copy.write_row((self.id, seq, line))
+        with conn.transaction():
+            if not durable:
+                conn.execute("SET LOCAL synchronous_commit TO off")
+            with conn.cursor() as cur, cur.copy("COPY dagplan_events (run_id, seq, line) FROM STDIN") as copy:
+                for seq, line in rows:
+                    copy.write_row((self.id, seq, line))
 
-    def _write_durable(self) -> None:  # GroupCommit: one statement (one transaction) of the recorded events
-        self.commit_sync()
+    def _write(self, durable: bool) -> None:  # GroupCommit: one statement (one transaction) of the recorded events
+        self.commit_sync(durable)
 
 
 _IDLE_WRITERS = 8  # idle writer connections a registry keeps
 # Rows a commit inserts with one INSERT rather than a COPY. One round trip instead of two: a worker's
 # 100 queued 20-step runs (one at a time, alternated) 8.4-9.4 -> 6.6-7.5 ms of commits a run.
 _INSERT_MAX = 32
-_INSERTS: dict[int, str] = {}
+_INSERTS: dict[tuple[int, bool], str] = {}
+# A transaction-local setting an INSERT makes for its own (autocommit) transaction, read when it commits.
+_LAZY = " RETURNING set_config('synchronous_commit', 'off', true)"
 
 
-def _insert_sql(rows: int) -> str:
-    found = _INSERTS.get(rows)
+def _insert_sql(rows: int, durable: bool = True) -> str:
+    found = _INSERTS.get((rows, durable))
     if found is None:
         values = ",".join(["(%s,%s,%s)"] * rows)
-        found = _INSERTS[rows] = f"INSERT INTO dagplan_events (run_id, seq, line) VALUES {values}"
+        found = f"INSERT INTO dagplan_events (run_id, seq, line) VALUES {values}" + ("" if durable else _LAZY)
+        _INSERTS[rows, durable] = found
     return found
 
 

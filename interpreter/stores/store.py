@@ -328,7 +328,7 @@ class Run(Artifact, GroupCommit):
         for event in found.events:
             fold(self._state, event)
         self._seq = found.events[-1]["seq"] if found.events else self._state.get("seq", 0)
-        self._durable_seq = self._seq
+        self._durable_seq = self._written_seq = self._seq
         self._offset, self._lines, self._torn = found.end, lines + found.lines, found.torn
         self._snap_lines, self._tail = lines, found.lines
 
@@ -511,8 +511,9 @@ class Run(Artifact, GroupCommit):
         self._flush()
         self._maybe_compact()
 
-    def _write_durable(self) -> None:  # GroupCommit: an fsync'ed write of the buffered lines
-        self._flush()
+    def _write(self, durable: bool) -> None:  # GroupCommit: a write of the buffered lines, fsync'ed if durable
+        with self._io:
+            self._write_buffer(durable)
 
     def _after_commit(self) -> None:
         self._maybe_compact()
@@ -532,10 +533,15 @@ class Run(Artifact, GroupCommit):
         with self._io:
             self._write_buffer()
 
-    def _write_buffer(self) -> None:
-        """Under ``self._io``: write the buffered lines and fsync them."""
+    def _write_buffer(self, durable: bool = True) -> None:
+        """Under ``self._io``: write the buffered lines, and fsync them (and what was written before) if
+        ``durable``."""
         if not self._buf or self._broken is not None:
             self._buf = []
+            if durable and self._durable_seq < self._written_seq and self._broken is None:
+                assert self._fd is not None
+                wal.sync_data(self._fd)  # written lazily before: one fsync makes it durable
+                self._durable_seq = self._written_seq
             return
         data, upto = b"".join(self._buf), self._seq
         self._buf = []
@@ -543,7 +549,7 @@ class Run(Artifact, GroupCommit):
         try:
             if self._offset + len(data) > self._reserved:
                 self._reserved = wal.reserve(self._fd, self._reserved, self._offset + len(data))
-            wal.write_at(self._fd, data, self._offset)
+            wal.write_at(self._fd, data, self._offset, sync=durable)
         except OSError as exc:  # a full disk, a quota: cut the torn tail, stop the run, say what is kept
             try:
                 os.ftruncate(self._fd, self._offset)
@@ -553,7 +559,9 @@ class Run(Artifact, GroupCommit):
             raise self._cannot_write(exc) from None
         self._offset += len(data)
         self._tail += data.count(b"\n")
-        self._durable_seq = upto
+        self._written_seq = upto
+        if durable:
+            self._durable_seq = upto
 
     def _give_back_room(self) -> None:
         """Cut the room reserved past the log's end: a run let go leaves a log of whole lines (not synced:

@@ -141,13 +141,15 @@ def reserve(fd: int, reserved: int, end: int) -> int:
     return size
 
 
-def write_at(fd: int, data: bytes, offset: int) -> None:
-    """Write ``data`` at ``offset`` and make it durable (the log's one commit)."""
+def write_at(fd: int, data: bytes, offset: int, sync: bool = True) -> None:
+    """Write ``data`` at ``offset`` and make it durable (the log's one commit); with ``sync`` False only
+    written (in the page cache: other processes read it, a crash of the machine may lose it)."""
     view = memoryview(data)
     while view:
         done = os.pwrite(fd, view, offset)
         view, offset = view[done:], offset + done
-    sync_data(fd)
+    if sync:
+        sync_data(fd)
 
 
 def sync_data(fd: int) -> None:
