@@ -329,3 +329,86 @@ def test_an_optional_argument_with_a_default_the_request_never_names_is_not_offe
     args = schema["properties"]["steps"]["prefixItems"][0]["anyOf"][0]["properties"]["args"]["properties"]
     assert "speed_of_light" not in args and "medium" in args  # no default said: still offered
     assert args["distance_in_light_years"] == {"enum": [4]}
+
+
+@pytest.mark.parametrize(
+    "task, values",
+    [
+        ("Book a flight for March 10th, 2023 and another on May 12, 2022.", ["March 10th, 2023", "May 12, 2022"]),
+        ("Concert details for next month (April 2022), or 04/27/2022.", ["April 2022", "04/27/2022"]),
+        ("Two notes of 440Hz and 880Hz, a wall 20ft high.", ["440", "880", "20"]),
+        ("A car that travels 12,000 miles a year.", ["12,000"]),
+        ("The dataset in path C:/data/cars.csv please.", ["C:/data/cars.csv"]),
+        ("When did the Treaty of Tordesillas take place?", ["Treaty of Tordesillas"]),
+        ("Where do the Golden State Warriors stand in the 2022-2023 season?", ["Golden State Warriors", "2022-2023"]),
+    ],
+)  # fmt: skip
+def test_dates_numbers_with_their_units_and_names_of_several_words_are_values_whole(task, values):
+    assert request_values(task) == values
+
+
+def _args(tools, task, position=0):
+    """The arguments a one-tool guided plan offers at ``position`` for ``task``."""
+    guide = positions(task, tools, per_clause=1)
+    schema = catalog_schema(tools, state_references=False, guide=guide, values=request_values(task, words=True),
+                            flow=True, request=task)  # fmt: skip
+    return schema["properties"]["steps"]["prefixItems"][position]["anyOf"][0]["properties"]["args"]
+
+
+def _tool(name, properties, required=None):
+    from dagplan.dsl.ir import ToolSpec
+
+    schema = {"type": "object", "properties": properties, "required": required or list(properties)}
+    return {name: ToolSpec(name, name.replace("_", " "), schema)}
+
+
+@pytest.mark.parametrize(
+    "task, properties, wanted",
+    [
+        # the numbers in the request's order to the number arguments no value is named of, in the tool's order
+        ("Find the highest common factor of 36 and 24.", {"number1": {"type": "integer"}, "number2": {"type": "integer"}},
+         {"number1": [36], "number2": [24]}),
+        ("Calculate the final temperature when 20 kg of water at 30 degree Celsius is mixed with 15 kg of water at "
+         "60 degree Celsius.", {"mass1": {"type": "integer"}, "temperature1": {"type": "integer"},
+                                "mass2": {"type": "integer"}, "temperature2": {"type": "integer"}},
+         {"mass1": [20], "temperature1": [30], "mass2": [15], "temperature2": [60]}),
+        # not as many: the model chooses among them
+        ("Roll a 6 twice with 2 dice, 3 times.", {"desired": {"type": "integer"}, "rolls": {"type": "integer"}},
+         {"desired": [6, 2, 3], "rolls": [6, 2, 3]}),
+        # "from X to Y": where something comes from and where it goes
+        ("Book a direct flight from San Francisco to London for 2022-04-27 afternoon",
+         {"departure_location": {"type": "string"}, "destination_location": {"type": "string"},
+          "date": {"type": "string"}},
+         {"departure_location": ["San Francisco"], "destination_location": ["London"], "date": ["2022-04-27"]}),
+        ("Convert 12,000 JPY to USD", {"from_currency": {"type": "string"}, "to_currency": {"type": "string"},
+                                       "amount": {"type": "integer"}},
+         {"from_currency": ["12,000", "JPY", "USD", "Convert"], "to_currency": ["USD"], "amount": [12000]}),
+    ],
+)  # fmt: skip
+def test_the_values_an_argument_is_offered_follow_the_requests_order_and_roles(task, properties, wanted):
+    args = _args(_tool("the_tool", properties), task)
+    assert {name: schema.get("enum") for name, schema in args["properties"].items()} == wanted
+
+
+@pytest.mark.parametrize(
+    "task, direct",
+    [("Book a direct flight from Rome to Oslo.", True), ("Book a flight from Rome to Oslo, not direct.", False),
+     ("Book a flight from Rome to Oslo without a direct connection.", False)],
+)  # fmt: skip
+def test_a_yes_or_no_argument_the_request_names_is_written_and_said(task, direct):
+    args = _args(_tool("book_flight", {"origin": {"type": "string"}, "destination": {"type": "string"},
+                                       "direct_flight": {"type": "boolean", "default": False}},
+                       ["origin", "destination"]), task)  # fmt: skip
+    assert args["properties"]["direct_flight"] == {"enum": [direct]}
+    assert "direct_flight" in args["required"]  # named: written, though optional
+    assert args["properties"]["origin"] == {"enum": ["Rome"]} and args["properties"]["destination"] == {"enum": ["Oslo"]}
+
+
+def test_a_date_goes_to_the_argument_that_takes_one_and_to_no_place():
+    task = "Book a single room in Hotel Paradise, Las Vegas for 3 nights starting from May 12, 2022."
+    args = _args(_tool("book_hotel", {"hotel_name": {"type": "string"}, "start_date": {"type": "string"},
+                                      "location": {"type": "string"}, "nights": {"type": "integer"}}), task)  # fmt: skip
+    assert args["properties"]["start_date"] == {"enum": ["May 12, 2022"]}
+    assert "May 12, 2022" not in args["properties"]["location"]["enum"]
+    assert "May 12, 2022" in args["properties"]["hotel_name"]["enum"]  # a name may be anything
+    assert args["properties"]["nights"] == {"enum": [3]}  # the date's day and year are no count

@@ -13,6 +13,7 @@ is built from; measured in ``benchmarks/bench_planning.py --graph`` (README: "Is
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -47,18 +48,34 @@ _STOP = frozenset("a an the to of for in on at by and or it its is are be me my 
 # (:func:`_kinds`), what an argument naming a place is offered (constrained.py).
 _EXTENSIONS = "md|txt|py|json|ya?ml|csv|log|html|js|ts|toml|cfg|ini|png|jpe?g|gif|wav|mp3|mp4|pdf|docx?|pkl"
 _URL = re.compile(r"""\bhttps?://[^\s'"]+""")
-_PATH = re.compile(rf"(?:~|\.{{1,2}})?/[\w.~/-]+|\b[\w.-]+/[\w./-]*|\b[\w-]+\.(?:{_EXTENSIONS})\b")
+_PATH = re.compile(rf"(?:~|\.{{1,2}}|\b[A-Za-z]:)?/[\w.~/-]+|\b[\w.-]+/[\w./-]*|\b[\w-]+\.(?:{_EXTENSIONS})\b")
 _HERE = r"(?<=\s)\.(?=\s|$|,)"
 # Words of a parameter's name that say it names a place.
 PLACE_WORDS = frozenset("url uri link path file filename dir directory folder repository repo location".split())
+# A date a request gives, whole: 2022-04-27, 04/27/2022, "May 12, 2022", "March 10th, 2023", "Apr 27", "April 2022".
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")  # fmt: skip
+DATE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
+    rf"|\b{_MONTH}\.?\s?\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s\d{{4}}\b)?|\b{_MONTH}\s\d{{4}}\b"
+)
+# A number a request gives: 12,000 (its thousands separated), 3.5, 10:30, or one with its unit written on (440Hz,
+# 20ft, 3kg: the number alone).
+_NUMBER = r"\b\d{1,3}(?:,\d{3})+(?!\d)|\b\d+(?:[.:]\d+)?(?:\b|(?=[A-Za-z]{1,4}\b))"
 # The values a request gives, each whole: its places, a quoted text, an email, a date, a number or time, a
-# capitalised name (not the sentence's first word), an id (o-1234, cust_42, p77), an all-capital code (USD, AAPL).
+# capitalised name (not the sentence's first word; "Treaty of Tordesillas" one name), an id (o-1234, cust_42,
+# p77), an all-capital code (USD, AAPL).
 VALUES = re.compile(
     rf"{_URL.pattern}|{_PATH.pattern}|{_HERE}"
-    r"""|'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{4}-\d{2}-\d{2}\b|\b\d+(?:[.:]\d+)?\b"""
-    r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b"
-    r"|#[A-Za-z][\w-]*"
+    rf"""|'[^']+'|"[^"]+"|\b[\w.+-]+@[\w-]+\.[\w.]+|{DATE.pattern}|\b\d{{4}}-\d{{4}}\b|{_NUMBER}"""
+    r"|(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s(?:of\s|de\s|the\s)?[A-Z][a-z]+)*\b|\b[a-z]+[-_]\w+\b"
+    r"|\b[A-Za-z]+\d\w*\b|\b[A-Z]{2,5}\b|#[A-Za-z][\w-]*"
 )
+
+
+def is_date(value: str) -> bool:
+    """Whether a value the request gives is a date (:data:`DATE`)."""
+    return bool(DATE.fullmatch(value))
 
 
 def is_place(value: str) -> bool:
@@ -326,7 +343,8 @@ _NEAR = 4  # words between an argument's name and the value it is given, at most
 def named_values(request: str, arguments: list[str], values: list[str]) -> Named:
     """Which of ``arguments`` the request names (each content word of the name, or its first five letters, is
     in it), and the value of ``values`` it gives right after the name (the nearest within a few words; none
-    where two mentions give two values; only values that are no plain word: numbers, names, quoted texts, ids).
+    where two mentions give two values, or one value is given to two arguments; only values that are no plain
+    word: numbers, names, quoted texts, ids).
     A one-letter name counts only as ``a=2``, ``a = 2``, ``a is 2``."""
     mentioned, bound = set(), {}
     spans = [(m.start(), m.end()) for m in re.finditer(r"\w+(?:[.,]\d+)?", request)]
@@ -356,7 +374,43 @@ def named_values(request: str, arguments: list[str], values: list[str]) -> Named
                 found.add(value)
         if len(found) == 1:
             bound[argument] = found.pop()
+    # one value given to two arguments (one mention naming both: temperature1 and temperature2 in "the final
+    # temperature when 20 kg..."): neither
+    given_to = Counter(bound.values())
+    bound = {a: v for a, v in bound.items() if given_to[v] == 1}
     return Named(frozenset(mentioned), bound)
+
+
+# Words of an argument's name that say where something comes from, and where it goes.
+_FROM_WORDS = frozenset("from source origin departure src sender".split())
+_TO_WORDS = frozenset("to destination dest target arrival recipient".split())
+
+
+def by_role(request: str, arguments: list[str], values: list[str]) -> dict[str, str]:
+    """What "from X to Y" gives: the one argument whose name says where something comes from (departure_location,
+    source, from_currency) takes the value right after "from", the one whose name says where it goes
+    (destination, target, to_lang) the value right after "to" or "into"; only values that are no plain word, no
+    date, each found once."""
+    given = set(request_values(request))
+    starting: dict[str, list[str]] = {}  # the values by their first word: each place looked up, not each value
+    for value in values:
+        if value in given and not is_date(value):
+            starting.setdefault(value.split()[0] if value.split() else value, []).append(value)
+    after: dict[str, set[str]] = {"from": set(), "to": set()}
+    for match in _ROLE.finditer(request):
+        for value in starting.get(match.group(2), ()):
+            end = match.start(2) + len(value)
+            if request.startswith(value, match.start(2)) and not request[end : end + 1].isalnum():
+                after["from" if match.group(1).lower() == "from" else "to"].add(value)
+    found: dict[str, str] = {}
+    for words, role in ((_FROM_WORDS, "from"), (_TO_WORDS, "to")):
+        names = [a for a in arguments if name_words(a) & words]
+        if len(names) == 1 and len(after[role]) == 1:
+            found[names[0]] = next(iter(after[role]))
+    return found
+
+
+_ROLE = re.compile(r"\b(from|to|into)\s+(?:the\s+)?([^\s,.;:!?]+)", re.I)
 
 
 def _value_after(request: str, place: int, stop: int, values: list[str], spans: list[tuple[int, int]]) -> str | None:
