@@ -191,7 +191,7 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec, written: Any = None) -> 
         said = written(value) if written is not None and isinstance(value, Ref) and not got else None
         if said is not None:  # what the step that writes it returns (its tool's return type, a model's schema)
             got = _types(said)
-            if got == {"array"} == wanted and not _items_fit(said, props[name]):
+            if got == {"array"} == wanted and not output_fits(said, props[name]):
                 yield error(
                     "bad-argument",
                     f"argument '{name}' of tool '{spec.name}' must be a list of "
@@ -210,6 +210,17 @@ def _check_call(plan: Plan, step: Step, spec: ToolSpec, written: Any = None) -> 
                 _at(step, "args", name),
                 f"e.g. {name}: {shape_example(props[name])}{declared}",
             )
+
+
+def output_fits(said: Mapping[str, Any] | None, wanted: Mapping[str, Any] | None) -> bool:
+    """Whether a step whose output is ``said`` (JSON Schema; None: unsaid) may be passed to a parameter of schema
+    ``wanted``: the argument check's rule (below), asked also by a planner before it offers a step's output."""
+    if said is None or not isinstance(wanted, Mapping):
+        return True
+    got, types = _types(said), _types(wanted)
+    if got == {"array"} == types and not _items_fit(said, wanted):
+        return False
+    return not (types and got and not _compatible(got, types))
 
 
 def _items_fit(got: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

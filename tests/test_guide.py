@@ -3,6 +3,7 @@ from them (the local model's own run is in test_local_model.py)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -412,3 +413,29 @@ def test_a_date_goes_to_the_argument_that_takes_one_and_to_no_place():
     assert "May 12, 2022" not in args["properties"]["location"]["enum"]
     assert "May 12, 2022" in args["properties"]["hotel_name"]["enum"]  # a name may be anything
     assert args["properties"]["nights"] == {"enum": [3]}  # the date's day and year are no count
+
+
+def test_a_step_s_output_is_offered_only_where_the_argument_check_will_take_it():
+    """The planner's grammar and the argument check judge by one rule (``output_fits``): a model held to the grammar
+    wrote `message: $state.s2` after a tool returning an object, and every attempt failed the check (`bad-argument`,
+    8 of 40 example tasks planned nothing)."""
+    from dagplan.dsl import check
+    from dagplan.dsl.ir import ToolSpec
+
+    def tool(name, returns, param=None):
+        properties = {param: {"type": "string"}} if param else {}
+        return ToolSpec(name, name, {"type": "object", "properties": properties, "required": list(properties)},
+                        output_schema=returns)  # fmt: skip
+
+    for returns, offered in (({"type": "object"}, False), ({"type": "string"}, True), (None, True)):
+        tools = {"confirmOrder": tool("confirmOrder", returns), "notify": tool("notify", None, "message")}
+        task = "Confirm the order, then notify the customer"
+        guide = [["confirmOrder"], ["notify"]]
+        schema = catalog_schema(tools, state_references=False, guide=guide, values=request_values(task, words=True),
+                                flow=True, request=task)  # fmt: skip
+        message = schema["properties"]["steps"]["prefixItems"][1]["anyOf"][0]["properties"]["args"]["properties"]
+        assert ("$state.s1" in message["message"].get("enum", [])) is offered, returns
+        plan = {"steps": [{"id": "s1", "tool": "confirmOrder", "args": {}, "output": "$state.s1"},
+                          {"id": "s2", "tool": "notify", "args": {"message": "$state.s1"}, "output": "$state.s2"}]}
+        result = check(json.dumps(plan), tools=tools)
+        assert any(d.code == "bad-argument" for d in result.diagnostics) is not offered, returns

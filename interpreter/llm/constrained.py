@@ -20,6 +20,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from ...dsl.ir import ToolSpec, escape_text
+from ...dsl.validate_tools import output_fits
 from ..core.config import STRUCTURED_OUTPUT  # noqa: F401 - the modes, named once
 from .grammar import plain as _plain
 from .guide import PLACE_WORDS, is_date, is_place, name_words
@@ -203,13 +204,17 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
     chain = len(guide) >= 2
     whole = sorted({name for names in guide for name in names if name in tools})
     positions = []
+    positions_names: list[list[str]] = []  # the tools offered at each position so far
     last = len(guide) if flow else (len(guide) + 1 if chain else 3)  # flow: one step a clause, no more
     for number in range(1, min(max_steps, last) + 1):
         names = guide[number - 1] if chain and number <= len(guide) else whole
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
+        before = [tools[n].output_schema for n in positions_names[-1] if n in tools] if earlier else []
         own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
         variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier, request,
-                                        tools[name]), number, implied) for name in names if name in tools]  # fmt: skip
+                                        tools[name], before), number, implied)
+                    for name in names if name in tools]  # fmt: skip
+        positions_names.append(names)
         if not chain or number > len(guide):
             variants.append(_numbered(_llm_step(None), number, implied))
         if chain and 1 < number <= len(guide) and not implied:
@@ -257,10 +262,12 @@ def carries(name: str, schema: Any) -> bool:
 
 
 def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Sequence[str] = (),
-              request: str | None = None, spec: ToolSpec | None = None) -> dict[str, Any]:  # fmt: skip
+              request: str | None = None, spec: ToolSpec | None = None,
+              before: Sequence[Mapping[str, Any] | None] = ()) -> dict[str, Any]:  # fmt: skip
     """A tool step whose text and number arguments are held to ``values`` (what the request gives; a small model
     let write free text after a value's first letters goes on writing, measured: Paris_toRomeDbCe...) and, where
-    an argument can carry one, to the outputs of the ``earlier`` steps. With the ``request``: an argument it names
+    an argument can carry one, to the outputs of the ``earlier`` steps (when what each tool ``before`` it returns
+    fits it, as the argument check will judge: :func:`output_fits`). With the ``request``: an argument it names
     with its value takes that value, and an optional one it never names is not offered (a small model fills
     every argument it is offered: BFCL's simple requests, a default written over with a value meant for another;
     benchmarks/bfcl.py)."""
@@ -273,7 +280,8 @@ def _offering(variant: Mapping[str, Any], values: list[str] | None, earlier: Seq
     required = set(args.get("required") or ())
     written = ((spec.parameters or {}).get("properties") or {}) if spec is not None else {}  # with descriptions
     named = named_values(request, list(properties), values or []) if request else None
-    passing = {name for name, schema in properties.items() if earlier and carries(name, schema)}
+    passing = {name for name, schema in properties.items() if earlier and carries(name, schema)
+               and all(output_fits(said, written.get(name) or schema) for said in before)}  # fmt: skip
     skipped = set()
     if named is not None:  # optional with a default, and the request never names it: its default stands
         skipped = {name for name in properties if name not in required and name not in named.mentioned
