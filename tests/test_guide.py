@@ -402,7 +402,9 @@ def test_a_yes_or_no_argument_the_request_names_is_written_and_said(task, direct
                        ["origin", "destination"]), task)  # fmt: skip
     assert args["properties"]["direct_flight"] == {"enum": [direct]}
     assert "direct_flight" in args["required"]  # named: written, though optional
-    assert args["properties"]["origin"] == {"enum": ["Rome"]} and args["properties"]["destination"] == {"enum": ["Oslo"]}
+    assert args["properties"]["origin"] == {"enum": ["Rome"]} and args["properties"]["destination"] == {
+        "enum": ["Oslo"]
+    }
 
 
 def test_a_date_goes_to_the_argument_that_takes_one_and_to_no_place():
@@ -435,7 +437,11 @@ def test_a_step_s_output_is_offered_only_where_the_argument_check_will_take_it()
                                 flow=True, request=task)  # fmt: skip
         message = schema["properties"]["steps"]["prefixItems"][1]["anyOf"][0]["properties"]["args"]["properties"]
         assert ("$state.s1" in message["message"].get("enum", [])) is offered, returns
-        plan = {"steps": [{"id": "s1", "tool": "confirmOrder", "args": {}, "output": "$state.s1"},
-                          {"id": "s2", "tool": "notify", "args": {"message": "$state.s1"}, "output": "$state.s2"}]}
+        plan = {
+            "steps": [
+                {"id": "s1", "tool": "confirmOrder", "args": {}, "output": "$state.s1"},
+                {"id": "s2", "tool": "notify", "args": {"message": "$state.s1"}, "output": "$state.s2"},
+            ]
+        }
         result = check(json.dumps(plan), tools=tools)
         assert any(d.code == "bad-argument" for d in result.diagnostics) is not offered, returns

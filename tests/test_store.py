@@ -712,7 +712,14 @@ class _Journal(GroupCommit):
     """A group-committing journal whose durable write waits for ``gate`` and notes the thread it ran on."""
 
     def __init__(self, gate):
-        self._seq, self._durable_seq, self._written_seq, self._inflight, self.gate, self.on_main = 1, 0, 0, None, gate, []
+        self._seq, self._durable_seq, self._written_seq, self._inflight, self.gate, self.on_main = (
+            1,
+            0,
+            0,
+            None,
+            gate,
+            [],
+        )
 
     def _write(self, durable):
         import threading
