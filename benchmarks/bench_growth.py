@@ -214,6 +214,21 @@ def _clauses_with_tools(text: str) -> object:
     return clauses(text, tools)
 
 
+def _offered_values(text: str) -> object:
+    """What the guide offers a tool's arguments for a request (its values, the arguments it names, "from X to Y",
+    its numbers in order, the yes-or-no ones it names): the planner's schema of one position."""
+    from dagplan.dsl.ir import ToolSpec
+    from dagplan.interpreter.llm.constrained import catalog_schema
+    from dagplan.interpreter.llm.guide import request_values
+
+    properties = {"source": {"type": "string"}, "destination": {"type": "string"}, "start_date": {"type": "string"},
+                  "number1": {"type": "integer"}, "number2": {"type": "integer"},
+                  "direct_flight": {"type": "boolean", "default": False}}  # fmt: skip
+    tools = {"book": ToolSpec("book", "book a flight", {"type": "object", "properties": properties})}
+    return catalog_schema(tools, state_references=False, guide=[["book"]], values=request_values(text, words=True),
+                          flow=True, request=text)  # fmt: skip
+
+
 def _calls_dialect(n: int) -> str:
     """The calls dialect (seed 004): a list of calls, each reading the one before it."""
     calls = [{"_tool": "t", "x": f"$E{i}" if i else "start", "_outputPath": f"$state.v{i + 1}"} for i in range(n)]
@@ -368,6 +383,12 @@ CASES = [
         lambda n: "Find the area and perimeter of it. " * n + "Then say it",
         _clauses_with_tools,
         extra="local",  # the guide's retrieval: rank-bm25 (and wordllama), the local extra
+    ),  # fmt: skip
+    Case(
+        "planner: the values a long request gives its tool's arguments",
+        200,
+        lambda n: "Book a direct flight " + "from Rome to Oslo on May 3, 2026 for 12 and 7, " * n + "please",
+        _offered_values,
     ),  # fmt: skip
     Case(
         "YAML plan: deep nesting (refused by the limit)",

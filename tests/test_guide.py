@@ -381,6 +381,8 @@ def _tool(name, properties, required=None):
          {"departure_location": {"type": "string"}, "destination_location": {"type": "string"},
           "date": {"type": "string"}},
          {"departure_location": ["San Francisco"], "destination_location": ["London"], "date": ["2022-04-27"]}),
+        ("Copy the file from ./a.txt to ./b.txt.", {"source": {"type": "string"}, "destination": {"type": "string"}},
+         {"source": ["./a.txt"], "destination": ["./b.txt"]}),  # a place's own dots are kept, a sentence's not
         ("Convert 12,000 JPY to USD", {"from_currency": {"type": "string"}, "to_currency": {"type": "string"},
                                        "amount": {"type": "integer"}},
          {"from_currency": ["12,000", "JPY", "USD", "Convert"], "to_currency": ["USD"], "amount": [12000]}),

@@ -204,17 +204,19 @@ def _guided(tools: Mapping[str, ToolSpec], reference: str | None, guide: list[li
     chain = len(guide) >= 2
     whole = sorted({name for names in guide for name in names if name in tools})
     positions = []
-    positions_names: list[list[str]] = []  # the tools offered at each position so far
     last = len(guide) if flow else (len(guide) + 1 if chain else 3)  # flow: one step a clause, no more
+
+    def offered_at(number: int) -> list[str]:
+        return guide[number - 1] if chain and number <= len(guide) else whole
+
     for number in range(1, min(max_steps, last) + 1):
-        names = guide[number - 1] if chain and number <= len(guide) else whole
+        names = offered_at(number)
         earlier = [f"$state.s{number - 1}"] if flow and number > 1 else []
-        before = [tools[n].output_schema for n in positions_names[-1] if n in tools] if earlier else []
+        before = [tools[n].output_schema for n in offered_at(number - 1) if n in tools] if earlier else []
         own = clause_values[number - 1] if flow and clause_values and number <= len(clause_values) else None
         variants = [_numbered(_offering(_tool_step(tools[name], reference), own or values, earlier, request,
                                         tools[name], before), number, implied)
                     for name in names if name in tools]  # fmt: skip
-        positions_names.append(names)
         if not chain or number > len(guide):
             variants.append(_numbered(_llm_step(None), number, implied))
         if chain and 1 < number <= len(guide) and not implied:

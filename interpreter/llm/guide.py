@@ -395,10 +395,10 @@ def by_role(request: str, arguments: list[str], values: list[str]) -> dict[str, 
     starting: dict[str, list[str]] = {}  # the values by their first word: each place looked up, not each value
     for value in values:
         if value in given and not is_date(value):
-            starting.setdefault(value.split()[0] if value.split() else value, []).append(value)
+            starting.setdefault(_head(value), []).append(value)
     after: dict[str, set[str]] = {"from": set(), "to": set()}
     for match in _ROLE.finditer(request):
-        for value in starting.get(match.group(2), ()):
+        for value in starting.get(_head(match.group(2)), ()):
             end = match.start(2) + len(value)
             if request.startswith(value, match.start(2)) and not request[end : end + 1].isalnum():
                 after["from" if match.group(1).lower() == "from" else "to"].add(value)
@@ -410,7 +410,14 @@ def by_role(request: str, arguments: list[str], values: list[str]) -> dict[str, 
     return found
 
 
-_ROLE = re.compile(r"\b(from|to|into)\s+(?:the\s+)?([^\s,.;:!?]+)", re.I)
+_ROLE = re.compile(r"\b(from|to|into)\s+(?:the\s+)?(\S+)", re.I)
+
+
+def _head(text: str) -> str:
+    """A text's first word, a sentence's punctuation taken off its end ("London." and "London, UK": London;
+    ./notes.txt stays whole)."""
+    words = text.split(maxsplit=1)
+    return words[0].rstrip(".,;:!?") if words else text
 
 
 def _value_after(request: str, place: int, stop: int, values: list[str], spans: list[tuple[int, int]]) -> str | None:
