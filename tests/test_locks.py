@@ -102,3 +102,43 @@ def test_the_readmes_two_commands_check_what_they_installed():
         assert (
             "--no-deps" in parts[lock] and parts[lock + 1].endswith("-e .") and parts[lock + 2] == ".venv/bin/pip check"
         )
+
+
+def _fake_python(root: Path, name: str) -> Path:
+    exe = root / "versions" / name / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def _find_python(version: str, pyenv_root: Path, tmp_path: Path):
+    import subprocess
+
+    env = {
+        "PATH": str(tmp_path / "bin") + ":/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "PYENV_ROOT": str(pyenv_root),
+    }
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    return subprocess.run([str(ROOT / "scripts" / "find-python"), version], env=env, capture_output=True, text=True)
+
+
+def test_ci_finds_each_claimed_python_by_its_minor_whatever_patch_the_machine_has(tmp_path):
+    """CI asks for 3.12 and 3.13, not a release: a machine built next month has 3.12.9, not 3.12.1 (stop 70's CI
+    failed for that). The newest final patch of the minor is taken; free-threaded, dev and rc builds are not; an
+    exact release is still found; a minor the machine lacks exits 1 (and CI says so, exit 3 from test-python)."""
+    root = tmp_path / "pyenv"
+    for name in ("3.12.2", "3.12.10", "3.12.11t", "3.12-dev", "3.13.0rc1", "3.11.7"):
+        _fake_python(root, name)
+    found = _find_python("3.12", root, tmp_path)
+    assert (found.returncode, found.stdout.strip()) == (0, str(root / "versions/3.12.10/bin/python"))
+    assert _find_python("3.12.2", root, tmp_path).stdout.strip() == str(root / "versions/3.12.2/bin/python")
+    assert _find_python("3.13", root, tmp_path).returncode == 1
+    assert _find_python("3.1", root, tmp_path).returncode == 1
+    bad = _find_python("three", root, tmp_path)
+    assert bad.returncode == 2 and "not a version" in bad.stderr
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"for py in 3\.12 3\.13; do", ci), "CI names minors, not releases"
+    test_python = (ROOT / "scripts" / "test-python").read_text()
+    assert "scripts/find-python" in test_python and "exit 3" in test_python
