@@ -232,16 +232,30 @@ def _items_fit(got: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 def argument_problem(parameters: Mapping[str, Any], name: str, value: Any) -> str | None:
     """Why a value (as the call would receive it) does not fit a tool's parameter ``name``, by the JSON type
     its schema declares; None when it fits or nothing is declared. The one type rule: ``check`` applies it
-    where a type is known before the run, the engine to every argument before a call."""
+    where a type is known before the run, the engine to every argument before a call (through
+    :func:`parameter_types`, the same sets worked out once a tool)."""
     props = parameters.get("properties")
-    schema = props.get(name) if isinstance(props, Mapping) else None
-    wanted = _types(schema)
-    if not wanted:
+    declared = _types(props.get(name) if isinstance(props, Mapping) else None)
+    if not declared or _json_type(value) in _accepted(declared):
         return None
-    got = {_json_type(value)}
-    if _compatible(got, wanted):
-        return None
-    return f"argument '{name}' must be {' or '.join(sorted(wanted))}, not {_json_type(value)}"
+    return f"argument '{name}' must be {' or '.join(sorted(declared))}, not {_json_type(value)}"
+
+
+def parameter_types(parameters: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """Each typed parameter's accepted JSON types (a number takes an integer): what :func:`argument_problem`
+    tests a value's type against (a parameter with no declared type takes anything, and is left out)."""
+    props = parameters.get("properties")
+    found = {}
+    for name, schema in props.items() if isinstance(props, Mapping) else ():
+        declared = _types(schema)
+        if declared:
+            found[name] = _accepted(declared)
+    return found
+
+
+def _accepted(declared: set[str]) -> frozenset[str]:
+    """The JSON types a parameter declared as ``declared`` takes: a number takes an integer too."""
+    return frozenset(declared | {"integer"} if "number" in declared else declared)
 
 
 def _fitting_key(plan: Plan, ref: Ref, wanted: set[str]) -> str:
@@ -281,7 +295,13 @@ def _value_types(plan: Plan, value: Any) -> set[str]:
     return {_json_type(value)}
 
 
+JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", str: "string", dict: "object", list: "array"}
+
+
 def _json_type(value: Any) -> str:
+    found = JSON_TYPES.get(type(value))  # the common types at once (a subclass goes the long way)
+    if found is not None:
+        return found
     if value is None:
         return "null"
     if isinstance(value, bool):

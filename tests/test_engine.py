@@ -468,6 +468,48 @@ def test_a_value_that_does_not_fit_the_tools_parameter_fails_the_step_before_the
     assert dagplan.run(plan, tools=[days_of], inputs={"n": 3}).result == 3 and calls == [3]
 
 
+def test_the_engine_s_argument_check_says_what_the_one_type_rule_says_for_every_value():
+    """The engine checks each call's arguments through sets worked out once a tool (the hot path); whatever
+    the declared type and the value (subclasses, whole floats, booleans, nested values), it refuses exactly
+    what ``argument_problem`` (``check``'s rule) refuses, with its words."""
+    import enum
+
+    from hypothesis import given, settings, strategies as st
+
+    from dagplan.dsl.validate_tools import argument_problem
+    from dagplan.interpreter.engine.attempts import StepFailure
+    from dagplan.interpreter.engine.scope import bad_arguments
+    from dagplan.interpreter.tools.catalog import Tool
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    class Count(enum.IntEnum):
+        ONE = 1
+
+    kinds = ["string", "integer", "number", "boolean", "object", "array", "null"]
+    declared = st.one_of(st.none(), st.sampled_from(kinds), st.lists(st.sampled_from(kinds), min_size=1, max_size=3))
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3),
+                     st.sampled_from([Colour.RED, Count.ONE, 2.0, -0.0]))  # fmt: skip
+    values = st.recursive(leaf, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2), max_leaves=4)  # fmt: skip
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.dictionaries(st.sampled_from("abc"), st.tuples(declared, values), min_size=1))
+    def agree(params):
+        properties = {name: ({} if kind is None else {"type": kind}) for name, (kind, _) in params.items()}
+        tool = Tool("t", lambda **kw: None, parameters={"type": "object", "properties": properties})
+        args = {name: value for name, (_, value) in params.items()}
+        expected = [p for name, value in args.items() if (p := argument_problem(tool.parameters, name, value))]
+        try:
+            bad_arguments(tool, args)
+            said = []
+        except StepFailure as exc:
+            said = [str(exc)]
+        assert said == ([f"bad-argument: {expected[0]} (tool t)"] if expected else [])
+
+    agree()
+
+
 WARM = """
 import sys, dagplan
 seen = {}

@@ -22,17 +22,19 @@ _BUFFER: ContextVar["Printed | None"] = ContextVar("dagplan_printed", default=No
 class Printed:
     """What one tool call printed: the last :data:`MAX_CHARS` characters and how many came before, held
     within about twice that whatever the tool prints (a tool printing gigabytes costs no memory). Bytes
-    (``sys.stdout.buffer``) are decoded as UTF-8, a bad byte shown as U+FFFD, never passed on raw."""
+    (``sys.stdout.buffer``) are decoded as UTF-8, a bad byte shown as U+FFFD, never passed on raw.
 
-    __slots__ = ("pieces", "size", "dropped", "_decoder")
+    Made for every tool call and mostly never written to: nothing is set up until the first write (no
+    ``__init__``; the class's values stand in until then), and ``printed.size`` says whether anything was."""
 
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-        self.size = 0
-        self.dropped = 0
-        self._decoder: Any = None
+    pieces: list[str] | None = None
+    size = 0
+    dropped = 0
+    _decoder: Any = None
 
     def add(self, text: str) -> None:
+        if self.pieces is None:
+            self.pieces = []
         self.pieces.append(text)
         self.size += len(text)
         if self.size > 2 * MAX_CHARS:
@@ -53,7 +55,7 @@ class Printed:
 
     def text(self) -> str:
         """What was printed, at most :data:`MAX_CHARS` (its end kept: the last lines say most)."""
-        whole = "".join(self.pieces)
+        whole = "".join(self.pieces or ())
         dropped = self.dropped
         if len(whole) > MAX_CHARS:
             dropped += len(whole) - MAX_CHARS
@@ -129,10 +131,14 @@ def routed() -> None:
 
 
 def collecting() -> tuple[Printed, Any]:
-    """A buffer for what the current context prints from now on, and the token that ends it (``end``)."""
+    """A buffer for what the current context prints from now on, and the token that ends it (``end``).
+    The engine's hot path does the same inline with :data:`BUFFER`."""
     buffer = Printed()
     return buffer, _BUFFER.set(buffer)
 
 
 def end(token: Any) -> None:
     _BUFFER.reset(token)
+
+
+BUFFER = _BUFFER  # the context variable itself, for the engine's inline set and reset (one per tool call)

@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 from ...dsl import condition
 from ...dsl.ir import Catch, Output, Plan, Step
 from ..core.context import Runner, StepContext
-from ..core.printed import collecting, end
+from ..core.printed import BUFFER as PRINTED, Printed
 from ..core.trace import frames
 from ..core.values import MISSING, PLAIN, NotJSON, Resolver, json_value, read_or_missing, set_path
 from ..core.vocabulary import Cause, EventType, StepStatus
@@ -72,7 +72,11 @@ class UnitLife:
             await self._started(unit, runner.per_child, ctx)
         step = unit.step
         unit.attempts += 1
-        printed, token = collecting() if step.tool is not None else (None, None)  # what the tool prints
+        if step.tool is not None:  # what the tool prints goes to its step (core/printed.py; inline: the hot path)
+            printed: Printed | None = Printed()
+            token = PRINTED.set(printed)
+        else:
+            printed = token = None
         try:
             if runner.per_child:  # a fan-out's items, a loop's iterations are the attempts
                 value = await runner.run(ctx, step, prepared)
@@ -100,8 +104,8 @@ class UnitLife:
         """The step's attempts are over: what its tool printed stops going to it, and is kept (core/printed.py)."""
         if token is None:
             return
-        end(token)
-        if printed and keep:
+        PRINTED.reset(token)
+        if keep and (printed.size or printed.dropped):
             self.scope.printed(unit.id, printed)
 
     def _attempt_failed(self, unit: Unit, exc: BaseException, started: float) -> list[str]:

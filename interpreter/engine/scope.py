@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping
 
 from ...dsl.ir import Plan, Step, can_act
+from ...dsl.validate_tools import JSON_TYPES, argument_problem
 from .attempts import GateTimeout, StepFailure, Waiting, no_answer_within
 from .resume import Replay
 from ..core.printed import routed
@@ -94,13 +95,17 @@ class Options:
 
 def bad_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
     """``bad-argument`` (a StepFailure) when a value does not fit the tool's parameter types:
-    ``dsl/validate_tools.argument_problem``, the rule ``check`` applies where it knows the type."""
-    from ...dsl.validate_tools import argument_problem
-
+    ``dsl/validate_tools.argument_problem``, the rule ``check`` applies where it knows the type (asked only of
+    an argument whose type is not among the tool's sets, worked out once: the hot path is a lookup each)."""
+    types = tool.parameter_types
+    if not types:
+        return
     for name, value in args.items():
-        problem = argument_problem(tool.parameters, name, value)
-        if problem is not None:
-            raise StepFailure(f"bad-argument: {problem} (tool {tool.name})")
+        wanted = types.get(name)
+        if wanted is not None and JSON_TYPES.get(type(value)) not in wanted:
+            problem = argument_problem(tool.parameters, name, value)
+            if problem is not None:
+                raise StepFailure(f"bad-argument: {problem} (tool {tool.name})")
 
 
 # what an event tells a person, never a value the run reads back: an error, a gate's request, a message

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 from ...dsl.ir import Purity, ToolSpec
+from ...dsl.validate_tools import parameter_types
 
 
 _WAITS = frozenset(opcode.opmap[name] for name in ("YIELD_VALUE", "SEND", "GET_AWAITABLE", "BEFORE_ASYNC_WITH",
@@ -64,6 +65,12 @@ class Tool:
     destructive: bool = False
     alternatives: int | None = None  # outcomes it may answer with Branch(i, value); None: not said
     version: str = ""  # what it declares it is (`@tool(version=...)`; an MCP tool: its lock entry's hash)
+
+    @cached_property
+    def parameter_types(self) -> dict[str, frozenset[str]]:
+        """Each typed parameter's accepted JSON types (``dsl.validate_tools.parameter_types``), worked out
+        once: the engine checks every call's arguments against them."""
+        return parameter_types(self.parameters)
 
     @cached_property
     def never_waits(self) -> bool:
