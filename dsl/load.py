@@ -111,18 +111,20 @@ def read_document(
     holds: str = "keys to values",
     example: str = "write a mapping",
     text: str | bytes | None = None,
-) -> tuple[dict, SourceMap]:
+    lists: bool = False,
+) -> tuple[Any, SourceMap]:
     """A JSON or YAML mapping that is not a plan (inputs, a test file) and where its values are written;
-    ``text``: its content as an editor holds it (``path`` then only names it)."""
+    ``text``: its content as an editor holds it (``path`` then only names it); ``lists``: a list is taken too."""
     name = os.fspath(path)
     text = _decode(read_file(name, limits) if text is None else text, name, limits)
     if not text.strip():
         raise LoadError.make("empty-data", f"{name} is empty", Span(name, line=1, col=1), example)
     syntax, data = _parse(text, name, limits)
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) and not (lists and isinstance(data, list)):
         raise LoadError.make(
             "bad-data",
-            f"{name} holds {type(data).__name__ if data is not None else 'null'}, not a mapping of {holds}",
+            f"{name} holds {type(data).__name__ if data is not None else 'null'}, not a "
+            f"{'mapping or list' if lists else 'mapping'} of {holds}",
             Span(name, line=1, col=1),
             example,
         )

@@ -32,7 +32,8 @@ EXITS: dict[Exit, str] = {
     " under `dagplan eval --fail-under`",
     Exit.USAGE: "the command was called wrongly or cannot start: an unknown option or command, a file that cannot"
     " be read, an unknown run or step, a bad configuration or state URL, a run database that went away, tools"
-    " that do not import or a damaged or hand-edited `dagplan.lock`, inputs or a gate's answer that do not fit"
+    " that do not import (or a catalog of tools that cannot be read, or only describes a tool a run calls) or a"
+    " damaged or hand-edited `dagplan.lock`, inputs or a gate's answer that do not fit"
     " (or an answer through a channel that may not give it), a damaged approval file or task file, no model or"
     " credentials for an LLM step",
     Exit.WAITING: "waiting for a person: the run stopped at an approval gate, or at a side effect whose outcome"
@@ -54,6 +55,8 @@ USAGE_CODES = frozenset(
         "io",
         "not-found",
         "tools-import",
+        "bad-catalog",
+        "tool-not-runnable",
         "config",
         "unknown-run",
         "ambiguous-run",

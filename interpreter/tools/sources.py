@@ -19,17 +19,22 @@ from ...dsl.errors import RunError
 from ...dsl.ir import ToolSpec
 from ..core.config import MCP_SOURCE
 from .catalog import Tool
+from .described import described_tools, is_catalog
 
 
 def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
     """Import each Python file or module name and collect the tools it defines; ``mcp:NAME`` gives the
-    tools of a declared MCP server (:mod:`.mcp`)."""
+    tools of a declared MCP server (:mod:`.mcp`); a JSON or YAML catalog, the tools it describes (no code:
+    :mod:`.described`)."""
     found: dict[str, Tool] = {}
     for source in sources:
         if isinstance(source, str) and source.startswith(MCP_SOURCE):
             from .mcp import load_source
 
             found.update(load_source(source))
+            continue
+        if is_catalog(source) and Path(source).is_file():  # a JSON or YAML catalog: tools described, not code
+            found.update(described_tools(source))
             continue
         module = _import(source)
         for value in vars(module).values():
@@ -117,7 +122,10 @@ def _imported_file(resolved: Path) -> types.ModuleType:
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, resolved)
-    assert spec and spec.loader
+    if spec is None or spec.loader is None:  # not a name Python imports (tools.txt, a folder's file without .py)
+        raise RunError.make("tools-import", f"{resolved} is not a Python file (.py) or a catalog of tools "
+                                            f"(.json, .yaml): nothing to import tools from",
+                            hint="--tools takes a Python file, a module name, a catalog file or mcp:NAME")  # fmt: skip
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     sys.path.insert(0, str(resolved.parent))  # so a tools file can import its neighbours

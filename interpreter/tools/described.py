@@ -1,0 +1,149 @@
+"""Tools a catalog describes and no code here runs: a JSON or YAML file of tool descriptions given to
+``--tools`` (or ``tools = [...]``), as other people write them: OpenAI's ``tools`` list (``{"type":
+"function", "function": {...}}``), a list of functions (``{"name", "description", "parameters"}``: BFCL's,
+OpenAI's older ``functions``), MCP's ``tools/list`` (``inputSchema``, ``annotations``), Anthropic's
+(``input_schema``), a ``{"tools": [...]}`` wrapper of any of these, or dagplan's own mapping of names to
+entries (``{"search": {"description", "parameters", "purity"}}``).
+
+What needs only the descriptions works on them: ``check``, ``plan``, ``preview``, ``dagplan test`` with mocks.
+A real run of a plan calling such a tool is refused before anything runs (the preflight of tool sources, the
+one every source answers): the catalog says what the tool takes, not how to do it. A bad file is an error
+at its line and column, never a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ...dsl.errors import DagplanError, Diagnostic, RunError, Span, error
+from ...dsl.ir import PURITY_RANK
+from ...dsl.load import read_document
+from .catalog import Tool
+
+SUFFIXES = (".json", ".yaml", ".yml")  # a catalog file, not a Python one
+_HINT = "a catalog is a list of tools ({name, description, parameters}) or a mapping of names to them"
+_FIELDS = "name, description, parameters"
+
+
+def is_catalog(path: str | os.PathLike) -> bool:
+    return os.fspath(path).lower().endswith(SUFFIXES)
+
+
+def described_tools(path: str | os.PathLike) -> dict[str, Tool]:
+    """The tools the catalog at ``path`` describes, by name (in its order); RunError with every problem
+    found, each at its position."""
+    name = os.fspath(path)
+    try:
+        data, source = read_document(name, holds="tools", example=_HINT, lists=True)
+    except DagplanError as exc:  # its syntax, its size, its encoding: the catalog's fault, where it is
+        raise RunError([replace(d, code="bad-catalog") for d in exc.diagnostics]) from None
+    entries = _entries(data)
+    problems: list[Diagnostic] = []
+    tools: dict[str, Tool] = {}
+    for where, entry in entries:
+        try:
+            tool = _tool(name, where, entry)
+        except _Bad as bad:
+            problems.append(error("bad-catalog", bad.message, source.locate(Span(name, bad.where)), bad.hint))
+            continue
+        if tool.name in tools:
+            problems.append(error("bad-catalog", f"tool {tool.name!r} is described twice",
+                                  source.locate(Span(name, where)), "give each tool one entry"))  # fmt: skip
+            continue
+        tools[tool.name] = tool
+    if not entries:
+        problems.append(error("bad-catalog", f"{name} describes no tool", Span(name, line=1, col=1), _HINT))
+    if problems:
+        raise RunError(problems)
+    return tools
+
+
+class _Bad(Exception):
+    def __init__(self, where: tuple, message: str, hint: str = _HINT):
+        self.where, self.message, self.hint = where, message, hint
+
+
+def _entries(data: Any) -> list[tuple[tuple, Any]]:
+    """Each entry and its document path: a list's items, a ``tools``/``functions`` wrapper's, or a mapping's
+    values (dagplan's own form: the key is the name)."""
+    if isinstance(data, Mapping):
+        for key in ("tools", "functions"):
+            if isinstance(data.get(key), list):
+                return [((key, i), entry) for i, entry in enumerate(data[key])]
+        return [
+            ((key,), {"name": key, **entry} if isinstance(entry, Mapping) else entry) for key, entry in data.items()
+        ]
+    return [((i,), entry) for i, entry in enumerate(data)]
+
+
+def _tool(file: str, where: tuple, entry: Any) -> Tool:
+    if not isinstance(entry, Mapping):
+        raise _Bad(where, f"a tool's entry is an object ({_FIELDS}), not {type(entry).__name__}")
+    if entry.get("type") == "function" and isinstance(entry.get("function"), Mapping):  # OpenAI's tools list
+        where, entry = (*where, "function"), entry["function"]
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise _Bad(where, "a tool's entry has no name", f"write its name: name: search ({_FIELDS})")
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise _Bad((*where, "description"), f"tool {name!r}: its description is text")
+    key = next((k for k in ("parameters", "inputSchema", "input_schema") if k in entry), None)
+    parameters = entry[key] if key else {"type": "object"}
+    if not isinstance(parameters, Mapping):
+        kind = type(parameters).__name__
+        raise _Bad(
+            (*where, key),
+            f"tool {name!r}: its parameters are a JSON schema (an object), not {kind}",
+            "write: parameters: {type: object, properties: {...}}",
+        )
+    parameters = dict(parameters)
+    if parameters.get("type") == "dict":  # BFCL writes Python's name for an object
+        parameters["type"] = "object"
+    output = entry.get("output_schema", entry.get("outputSchema"))
+    if output is not None and not isinstance(output, Mapping):
+        raise _Bad((*where, "output_schema"), f"tool {name!r}: its output schema is an object")
+    annotations = entry.get("annotations") if isinstance(entry.get("annotations"), Mapping) else {}
+    purity = entry.get("purity")
+    if purity is not None and purity not in PURITY_RANK:
+        raise _Bad((*where, "purity"), f"tool {name!r}: purity {purity!r} is not one of {', '.join(PURITY_RANK)}",
+                   "pure: reads only; idempotent: acts, the same again changes nothing; side_effect: acts")  # fmt: skip
+    if purity is None and annotations:  # MCP's hints, read as the MCP source reads a server's
+        from .mcp import purity_of
+
+        purity = purity_of(annotations)
+    version = hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Tool(name=name, fn=_NoCode(name, file), description=description, parameters=parameters,
+                purity=purity, is_async=True, source=_Described(name, file), output_schema=output,
+                destructive=bool(annotations.get("destructiveHint")) and not annotations.get("readOnlyHint"),
+                version=version)  # fmt: skip
+
+
+class _Described:
+    """The source of one described tool: its preflight refuses a real run that calls it (nothing would run)."""
+
+    def __init__(self, name: str, file: str):
+        self.name, self.file = name, file
+
+    def preflight(self) -> list[Diagnostic]:
+        return [error("tool-not-runnable", f"tool {self.name!r} is only described (by {self.file}): no code runs it",
+                      hint="give its code (--tools tools.py, or an MCP server: mcp:NAME), or mock it: "
+                           "dagplan test with mocks")]  # fmt: skip
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _NoCode:
+    """What a described tool's call does if it is reached (a run without the preflight): fail the step."""
+
+    def __init__(self, name: str, file: str):
+        self.name, self.file = name, file
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = __name__
+
+    async def __call__(self, **_: Any) -> Any:
+        raise RunError(_Described(self.name, self.file).preflight())
