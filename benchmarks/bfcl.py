@@ -50,7 +50,6 @@ CATEGORIES = {
 HELD_OUT = {f"live_{name}": f"live_{name}" for name in ("simple", "multiple", "parallel", "parallel_multiple",
                                                          "irrelevance")}  # fmt: skip
 VERSION = "BFCL_v4"
-_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
 
 def data_dir() -> Path:
@@ -106,20 +105,11 @@ def read(category: str, held_out: bool = False) -> list[tuple[dict, Any]]:
 
 
 def json_schema(schema: Any) -> Any:
-    """A BFCL parameter schema as JSON Schema (its ``dict``, ``float``, ``tuple``, ``any``)."""
-    if isinstance(schema, list):
-        return [json_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: json_schema(v) for k, v in schema.items() if k != "type"}
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        mapped = _TYPES.get(kind, kind)
-        if mapped is not None:
-            out["type"] = mapped
-    if isinstance(schema.get("properties"), dict):
-        out["properties"] = {k: json_schema(v) for k, v in schema["properties"].items()}
-    return out
+    """A BFCL parameter schema as JSON Schema (its ``dict``, ``float``, ``tuple``, ``any``): the rule a catalog
+    given to ``--tools`` is read by (dagplan.interpreter.tools.described)."""
+    from dagplan.interpreter.tools.described import json_schema as converted
+
+    return converted(schema)
 
 
 def catalog(functions: list[dict]) -> dict[str, Any]:

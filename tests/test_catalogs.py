@@ -135,3 +135,27 @@ def test_a_file_that_is_neither_python_nor_a_catalog_is_named_as_such(tmp_path):
     said = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "is not a Python file (.py) or a catalog of tools" in said, said
     assert "AssertionError" not in said
+
+
+def test_python_s_type_names_in_a_catalog_are_json_schema_s_at_every_level(tmp_path):
+    """BFCL's functions (and catalogs written from Python) name types as Python does: float, dict, tuple, any.
+    Read as written, check would refuse 2.5 for a 'float'; they are JSON Schema's types, nested ones too."""
+    from dagplan.interpreter.tools.described import json_schema
+
+    given = {"type": "dict", "properties": {
+        "radius": {"type": "float"}, "size": {"type": "tuple", "items": {"type": "int"}},
+        "meta": {"type": "dict", "properties": {"tag": {"type": "str"}}}, "anything": {"type": "any"},
+        "unit": {"type": "string", "enum": ["float", "dict"]}}}  # fmt: skip
+    assert json_schema(given) == {"type": "object", "properties": {
+        "radius": {"type": "number"}, "size": {"type": "array", "items": {"type": "integer"}},
+        "meta": {"type": "object", "properties": {"tag": {"type": "string"}}}, "anything": {},
+        "unit": {"type": "string", "enum": ["float", "dict"]}}}  # fmt: skip
+    (tmp_path / "functions.json").write_text(json.dumps([{"name": "circle.area", "description": "Area of a circle",
+                                                          "parameters": given}]))  # fmt: skip
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n  - id: a\n    tool: circle.area\n    args: {radius: 2.5, size: [1, 2]}\n"
+    )
+    assert run_dagplan_s(tmp_path, "check", "plan.yaml", "--tools", "functions.json").returncode == 0
+    (tmp_path / "bad.yaml").write_text("steps:\n  - id: a\n    tool: circle.area\n    args: {radius: two}\n")
+    bad = run_dagplan_s(tmp_path, "check", "bad.yaml", "--tools", "functions.json")
+    assert bad.returncode == 1 and "argument 'radius' of tool 'circle.area' must be number, not string" in bad.stdout

@@ -100,9 +100,7 @@ def _tool(file: str, where: tuple, entry: Any) -> Tool:
             f"tool {name!r}: its parameters are a JSON schema (an object), not {kind}",
             "write: parameters: {type: object, properties: {...}}",
         )
-    parameters = dict(parameters)
-    if parameters.get("type") == "dict":  # BFCL writes Python's name for an object
-        parameters["type"] = "object"
+    parameters = json_schema(parameters)
     output = entry.get("output_schema", entry.get("outputSchema"))
     if output is not None and not isinstance(output, Mapping):
         raise _Bad((*where, "output_schema"), f"tool {name!r}: its output schema is an object")
@@ -120,6 +118,38 @@ def _tool(file: str, where: tuple, entry: Any) -> Tool:
                 purity=purity, is_async=True, source=_Described(name, file), output_schema=output,
                 destructive=bool(annotations.get("destructiveHint")) and not annotations.get("readOnlyHint"),
                 version=version)  # fmt: skip
+
+
+# Python's names for JSON Schema's types, as catalogs written from Python code give them (BFCL's: dict, float,
+# tuple, any; others write str, int, bool, list); "any" says nothing, so no type is kept
+_PYTHON_TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "str": "string",
+                 "int": "integer", "bool": "boolean", "any": None}  # fmt: skip
+
+
+def json_schema(schema: Any, depth: int = 0) -> Any:
+    """A catalog's parameter schema as JSON Schema: each ``type`` Python names (``dict``, ``float``, ``tuple``,
+    ``any``...) as JSON Schema's, at every level (properties, items, alternatives); the rest as written."""
+    if depth > 64:  # a document deeper than the loader's limit never gets here; a built one is kept as given
+        return schema
+    if isinstance(schema, list):
+        return [json_schema(s, depth + 1) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "type":
+            kinds = [
+                _PYTHON_TYPES.get(k, k) if isinstance(k, str) else k
+                for k in (value if isinstance(value, list) else [value])
+            ]
+            if None in kinds:  # "any": no type
+                continue
+            out[key] = kinds if isinstance(value, list) else kinds[0]
+        elif key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: json_schema(sub, depth + 1) for name, sub in value.items()}
+        else:
+            out[key] = json_schema(value, depth + 1) if isinstance(value, (Mapping, list)) else value
+    return out
 
 
 class _Described:
