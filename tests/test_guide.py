@@ -339,6 +339,8 @@ def test_an_optional_argument_with_a_default_the_request_never_names_is_not_offe
         ("Concert details for next month (April 2022), or 04/27/2022.", ["April 2022", "04/27/2022"]),
         ("Two notes of 440Hz and 880Hz, a wall 20ft high.", ["440", "880", "20"]),
         ("A car that travels 12,000 miles a year.", ["12,000"]),
+        ("Roots of a quadratic with a=1, b=-3, c=2, between -5.5 and 5.", ["1", "-3", "2", "-5.5", "5"]),
+        ("Pages 10-20 of it, the x - 3 case, cust_42-7.", ["10", "20", "3", "cust_42", "7"]),  # dashes, not minuses
         ("The dataset in path C:/data/cars.csv please.", ["C:/data/cars.csv"]),
         ("When did the Treaty of Tordesillas take place?", ["Treaty of Tordesillas"]),
         ("Where do the Golden State Warriors stand in the 2022-2023 season?", ["Golden State Warriors", "2022-2023"]),

@@ -391,7 +391,7 @@ def _number(text: str) -> float | None:
         return None
 
 
-_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 
 
 def _depending(variant: Mapping[str, Any], number: int) -> dict[str, Any]:

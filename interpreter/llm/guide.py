@@ -59,9 +59,10 @@ DATE = re.compile(
     rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
     rf"|\b{_MONTH}\.?\s?\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s\d{{4}}\b)?|\b{_MONTH}\s\d{{4}}\b"
 )
-# A number a request gives: 12,000 (its thousands separated), 3.5, 10:30, or one with its unit written on (440Hz,
-# 20ft, 3kg: the number alone).
-_NUMBER = r"\b\d{1,3}(?:,\d{3})+(?!\d)|\b\d+(?:[.:]\d+)?(?:\b|(?=[A-Za-z]{1,4}\b))"
+# A number a request gives: 12,000 (its thousands separated), 3.5, 10:30, -3, or one with its unit written on
+# (440Hz, 20ft, 3kg: the number alone).
+_SIGN = r"(?:(?<![\w.)\]-])-(?=\d))?"  # a minus written on (b=-3, between -5 and 5), not a range's dash (10-20)
+_NUMBER = rf"{_SIGN}\b\d{{1,3}}(?:,\d{{3}})+(?!\d)|{_SIGN}\b\d+(?:[.:]\d+)?(?:\b|(?=[A-Za-z]{{1,4}}\b))"
 # The values a request gives, each whole: its places, a quoted text, an email, a date, a number or time, a
 # capitalised name (not the sentence's first word; "Treaty of Tordesillas" one name), an id (o-1234, cust_42,
 # p77), an all-capital code (USD, AAPL).
