@@ -159,3 +159,34 @@ def test_python_s_type_names_in_a_catalog_are_json_schema_s_at_every_level(tmp_p
     (tmp_path / "bad.yaml").write_text("steps:\n  - id: a\n    tool: circle.area\n    args: {radius: two}\n")
     bad = run_dagplan_s(tmp_path, "check", "bad.yaml", "--tools", "functions.json")
     assert bad.returncode == 1 and "argument 'radius' of tool 'circle.area' must be number, not string" in bad.stdout
+
+
+def test_what_dagplan_tools_list_writes_reads_back_as_the_same_catalog(tmp_path):
+    """``dagplan tools list --format json`` of a project's tools is a catalog: given to ``--tools`` it lists the
+    same tools, with the same purity, destructiveness, outcomes and parameters (the examples' 30-odd tools)."""
+    import shutil
+
+    from as_user import ROOT
+
+    shutil.copy(ROOT / "examples" / "tools.py", tmp_path / "tools.py")
+    listed = run_dagplan_s(tmp_path, "tools", "list", "--tools", "tools.py", "--format", "json")
+    assert listed.returncode == 0
+    (tmp_path / "catalog.json").write_text(listed.stdout)
+    again = run_dagplan_s(tmp_path, "tools", "list", "--tools", "catalog.json", "--format", "json")
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(listed.stdout)
+    tools = json.loads(again.stdout)
+    assert any(t.get("alternatives") for t in tools)
+
+
+def test_a_catalog_says_which_tools_destroy_as_dagplan_and_mcp_write_it(tmp_path):
+    from dagplan.interpreter.tools.described import described_tools
+
+    (tmp_path / "c.json").write_text(json.dumps([
+        {"name": "drop", "parameters": SEND, "destructive": True},
+        {"name": "wipe", "inputSchema": SEND, "annotations": {"destructiveHint": True}},
+        {"name": "peek", "inputSchema": SEND, "annotations": {"destructiveHint": True, "readOnlyHint": True}},
+        {"name": "send", "parameters": SEND},
+    ]))  # fmt: skip
+    found = described_tools(tmp_path / "c.json")
+    assert {n: (t.destructive, t.purity) for n, t in found.items()} == {
+        "drop": (True, None), "wipe": (True, "side_effect"), "peek": (False, "pure"), "send": (False, None)}  # fmt: skip

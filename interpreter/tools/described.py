@@ -2,8 +2,9 @@
 ``--tools`` (or ``tools = [...]``), as other people write them: OpenAI's ``tools`` list (``{"type":
 "function", "function": {...}}``), a list of functions (``{"name", "description", "parameters"}``: BFCL's,
 OpenAI's older ``functions``), MCP's ``tools/list`` (``inputSchema``, ``annotations``), Anthropic's
-(``input_schema``), a ``{"tools": [...]}`` wrapper of any of these, or dagplan's own mapping of names to
-entries (``{"search": {"description", "parameters", "purity"}}``).
+(``input_schema``), a ``{"tools": [...]}`` wrapper of any of these, dagplan's own mapping of names to
+entries (``{"search": {"description", "parameters", "purity"}}``), or what ``dagplan tools list --format json``
+writes (a catalog of a project's tools, read back the same).
 
 What needs only the descriptions works on them: ``check``, ``plan``, ``preview``, ``dagplan test`` with mocks.
 A real run of a plan calling such a tool is refused before anything runs (the preflight of tool sources, the
@@ -113,11 +114,18 @@ def _tool(file: str, where: tuple, entry: Any) -> Tool:
         from .mcp import purity_of
 
         purity = purity_of(annotations)
+    alternatives = entry.get("alternatives")  # how many outcomes it answers with (dagplan's own listing)
+    if alternatives is not None and (type(alternatives) is not int or alternatives < 1):
+        raise _Bad(
+            (*where, "alternatives"),
+            f"tool {name!r}: alternatives is how many outcomes it answers with, a whole number",
+        )
     version = hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Tool(name=name, fn=_NoCode(name, file), description=description, parameters=parameters,
                 purity=purity, is_async=True, source=_Described(name, file), output_schema=output,
-                destructive=bool(annotations.get("destructiveHint")) and not annotations.get("readOnlyHint"),
-                version=version)  # fmt: skip
+                destructive=entry.get("destructive") is True
+                or (bool(annotations.get("destructiveHint")) and not annotations.get("readOnlyHint")),
+                alternatives=alternatives, version=version)  # fmt: skip
 
 
 # Python's names for JSON Schema's types, as catalogs written from Python code give them (BFCL's: dict, float,
