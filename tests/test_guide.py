@@ -421,6 +421,17 @@ def test_a_date_goes_to_the_argument_that_takes_one_and_to_no_place():
     assert args["properties"]["nights"] == {"enum": [3]}  # the date's day and year are no count
 
 
+def test_a_channel_is_offered_the_requests_channels_and_the_text_still_everything():
+    """A channel is written #name: the argument named for one is offered those (a small model wrote `channel:
+    paid` for "post 'paid' to #finance", bench_agent's chain-invoice-slack); the message may be anything."""
+    task = "Post 'paid' to #finance"
+    args = _args(_tool("post_slack", {"channel": {"type": "string"}, "text": {"type": "string"}}), task)
+    assert args["properties"]["channel"] == {"enum": ["\\#finance"]}  # as a plan writes it to mean itself
+    assert set(args["properties"]["text"]["enum"]) >= {"paid", "\\#finance"}
+    none = _args(_tool("post_slack", {"channel": {"type": "string"}, "text": {"type": "string"}}), "Post 'paid'")
+    assert "paid" in none["properties"]["channel"]["enum"]  # no #name given: every value, as before
+
+
 def test_a_step_s_output_is_offered_only_where_the_argument_check_will_take_it():
     """The planner's grammar and the argument check judge by one rule (``output_fits``): a model held to the grammar
     wrote `message: $state.s2` after a tool returning an object, and every attempt failed the check (`bad-argument`,

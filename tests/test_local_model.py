@@ -86,6 +86,23 @@ def test_the_catalog_schema_holds_the_local_model_to_the_catalog():
     assert record["usage"]["prompt_tokens"] > 0 and record["usage"]["completion_tokens"] > 0
 
 
+@pytest.mark.parametrize("value", ["\\#finance", 'say "hi"', "two\nlines", "C:\\data\\cars.csv", "\\$state.x"])
+def test_a_value_the_grammar_holds_the_local_model_to_is_written_as_valid_json(value):
+    """An enum value with a backslash (a plan's \\#finance: a channel written to mean itself), a quote or a line
+    break: llama-cpp-python's own converter wrote it unescaped into the grammar, the model wrote invalid JSON
+    (`"\\#finance"`), and every attempt at such a plan failed (json-syntax). The one value offered is the
+    value written, parsed back the same."""
+    import asyncio
+
+    from dagplan.interpreter.llm.local import complete_local
+
+    schema = {"type": "object", "properties": {"channel": {"enum": [value]}}, "required": ["channel"]}
+    messages = [{"role": "user", "content": "Where should the message go?"}]
+    params = {"response_format": {"type": "json_object", "schema": schema}, "max_tokens": 40}
+    record = asyncio.run(complete_local("local", messages, params))
+    assert json.loads(record["message"]["content"]) == {"channel": value}
+
+
 def test_llm_steps_on_the_local_model_text_and_schema_and_resume_pays_nothing_twice(tmp_path):
     (tmp_path / "plan.yaml").write_text(
         """steps:

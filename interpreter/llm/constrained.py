@@ -236,17 +236,21 @@ _CARRIED = frozenset(
 )
 
 
-# Words of a parameter's name that say it takes a date.
+# Words of a parameter's name that say it takes a date; a channel (or a tag), written #name.
 DATE_WORDS = frozenset("date deadline birthday".split())
+CHANNEL_WORDS = frozenset("channel hashtag".split())
 
 
 def _fitting(name: str, values: list[str]) -> list[str]:
     """The request's values an argument named ``name`` is offered: a place's name gets the places the request
-    gives (a path, a URL, ".", a file name; else no date: a date is no place), a date's name its dates, when it
-    gives some; any other argument, every value (a date among them: ``checkIn`` names no date)."""
+    gives (a path, a URL, ".", a file name; else no date: a date is no place), a date's name its dates, a
+    channel's the ``#names`` (post 'paid' to #finance), when it gives some; any other argument, every value (a
+    date among them: ``checkIn`` names no date)."""
     words = name_words(name)
     if words & DATE_WORDS:
         return [v for v in values if is_date(v)] or values
+    if words & CHANNEL_WORDS:
+        return [v for v in values if v.startswith("#")] or values
     if words & PLACE_WORDS:
         return [v for v in values if is_place(v)] or [v for v in values if not is_date(v)] or values
     return values

@@ -124,7 +124,12 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
         answer = fmt.get("schema") if structured and isinstance(fmt, Mapping) else None
         fmt = {"type": "json_object", "schema": _choice(tools, answer, _must_call(params, messages))}
     if isinstance(fmt, Mapping):
-        arguments["response_format"] = dict(fmt)
+        schema = fmt.get("schema")
+        grammar = grammar_of(schema) if isinstance(schema, Mapping) else None
+        if grammar is not None:
+            arguments["grammar"] = grammar
+        else:
+            arguments["response_format"] = dict(fmt)
 
     import asyncio  # not at the top: `check` reads is_local and missing, and needs no event loop
 
@@ -149,6 +154,36 @@ async def complete_local(model: str, messages: Sequence[Mapping[str, Any]], para
         "cost": 0.0,
         "model": model,
     }
+
+
+def gbnf_of(schema: Mapping[str, Any]) -> str:
+    """The llama.cpp grammar (GBNF) of a JSON Schema: llama-cpp-python's converter, with each literal's
+    backslashes escaped too. Its own escapes only quotes and line breaks, so an enum value holding a backslash
+    (a plan's ``\\#finance``, a channel written to mean itself) or a quote became a literal that writes
+    invalid JSON (``"\\#finance"`` read as ``\\#``), and every attempt at such a plan failed (json-syntax)."""
+    import json
+
+    from llama_cpp import llama_grammar
+
+    class Converter(llama_grammar.SchemaConverter):
+        def _format_literal(self, literal: str) -> str:
+            escaped = literal.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "\\r").replace("\n", "\\n")
+            return f'"{escaped}"'
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "schema"), "")
+    return converter.format_grammar()
+
+
+def grammar_of(schema: Mapping[str, Any]) -> Any:
+    """The grammar an answer to ``schema`` is held to (None: llama-cpp-python's own conversion is left to it)."""
+    from llama_cpp import llama_grammar
+
+    try:
+        text = gbnf_of(schema)
+    except Exception:  # noqa: BLE001 - a schema its converter does not take: its own path says what it can
+        return None
+    return llama_grammar.LlamaGrammar.from_string(text, verbose=False)
 
 
 def _streamed(llama: Any, arguments: Mapping[str, Any], said: Callable[[str], Any]) -> dict:
