@@ -73,6 +73,7 @@ def test_a_catalog_in_any_common_form_checks_previews_and_tests_a_plan(tmp_path,
     assert bad.returncode == 1 and "bad.yaml:4:" in bad.stdout + bad.stderr and "query" in bad.stdout + bad.stderr
     preview = run_dagplan_s(tmp_path, "preview", "plan.yaml", "--tools", name)
     assert preview.returncode == 0 and "tool=send_email (acts on the world)" in preview.stdout
+    assert "To run it: dagplan run plan.yaml --tools TOOLS.py" in preview.stdout  # a catalog runs nothing
     pure = "tool=search\n" in preview.stdout
     assert pure == (name in ("mcp-list.json", "own.json")), preview.stdout  # said pure (or read-only), else may act
     (tmp_path / "plan.test.yaml").write_text(

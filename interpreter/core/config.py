@@ -443,6 +443,13 @@ def unknown_notifier(step: Any, name: str, declared: Mapping[str, Any]) -> Any:
 
 
 MCP_SOURCE = "mcp:"  # a tool source naming a declared MCP server: mcp:NAME (interpreter/tools/mcp.py)
+CATALOG_SUFFIXES = (".json", ".yaml", ".yml")  # a tool source that describes tools (interpreter/tools/described.py)
+
+
+def is_catalog(source: Any) -> bool:
+    """Whether a tool source names a catalog file (tools described, no code), by its name."""
+    return os.fspath(source).lower().endswith(CATALOG_SUFFIXES)
+
 
 # how a model's answer is held to a schema: by provider (auto), or forced (interpreter/llm/constrained.py)
 STRUCTURED_OUTPUT = ("auto", "json_schema", "llama_cpp", "ollama", "guided_json", "json_object", "none")

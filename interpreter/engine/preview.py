@@ -10,6 +10,7 @@ from typing import AbstractSet as Set, Any, Mapping
 
 from ...dsl.ir import NOT_GIVEN, AllOf, AnyOf, Plan, Placeholder, Ref, Step, Template, acts_as_known
 from ...dsl.schedule import Analysis, early_steps
+from ..core.config import is_catalog
 
 PREVIEW_VERSION = 1
 
@@ -94,10 +95,12 @@ class Preview:
     def command_to_run(self, tool_sources: Any = None) -> str:
         """The command that runs this plan: with the ``--tools`` given (none when the configuration names
         the tools: pass ``()``), else a ``--tools TOOLS.py`` placeholder (none for a plan that calls no tool: a
-        gate's, a model's); a placeholder for each required input."""
+        gate's, a model's; in place of a catalog, which describes tools and runs none); a placeholder for each
+        required input."""
         calls_tools = any(s.kind in ("tool", "plan", "loop") for s in self.steps)
         placeholder = ["--tools TOOLS.py"] if calls_tools else []
-        tools = placeholder if tool_sources is None else [f"--tools {t}" for t in tool_sources]
+        tools = placeholder if tool_sources is None else list(dict.fromkeys(
+            "--tools TOOLS.py" if is_catalog(t) else f"--tools {t}" for t in tool_sources))  # fmt: skip
         parts = ["dagplan run", self.source, *tools]
         for name, schema in self.inputs.items():
             if not (isinstance(schema, Mapping) and "default" in schema):

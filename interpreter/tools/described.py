@@ -22,21 +22,17 @@ from typing import Any, Mapping
 
 from ...dsl.errors import DagplanError, Diagnostic, RunError, Span, error
 from ...dsl.ir import PURITY_RANK
-from ...dsl.load import read_document
 from .catalog import Tool
 
-SUFFIXES = (".json", ".yaml", ".yml")  # a catalog file, not a Python one
 _HINT = "a catalog is a list of tools ({name, description, parameters}) or a mapping of names to them"
 _FIELDS = "name, description, parameters"
-
-
-def is_catalog(path: str | os.PathLike) -> bool:
-    return os.fspath(path).lower().endswith(SUFFIXES)
 
 
 def described_tools(path: str | os.PathLike) -> dict[str, Tool]:
     """The tools the catalog at ``path`` describes, by name (in its order); RunError with every problem
     found, each at its position."""
+    from ...dsl.load import read_document  # only when there is a catalog to read
+
     name = os.fspath(path)
     try:
         data, source = read_document(name, holds="tools", example=_HINT, lists=True)

@@ -17,9 +17,9 @@ from typing import Iterable, Mapping
 
 from ...dsl.errors import RunError
 from ...dsl.ir import ToolSpec
-from ..core.config import MCP_SOURCE
+from ..core.config import MCP_SOURCE, is_catalog
 from .catalog import Tool
-from .described import described_tools, is_catalog
+from .described import described_tools
 
 
 def load_tools(sources: Iterable[str | os.PathLike]) -> dict[str, Tool]:
