@@ -504,6 +504,27 @@ def test_what_a_tool_prints_is_kept_with_its_step_not_written_raw_to_the_termina
     assert "what the tool printed" in page and "fetching owls" in page
 
 
+def test_what_threads_of_one_tool_call_print_is_all_kept():
+    """A step's buffer is set up at its first write (the engine makes one for every tool call); threads of one
+    call racing to that first write keep every piece they wrote, whichever list won."""
+    import threading
+
+    from dagplan.interpreter.core.printed import Printed
+
+    for _ in range(100):
+        printed, start = Printed(), threading.Barrier(8)
+
+        def write(i: int, printed: Printed = printed, start: threading.Barrier = start) -> None:
+            start.wait()
+            for k in range(20):
+                printed.add(f"{i}.{k};")
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert len(printed.pieces or ()) == 160 and printed.text().count(";") == 160
+
+
 def test_every_edge_of_the_graph_is_drawn_inside_its_box():
     """A layered layout routes some edges around the nodes: the SVG's box holds every point of every edge
     (the page showed them clipped), every node and every label; checked over random plans."""

@@ -33,9 +33,10 @@ class Printed:
     _decoder: Any = None
 
     def add(self, text: str) -> None:
-        if self.pieces is None:
-            self.pieces = []
-        self.pieces.append(text)
+        pieces = self.pieces
+        if pieces is None:  # the first write; two threads of one tool call may race to it: one list wins
+            pieces = self.__dict__.setdefault("pieces", [])
+        pieces.append(text)
         self.size += len(text)
         if self.size > 2 * MAX_CHARS:
             whole = "".join(self.pieces)
