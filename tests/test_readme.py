@@ -27,6 +27,11 @@ def test_the_two_setup_commands_are_there_and_ci_runs_the_test_one():
     assert len(commands) == 2
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1] in ci
+    # set -e does not stop a script at a failed command inside an && list (only at its last): CI went on past
+    # a failed install (stop 71, seen when an install was killed) and could have passed with nothing tested
+    assert re.search(re.escape(commands[1]) + r" \|\| exit \$\?$", ci, re.M), (
+        "a failure of the test command must end CI"
+    )
     assert "dagplan run examples/" in commands[0]
 
 
