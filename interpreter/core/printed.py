@@ -39,7 +39,7 @@ class Printed:
         pieces.append(text)
         self.size += len(text)
         if self.size > 2 * MAX_CHARS:
-            whole = "".join(self.pieces)
+            whole = "".join(pieces)
             cut = len(whole) - MAX_CHARS
             self.dropped += cut
             self.pieces, self.size = [whole[cut:]], MAX_CHARS

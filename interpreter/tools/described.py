@@ -14,14 +14,13 @@ at its line and column, never a traceback.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import replace
 from typing import Any, Mapping
 
 from ...dsl.errors import DagplanError, Diagnostic, RunError, Span, error
 from ...dsl.ir import PURITY_RANK
+from ..core.digest import digest
 from .catalog import Tool
 
 _HINT = "a catalog is a list of tools ({name, description, parameters}) or a mapping of names to them"
@@ -116,7 +115,7 @@ def _tool(file: str, where: tuple, entry: Any) -> Tool:
             (*where, "alternatives"),
             f"tool {name!r}: alternatives is how many outcomes it answers with, a whole number",
         )
-    version = hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    version = digest(entry)[:16]  # what a step's fingerprint holds of it: an edit of its entry re-runs it
     return Tool(name=name, fn=_NoCode(name, file), description=description, parameters=parameters,
                 purity=purity, is_async=True, source=_Described(name, file), output_schema=output,
                 destructive=entry.get("destructive") is True
