@@ -266,6 +266,19 @@ def _config(path: Path) -> object:
     return load_config(path.parent)
 
 
+def _catalog(path: Path) -> object:
+    from dagplan.interpreter.tools.described import described_tools
+
+    return described_tools(path)
+
+
+def _catalog_text(n: int, bad: bool = False) -> str:
+    """A BFCL-style list of ``n`` functions (Python's type names), each ``bad`` one without a name (every entry
+    an error to place at its line)."""
+    entry = {"description": "d", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}}
+    return json.dumps([{**entry, **({} if bad else {"name": f"t{i}"})} for i in range(n)], indent=1)
+
+
 def _suite(path: Path) -> object:
     from dagplan.interpreter.core.config import load_config
     from dagplan.interpreter.testing.plantest import check_suite
@@ -402,6 +415,29 @@ CASES = [
         lambda n: "redact = [" + ", ".join(f'"acct_{i}[0-9]+"' for i in range(n)) + "]\n",
         _in_file("dagplan.toml", _config),
     ),  # fmt: skip
+    Case("tool catalog: many tools", 2_000, _catalog_text, _in_file("c.json", _catalog)),
+    Case(
+        "tool catalog: many entries, each an error",
+        2_000,
+        lambda n: _catalog_text(n, True),
+        _in_file("c.json", _catalog),
+    ),
+    Case(
+        "tool catalog: a tool of many parameters",
+        2_000,
+        lambda n: json.dumps(
+            [
+                {
+                    "name": "t",
+                    "parameters": {
+                        "type": "dict",
+                        "properties": {f"p{i}": {"type": "list", "items": {"type": "float"}} for i in range(n)},
+                    },
+                }
+            ]
+        ),
+        _in_file("c.json", _catalog),
+    ),  # fmt: skip
     Case(
         "plan test file: many cases",
         300,
@@ -434,6 +470,7 @@ READERS = (
     "planner",
     "configuration",
     "plan test file",
+    "tool catalog",
 )
 
 

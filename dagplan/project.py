@@ -49,7 +49,7 @@ class Project:
 
     def __init__(self, root: str | os.PathLike | None = None, *, state: Any = None, tool_sources: Iterable[str] = (),
                  tools: Any = None, config: Any = None, **settings: Any) -> None:  # fmt: skip
-        from .interpreter.core.config import project_root
+        from .interpreter.core.config import names_a_file, project_root
 
         if root is None and config is not None and getattr(config, "path", None):
             root = config.path.parent  # a configuration given: its project
@@ -57,7 +57,7 @@ class Project:
         self._given_state = state
         self._given_config = config
         # a tool file given relative is the project's (as `tools = [...]` of its configuration is)
-        self.tool_sources = tuple(str(self.root / s) if s.endswith(".py") and not os.path.isabs(s) else s
+        self.tool_sources = tuple(str(self.root / s) if names_a_file(s) and not os.path.isabs(s) else s
                                   for s in map(os.fspath, tool_sources))  # fmt: skip
         self._given_tools = tools
         self._once = False  # a long-lived project reads its configuration again when the file changed
@@ -77,7 +77,9 @@ class Project:
               ) -> "Project":  # fmt: skip
         """What a module-level function means: the working directory's project, with the context the call gave
         (its tool files relative to the working directory, as a command line's are)."""
-        sources = [os.path.abspath(s) if str(s).endswith(".py") and os.path.exists(s) else os.fspath(s)
+        from .interpreter.core.config import names_a_file
+
+        sources = [os.path.abspath(s) if names_a_file(s) and os.path.exists(s) else os.fspath(s)
                    for s in tool_sources]  # fmt: skip
         here = cls(state=state, tool_sources=sources, tools=tools, config=config)
         here._once = True  # a project for one call: its configuration is read once, at the first ask

@@ -316,5 +316,4 @@ def _json_type(value: Any) -> str:
 
 
 def _compatible(got: set[str], wanted: set[str]) -> bool:
-    widened = wanted | ({"integer"} if "number" in wanted else set())
-    return got <= widened
+    return got <= _accepted(wanted)

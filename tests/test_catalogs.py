@@ -191,3 +191,24 @@ def test_a_catalog_says_which_tools_destroy_as_dagplan_and_mcp_write_it(tmp_path
     found = described_tools(tmp_path / "c.json")
     assert {n: (t.destructive, t.purity) for n, t in found.items()} == {
         "drop": (True, None), "wipe": (True, "side_effect"), "peek": (False, "pure"), "send": (False, None)}  # fmt: skip
+
+
+def test_a_catalog_named_in_the_configuration_is_the_projects_wherever_one_stands(tmp_path):
+    """`tools = ["tools.json"]` is relative to dagplan.toml, as a tools file is (the one rule of a tool source that
+    names a file, core/config.names_a_file): checked from a subfolder, and named relative on a test file."""
+    _folder(tmp_path, "tools.json", FORMS["openai-tools.json"])
+    (tmp_path / "dagplan.toml").write_text('tools = ["tools.json"]\n')
+    sub = tmp_path / "plans"
+    sub.mkdir()
+    (sub / "bad.yaml").write_text(PLAN.replace("{query: dagplan}", "{q: dagplan}"))
+    bad = run_dagplan_s(sub, "check", "bad.yaml")
+    assert bad.returncode == 1 and "tool 'search' has no argument 'q'" in bad.stdout, bad.stdout + bad.stderr
+    (sub / "plan.yaml").write_text(PLAN)
+    assert run_dagplan_s(sub, "check", "plan.yaml").returncode == 0
+    (tmp_path / "dagplan.toml").unlink()
+    (sub / "plan.test.yaml").write_text(
+        "plan: plan.yaml\ntools: [../tools.json]\ncases:\n  - name: sent\n    mocks:\n      tools:\n"
+        "        search: {result: []}\n        send_email: {result: {sent: true}}\n    expect:\n      result: {sent: true}\n"
+    )
+    tested = run_dagplan_s(tmp_path, "test", "plans/plan.test.yaml")
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout + tested.stderr

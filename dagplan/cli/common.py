@@ -169,8 +169,9 @@ def _merged(ctx: Any, param: Any, value: Any) -> Any:
     return value
 
 
-def tools_option(f, help: str = "Python file or module defining @dagplan.tool functions (repeatable; also "
-                 "`tools` in the config, and `dagplan --tools`).") -> Any:  # fmt: skip
+def tools_option(f, help: str = "Python file or module defining @dagplan.tool functions, or a catalog of tools "
+                 "(.json/.yaml: checked and planned against, not run) (repeatable; also `tools` in the config, and "
+                 "`dagplan --tools`).") -> Any:  # fmt: skip
     import click
 
     return click.option("--tools", "tool_sources", multiple=True, metavar="FILE_OR_MODULE", callback=_merged,
@@ -203,9 +204,10 @@ def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
     :func:`_merged`); a tool file given is relative to where the command stands."""
     import os
 
+    from ..interpreter.core.config import names_a_file
     from ..project import Project
 
-    sources = tuple(dict.fromkeys(os.path.abspath(s) if s.endswith(".py") else s for s in tool_sources))
+    sources = tuple(dict.fromkeys(os.path.abspath(s) if names_a_file(s) else s for s in tool_sources))
     group = _group()
     built = group.setdefault("projects", {}) if group else {}  # built once per command line
     if (state_dir, sources) not in built:

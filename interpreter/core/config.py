@@ -451,6 +451,13 @@ def is_catalog(source: Any) -> bool:
     return os.fspath(source).lower().endswith(CATALOG_SUFFIXES)
 
 
+def names_a_file(source: Any) -> bool:
+    """Whether a tool source names a file (a Python file or a catalog), so that one given relative is placed
+    where it was given (the configuration's folder, the command's, the test file's); else it is a module name
+    or ``mcp:NAME``."""
+    return os.fspath(source).endswith(".py") or is_catalog(source)
+
+
 # how a model's answer is held to a schema: by provider (auto), or forced (interpreter/llm/constrained.py)
 STRUCTURED_OUTPUT = ("auto", "json_schema", "llama_cpp", "ollama", "guided_json", "json_object", "none")
 
@@ -582,7 +589,7 @@ def _build(path: Path, table: dict) -> Config:
         values["redact"] = tuple(values["redact"])
     if "tools" in values:
         base = path.parent
-        values["tools"] = tuple(str(base / t) if t.endswith(".py") else t for t in values["tools"])
+        values["tools"] = tuple(str(base / t) if names_a_file(t) else t for t in values["tools"])
     if values.get("mcp"):  # each declared server is a tool source: its tools come with the others'
         values["tools"] = (*values.get("tools", ()), *(MCP_SOURCE + name for name in values["mcp"]))
     return Config(path=path, resume=resume, **values)

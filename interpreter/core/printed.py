@@ -1,12 +1,12 @@
 """What a tool prints, kept with its step: captured per call, never written raw to the terminal.
 
 A tool's ``print()`` (and writes to ``sys.stderr``) went to the terminal, raw, between the progress lines,
-and was lost with it. While a tool step runs (:func:`collecting` .. :func:`end`), the process's standard
-streams, through one routing object (:func:`routed`, installed by every run), write to the step's own
-buffer (a context variable: a sync tool's worker thread runs in a copy of the step's context, an async
-tool's tasks inherit it); everything else still reaches the streams as before. The engine keeps what was
-printed with the step (``plan_step_printed``, redacted, at most :data:`MAX_CHARS`), which ``runs show
---step``, ``events`` and the viewer show.
+and was lost with it. While a tool step runs (the engine sets a :class:`Printed` in :data:`BUFFER`, then
+resets it), the process's standard streams, through one routing object (:func:`routed`, installed by every
+run), write to the step's own buffer (a context variable: a sync tool's worker thread runs in a copy of the
+step's context, an async tool's tasks inherit it); everything else still reaches the streams as before. The
+engine keeps what was printed with the step (``plan_step_printed``, redacted, at most :data:`MAX_CHARS`),
+which ``runs show --step``, ``events`` and the viewer show.
 """
 
 from __future__ import annotations
@@ -131,15 +131,4 @@ def routed() -> None:
         sys.stderr = _Routing(sys.stderr)  # type: ignore[assignment]
 
 
-def collecting() -> tuple[Printed, Any]:
-    """A buffer for what the current context prints from now on, and the token that ends it (``end``).
-    The engine's hot path does the same inline with :data:`BUFFER`."""
-    buffer = Printed()
-    return buffer, _BUFFER.set(buffer)
-
-
-def end(token: Any) -> None:
-    _BUFFER.reset(token)
-
-
-BUFFER = _BUFFER  # the context variable itself, for the engine's inline set and reset (one per tool call)
+BUFFER = _BUFFER  # the running tool call's buffer: the engine sets a Printed for each call and resets it after

@@ -14,6 +14,7 @@ long inputs, choose tools well, write good prose. Point
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from typing import Any, Callable, Mapping, Sequence
@@ -161,8 +162,15 @@ def gbnf_of(schema: Mapping[str, Any]) -> str:
     backslashes escaped too. Its own escapes only quotes and line breaks, so an enum value holding a backslash
     (a plan's ``\\#finance``, a channel written to mean itself) or a quote became a literal that writes
     invalid JSON (``"\\#finance"`` read as ``\\#``), and every attempt at such a plan failed (json-syntax)."""
-    import json
+    converter = _converter()(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "schema"), "")
+    return converter.format_grammar()
 
+
+@functools.cache
+def _converter() -> type:
+    """llama-cpp-python's JSON-Schema-to-grammar converter with literals escaped whole (made once, on first use:
+    llama_cpp is imported only by a local model's call)."""
     from llama_cpp import llama_grammar
 
     class Converter(llama_grammar.SchemaConverter):
@@ -170,9 +178,7 @@ def gbnf_of(schema: Mapping[str, Any]) -> str:
             escaped = literal.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "\\r").replace("\n", "\\n")
             return f'"{escaped}"'
 
-    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "schema"), "")
-    return converter.format_grammar()
+    return Converter
 
 
 def grammar_of(schema: Mapping[str, Any]) -> Any:

@@ -181,9 +181,10 @@ def _configured(config: Any) -> list[str]:
 
 
 def _tools(sources: list[str], base: str) -> dict[str, Tool]:
+    from ..core.config import names_a_file
     from ..tools.sources import load_tools
 
-    paths = [os.path.join(base, s) if s.endswith(".py") else s for s in sources]
+    paths = [os.path.join(base, s) if names_a_file(s) else s for s in sources]
     return load_tools(paths) if paths else {}
 
 

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from ...dsl.errors import DagplanError, Diagnostic, RunError, Span, error
 from ...dsl.ir import PURITY_RANK
 from ..core.digest import digest
+from ..core.trace import shown_path
 from .catalog import Tool
 
 _HINT = "a catalog is a list of tools ({name, description, parameters}) or a mapping of names to them"
@@ -32,7 +33,7 @@ def described_tools(path: str | os.PathLike) -> dict[str, Tool]:
     found, each at its position."""
     from ...dsl.load import read_document  # only when there is a catalog to read
 
-    name = os.fspath(path)
+    name = shown_path(os.fspath(path))  # as a person reads it: relative to where they stand, when it is below
     try:
         data, source = read_document(name, holds="tools", example=_HINT, lists=True)
     except DagplanError as exc:  # its syntax, its size, its encoding: the catalog's fault, where it is

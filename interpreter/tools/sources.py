@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 
 from ...dsl.errors import RunError
 from ...dsl.ir import ToolSpec
-from ..core.config import MCP_SOURCE, is_catalog
+from ..core.config import CATALOG_SUFFIXES, MCP_SOURCE, is_catalog
 from .catalog import Tool
 from .described import described_tools
 
@@ -100,9 +100,12 @@ def _import(source: str | os.PathLike) -> types.ModuleType:
         raise RunError.make(
             "tools-import",
             f"cannot import tools from {text}: {type(exc).__name__}: {exc}",
-            hint="--tools takes a Python file (tools.py) or an importable module name",
+            hint=_TAKES,
         ) from exc
 
+
+# what a tool source is, said wherever one cannot be loaded
+_TAKES = "--tools takes a Python file (tools.py), an importable module name, a catalog of tools (.json) or mcp:NAME"
 
 # one tools file imported at a time: a module is in sys.modules while its code runs, so a second thread (the
 # language server's hover while its check loads the same file) took the half-run module, with none of its tools
@@ -124,8 +127,8 @@ def _imported_file(resolved: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     if spec is None or spec.loader is None:  # not a name Python imports (tools.txt, a folder's file without .py)
         raise RunError.make("tools-import", f"{resolved} is not a Python file (.py) or a catalog of tools "
-                                            f"(.json, .yaml): nothing to import tools from",
-                            hint="--tools takes a Python file, a module name, a catalog file or mcp:NAME")  # fmt: skip
+                                            f"({', '.join(CATALOG_SUFFIXES)}): nothing to import tools from",
+                            hint=_TAKES)  # fmt: skip
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     sys.path.insert(0, str(resolved.parent))  # so a tools file can import its neighbours
