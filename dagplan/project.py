@@ -43,6 +43,15 @@ def _own_secrets(method: Callable) -> Callable:
     return under
 
 
+def placed_here(source: Any) -> str:
+    """A tool source as a command line or a call gives it: a file (a .py or a catalog) relative to the working
+    directory, made absolute; a module name or ``mcp:NAME`` as it is."""
+    from .interpreter.core.config import names_a_file
+
+    text = os.fspath(source)
+    return os.path.abspath(text) if names_a_file(text) else text
+
+
 class Project:
     """One project's context, built once: its configuration, where its runs are kept, its tools, its secrets
     and its runs' settings; its methods are the API (see the module doc)."""
@@ -77,10 +86,7 @@ class Project:
               ) -> "Project":  # fmt: skip
         """What a module-level function means: the working directory's project, with the context the call gave
         (its tool files relative to the working directory, as a command line's are)."""
-        from .interpreter.core.config import names_a_file
-
-        sources = [os.path.abspath(s) if names_a_file(s) and os.path.exists(s) else os.fspath(s)
-                   for s in tool_sources]  # fmt: skip
+        sources = [placed_here(s) if os.path.exists(s) else os.fspath(s) for s in tool_sources]
         here = cls(state=state, tool_sources=sources, tools=tools, config=config)
         here._once = True  # a project for one call: its configuration is read once, at the first ask
         return here

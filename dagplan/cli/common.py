@@ -202,12 +202,10 @@ def project_of(state_dir: Any = None, tool_sources: Iterable[str] = ()) -> Any:
     """This command's project (:class:`dagplan.Project`), built the one way every door builds it: the working
     directory's project with the command's ``--state`` and ``--tools`` (the options already merged the group's,
     :func:`_merged`); a tool file given is relative to where the command stands."""
-    import os
 
-    from ..interpreter.core.config import names_a_file
-    from ..project import Project
+    from ..project import Project, placed_here
 
-    sources = tuple(dict.fromkeys(os.path.abspath(s) if names_a_file(s) else s for s in tool_sources))
+    sources = tuple(dict.fromkeys(placed_here(s) for s in tool_sources))
     group = _group()
     built = group.setdefault("projects", {}) if group else {}  # built once per command line
     if (state_dir, sources) not in built:
